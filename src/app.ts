@@ -1,0 +1,78 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { auditPlugin } from './audit/plugin.ts'
+import { authPlugin } from './auth/plugin.ts'
+import { clusterPlugin } from './cluster/plugin.ts'
+import type { Config } from './config.ts'
+import { toErrorBody } from './errors.ts'
+import { eventsPlugin } from './events/plugin.ts'
+import { loggerOptions } from './logger.ts'
+import { metricsPlugin } from './metrics/plugin.ts'
+import { adminRoutes } from './routes/admin.ts'
+import { authRoutes } from './routes/auth.ts'
+import { eventsRoutes } from './routes/events.ts'
+import { healthRoutes, readinessPlugin } from './routes/health.ts'
+import { mcpRoutes } from './routes/mcp.ts'
+import { sessionsPlugin } from './sessions/plugin.ts'
+import { upstreamPlugin } from './upstream/plugin.ts'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config
+  }
+}
+
+/** Options for {@link buildApp}; tests pass a logger stream to assert what is (never) logged. */
+export interface AppOptions {
+  logger?: FastifyServerOptions['logger']
+}
+
+/**
+ * Builds the gateway as a Fastify instance that never listens (`server.ts` does). Plugins are registered
+ * in dependency order: shared state first, then auth, then the routes that use them.
+ */
+export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? loggerOptions(config),
+    trustProxy: parseTrustProxy(config.env.GATEWAY_TRUST_PROXY),
+    bodyLimit: config.env.GATEWAY_MAX_JSON_BYTES,
+    // Path checks are ours (strict, in routes/mcp): keep Fastify from normalising away `//` or `;`.
+    ignoreDuplicateSlashes: false,
+    ignoreTrailingSlash: false,
+    useSemicolonDelimiter: false,
+    requestIdHeader: false,
+    return503OnClosing: true,
+  })
+  app.decorate('config', config)
+
+  app.setErrorHandler((err, request, reply) => {
+    const { status, body } = toErrorBody(err as Error)
+    if (status >= 500) request.log.error({ err }, 'request failed')
+    else request.log.info({ code: body.error, status }, 'request refused')
+    return reply.code(status).send(body)
+  })
+  app.setNotFoundHandler((_request, reply) =>
+    reply.code(404).send({ error: 'route_not_found', message: 'no such route' }),
+  )
+
+  await app.register(readinessPlugin)
+  await app.register(metricsPlugin)
+  await app.register(clusterPlugin)
+  await app.register(sessionsPlugin)
+  await app.register(auditPlugin)
+  await app.register(authPlugin)
+  await app.register(upstreamPlugin)
+  await app.register(eventsPlugin)
+
+  await app.register(healthRoutes)
+  await app.register(authRoutes)
+  await app.register(adminRoutes)
+  await app.register(eventsRoutes)
+  await app.register(mcpRoutes)
+  return app
+}
+
+function parseTrustProxy(value: string): boolean | string | string[] {
+  if (value === 'true') return true
+  if (value === 'false' || value === '') return false
+  return value.split(',').map((s) => s.trim())
+}

@@ -1,0 +1,156 @@
+import { z } from 'zod'
+
+/**
+ * Every environment variable the gateway reads, in one schema, parsed once at boot.
+ *
+ * The README's configuration table, the Helm chart's values and `test/deploy` are checked against
+ * {@link configVariables}; add a variable here and the chart test tells you where else it belongs.
+ */
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes')
+
+const list = z.string().transform((v) =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0),
+)
+
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
+
+const origin = z
+  .string()
+  .url()
+  .transform((v) => new URL(v).origin)
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: int(0, 65535).default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
+    .optional(),
+
+  GATEWAY_SESSIONS_FILE: z.string().min(1).optional(),
+  GATEWAY_UPSTREAM_TEMPLATE: z
+    .string()
+    .regex(/^https?:\/\/.*\{kasmId\}/, 'must be an http(s) URL containing {kasmId}')
+    .optional(),
+  GATEWAY_DEMO: z.enum(['auto', 'on', 'off']).default('auto'),
+
+  GATEWAY_JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  GATEWAY_JWKS_URL: z.string().url().optional(),
+  GATEWAY_JWT_ISSUER: z.string().min(1).optional(),
+  GATEWAY_JWT_AUDIENCE: z.string().min(1).optional(),
+  GATEWAY_JWT_ALGORITHMS: list.default('RS256,ES256,EdDSA'),
+  GATEWAY_JWT_CLOCK_TOLERANCE_S: int(0, 300).default(30),
+  GATEWAY_ROLES_CLAIM: z.string().min(1).default('roles'),
+  GATEWAY_TEAMS_CLAIM: z.string().min(1).default('teams'),
+
+  GATEWAY_COOKIE_SECRET: list
+    .optional()
+    .refine((v) => v === undefined || v.every((s) => s.length >= 32), 'each secret must be 32+ characters'),
+  GATEWAY_COOKIE_TTL_S: int(60).default(8 * 3600),
+  GATEWAY_COOKIE_IDLE_S: int(60).default(30 * 60),
+  GATEWAY_PUBLIC_ORIGIN: origin.optional(),
+  GATEWAY_ALLOWED_ORIGINS: list.pipe(z.array(origin)).default(''),
+  GATEWAY_TRUST_PROXY: z.string().default('false'),
+
+  GATEWAY_UPSTREAM_CONNECT_TIMEOUT_MS: int(100).default(5000),
+  GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS: int(100).default(15000),
+  GATEWAY_UPSTREAM_CONNECTIONS: int(1).default(64),
+  GATEWAY_MAX_JSON_BYTES: int(1024).default(64 * 1024),
+  GATEWAY_MAX_ATTACHMENT_BYTES: int(1024).default(8 * 1024 * 1024),
+  GATEWAY_EXTRA_READ_ROUTES: list.default(''),
+  GATEWAY_RATE_LIMIT_MAX: int(1).default(600),
+  GATEWAY_RATE_LIMIT_WINDOW_MS: int(1000).default(60_000),
+  GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
+
+  GATEWAY_EVENT_BUFFER: int(16).default(4096),
+  GATEWAY_VIEWER_MAX_QUEUED_BYTES: int(1024).default(1024 * 1024),
+  GATEWAY_MAX_STREAMS_PER_OPERATOR: int(1).default(50),
+  GATEWAY_STREAM_LINGER_MS: int(0).default(30_000),
+  GATEWAY_STREAM_EAGER: bool.default('false'),
+  GATEWAY_STREAM_AUTH_RECHECK_MS: int(1000, 60_000).default(60_000),
+  GATEWAY_PING_INTERVAL_MS: int(100).default(15_000),
+  GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: int(100).default(45_000),
+  GATEWAY_CLOSED_POLL_MS: int(100).default(10_000),
+
+  GATEWAY_ENCRYPTION_KEY: z
+    .string()
+    .regex(
+      /^[A-Za-z0-9_-]{43}$/,
+      'must be 32 bytes, base64url (openssl rand -base64 32 | tr "+/" "-_" | tr -d =)',
+    )
+    .optional(),
+  GATEWAY_LEASE_MS: int(1000).default(5000),
+  GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
+})
+
+/** The raw, validated environment. */
+export type Env = z.infer<typeof envSchema>
+
+/** Names of every environment variable the gateway reads (for docs and chart checks). */
+export const configVariables: readonly string[] = Object.keys(envSchema.shape)
+
+/** Validated gateway configuration, derived from {@link Env}. */
+export interface Config {
+  readonly env: Env
+  readonly production: boolean
+  readonly demo: boolean
+  readonly cookieSecure: boolean
+  readonly cookieName: string
+}
+
+/** Thrown at boot when a variable is wrong; its message names every bad variable. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+}
+
+/**
+ * Parses and validates the environment once. Throws {@link ConfigError} naming the bad variables.
+ * Empty strings count as unset so that `FOO=` in a compose file means the default.
+ */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
+  const raw: Record<string, string> = {}
+  for (const key of configVariables) {
+    const value = source[key]
+    if (value !== undefined && value !== '') raw[key] = value
+  }
+  const parsed = envSchema.safeParse(raw)
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`)
+    throw new ConfigError(`invalid configuration: ${lines.join('; ')}`)
+  }
+  const env = parsed.data
+  const production = env.NODE_ENV === 'production'
+  const cross: string[] = []
+  if (env.GATEWAY_JWKS_URL && !env.GATEWAY_JWT_ISSUER)
+    cross.push('GATEWAY_JWT_ISSUER: required with GATEWAY_JWKS_URL')
+  if (env.GATEWAY_JWKS_URL && !env.GATEWAY_JWT_AUDIENCE)
+    cross.push('GATEWAY_JWT_AUDIENCE: required with GATEWAY_JWKS_URL')
+  if (production && !env.GATEWAY_COOKIE_SECRET) cross.push('GATEWAY_COOKIE_SECRET: required in production')
+  if (production && !env.GATEWAY_JWT_SECRET && !env.GATEWAY_JWKS_URL)
+    cross.push('GATEWAY_JWT_SECRET or GATEWAY_JWKS_URL: one is required in production')
+  if (env.REDIS_URL && !env.GATEWAY_ENCRYPTION_KEY)
+    cross.push('GATEWAY_ENCRYPTION_KEY: required with REDIS_URL (messaging tokens are stored encrypted)')
+  if (env.GATEWAY_DEMO === 'on' && (production || env.GATEWAY_SESSIONS_FILE))
+    cross.push('GATEWAY_DEMO: cannot be on in production or with GATEWAY_SESSIONS_FILE')
+  if (cross.length > 0) throw new ConfigError(`invalid configuration: ${cross.join('; ')}`)
+
+  const demo =
+    env.GATEWAY_DEMO === 'on' || (env.GATEWAY_DEMO === 'auto' && !production && !env.GATEWAY_SESSIONS_FILE)
+  const cookieSecure = env.GATEWAY_PUBLIC_ORIGIN?.startsWith('https:') ?? production
+  return {
+    env,
+    production,
+    demo,
+    cookieSecure,
+    // The __Host- prefix makes browsers refuse the cookie unless Secure, Path=/ and no Domain: only over HTTPS.
+    cookieName: cookieSecure ? '__Host-krg_session' : 'krg_session',
+  }
+}

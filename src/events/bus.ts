@@ -1,0 +1,65 @@
+/**
+ * The seam between the one upstream reader of a session and its many viewers. Two implementations:
+ * in memory (one process) and Redis (a cluster of replicas). Everything else in `events/` talks to this.
+ */
+
+/** One item of a session's event stream, as read from the runtime. */
+export type BusMessage =
+  /** A trace event. `data` is the runtime's `data:` payload, byte for byte (lines joined with `\n`). */
+  | {
+      readonly kind: 'event'
+      readonly run: string
+      readonly seq: number
+      readonly type: string
+      readonly data: string
+    }
+  /** The run closed its trace without `done`: viewers get `event: closed` and their stream ends. */
+  | { readonly kind: 'closed'; readonly run: string }
+
+/** A message with its SSE frame, serialised once per event (never once per viewer). */
+export interface Delivery {
+  readonly message: BusMessage
+  readonly frame: Buffer
+}
+
+/** Where a viewer wants to start: the spec's `after=<seq>&run=<run_id>` or `Last-Event-ID: <run>:<seq>`. */
+export interface StreamPosition {
+  readonly run?: string
+  readonly after?: number
+}
+
+/** What the bus holds for a session: the current run and the last stored sequence number. */
+export interface StreamHead {
+  readonly run: string
+  readonly seq: number
+  readonly closed: boolean
+}
+
+/** A live subscription; `close` frees everything it holds. */
+export interface Subscription {
+  close(): void
+}
+
+/** Callbacks of a subscriber. Deliveries arrive in order, once each, replay first. */
+export interface Subscriber {
+  /** Called with one or more deliveries; a batch lets the viewer write once per event-loop turn. */
+  deliver(batch: readonly Delivery[]): void
+  /** The replay could not be served whole (evicted events and no trace to fill from). */
+  gap?(from: number, to: number): void
+}
+
+/** Fan-out of one session's events to every subscriber, with replay from a buffer. */
+export interface EventBus {
+  /**
+   * Appends what the reader read. `fence` is the reader's lease token: an append with a stale fence is
+   * refused (returns false) so a paused old owner can never write after a new one took over. Events whose
+   * `seq` is already stored for that run are dropped, never stored twice.
+   */
+  append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean>
+  /** The last stored position, where a (new) reader resumes with `after=&run=`; null when nothing is stored. */
+  head(kasmId: string): Promise<StreamHead | null>
+  /** Replays from `from` (the spec's rules), then delivers live messages, without gap or duplicate. */
+  subscribe(kasmId: string, from: StreamPosition, subscriber: Subscriber): Promise<Subscription>
+  /** Frees everything (connections, buffers). */
+  close(): Promise<void>
+}

@@ -1,0 +1,38 @@
+import type { FastifyServerOptions } from 'fastify'
+import type { Config } from './config.ts'
+
+/**
+ * Paths pino replaces with `[redacted]` wherever they appear in a log record. The messaging token is also
+ * unloggable by construction (see sessions/secret.ts); these cover credentials that arrive from clients.
+ */
+export const redactPaths: string[] = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-kasm-runtime-session-token"]',
+  'req.query.token',
+  'req.query.kasm_runtime_token',
+  'res.headers["set-cookie"]',
+  'headers.authorization',
+  'headers.cookie',
+  'headers["x-kasm-runtime-session-token"]',
+  'messagingToken',
+  '*.messagingToken',
+  'token',
+  '*.token',
+]
+
+/** Logger options for the app: JSON lines, credentials redacted, URLs logged without their query. */
+export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
+  return {
+    level: config.env.LOG_LEVEL,
+    redact: { paths: redactPaths, censor: '[redacted]' },
+    serializers: {
+      req: (req: { method: string; url: string; id: string }) => ({
+        method: req.method,
+        // A query can carry a token (`?token=`, `?kasm_runtime_token=`): log the path only.
+        url: req.url.split('?')[0],
+        id: req.id,
+      }),
+    },
+  }
+}

@@ -1,0 +1,58 @@
+import type { FastifyInstance } from 'fastify'
+import { buildApp } from './app.ts'
+import { ConfigError, loadConfig } from './config.ts'
+import { startDemo } from './dev/demo.ts'
+
+/**
+ * The only file that starts anything: reads config once, builds the app, listens, and drains on SIGTERM.
+ * Run node on it directly (not through npm) in production so signals arrive.
+ */
+async function main(): Promise<void> {
+  let config: ReturnType<typeof loadConfig>
+  try {
+    config = loadConfig()
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`kasm-runtime-gateway: ${err.message}\n`)
+      process.exit(78) // EX_CONFIG
+    }
+    throw err
+  }
+
+  const app = await buildApp(config)
+  // Long-lived SSE responses must not be cut by Node's request timeout; headers still must arrive promptly.
+  app.server.requestTimeout = 0
+  app.server.headersTimeout = 30_000
+  app.server.keepAliveTimeout = 65_000
+
+  const demo = config.demo ? await startDemo(app) : undefined
+  await app.listen({ port: config.env.PORT, host: config.env.HOST })
+  if (demo) demo.announce(app)
+
+  let stopping = false
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) return
+    stopping = true
+    app.log.info({ signal }, 'shutting down: draining streams')
+    app.readiness.drain()
+    const timer = setTimeout(() => {
+      app.log.error('shutdown grace period exceeded; exiting')
+      process.exit(1)
+    }, config.env.GATEWAY_SHUTDOWN_GRACE_MS)
+    timer.unref()
+    try {
+      await app.close()
+      await demo?.close()
+      process.exit(0)
+    } catch (err) {
+      app.log.error({ err }, 'error during shutdown')
+      process.exit(1)
+    }
+  }
+  process.on('SIGTERM', () => void shutdown('SIGTERM'))
+  process.on('SIGINT', () => void shutdown('SIGINT'))
+}
+
+export type { FastifyInstance }
+
+await main()

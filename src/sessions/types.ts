@@ -1,0 +1,55 @@
+import type { Secret } from './secret.ts'
+
+/** Where a session came from; file sessions are replaced on reload, admin ones only by the admin API. */
+export type SessionSource = 'file' | 'admin' | 'demo'
+
+/** A registered session: which runtime serves it, who may see it, and the token the gateway injects. */
+export interface Session {
+  /** Strict token: letters, digits, `-`, `_` (see {@link KASM_ID}). */
+  readonly kasmId: string
+  /** Absolute http(s) base URL of the runtime's routes, ending with `/`. */
+  readonly upstream: string
+  readonly team: string
+  readonly messagingToken: Secret
+  readonly source: SessionSource
+  /** Bumped whenever the token or upstream changes, so readers reconnect with the new one. */
+  readonly version: number
+}
+
+/** The public view of a session: never the token. */
+export interface SessionView {
+  kasmId: string
+  upstream: string
+  team: string
+  source: SessionSource
+  version: number
+}
+
+/** A session id is a strict token; anything else is refused before any lookup. */
+export const KASM_ID = /^[A-Za-z0-9_-]{1,128}$/
+
+/** What the admin API or a sessions file provides to register a session. */
+export interface SessionInput {
+  kasmId: string
+  /** Omitted: built from GATEWAY_UPSTREAM_TEMPLATE. */
+  upstream?: string
+  team: string
+  messagingToken: string
+  source: SessionSource
+}
+
+/**
+ * The session registry: memory (embedded) or Redis (cluster), loaded from the sessions file and changed by
+ * the admin API. Routes use {@link SessionRegistry.resolve}; nothing outside `sessions/` sees the store.
+ */
+export interface SessionRegistry {
+  /** The session if it exists and the operator's teams include its team; otherwise SessionNotFound (404). */
+  resolve(kasmId: string, operator: import('../auth/operator.ts').Operator): Promise<Session>
+  get(kasmId: string): Promise<Session | undefined>
+  list(): Promise<SessionView[]>
+  /** Registers or replaces (token rotation) a session; returns its public view. */
+  put(input: SessionInput): Promise<SessionView>
+  remove(kasmId: string): Promise<boolean>
+  /** Called after any change to a session (put, remove, reload), on this replica or another. */
+  onChange(listener: (kasmId: string) => void): () => void
+}
