@@ -63,3 +63,16 @@ export interface EventBus {
   /** Frees everything (connections, buffers). */
   close(): Promise<void>
 }
+
+/**
+ * Who reads a session's upstream stream. In memory every acquire succeeds; in Redis it is a lease
+ * (`SET NX PX`, renewed) whose fencing token increases with every new owner.
+ */
+export interface ReaderLease {
+  /** Tries to become the session's one reader; returns a fencing token, or null when another owner holds it. */
+  acquire(kasmId: string): Promise<number | null>
+  /** Extends the lease; false when it was lost (stop reading at once). */
+  renew(kasmId: string, fence: number): Promise<boolean>
+  /** Gives the lease up at once (shutdown, last viewer gone) so another replica need not wait for expiry. */
+  release(kasmId: string, fence: number): Promise<void>
+}
