@@ -9,6 +9,7 @@ import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
+import { consoleRoutes } from './routes/console.ts'
 import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
@@ -35,10 +36,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     logger: options.logger ?? loggerOptions(config),
     trustProxy: parseTrustProxy(config.env.GATEWAY_TRUST_PROXY),
     bodyLimit: config.env.GATEWAY_MAX_JSON_BYTES,
-    // Path checks are ours (strict, in routes/mcp): keep Fastify from normalising away `//` or `;`.
-    ignoreDuplicateSlashes: false,
-    ignoreTrailingSlash: false,
-    useSemicolonDelimiter: false,
+    // Path checks are ours (strict, in routes/mcp): keep the router from normalising `//`; `;` is no
+    // delimiter in Fastify 5 by default, so it reaches the validator.
+    routerOptions: {
+      ignoreDuplicateSlashes: false,
+      ignoreTrailingSlash: false,
+      // KASM_ID allows 128 characters; the router's default of 100 would answer 414 in its own shape.
+      maxParamLength: 256,
+    },
     requestIdHeader: false,
     return503OnClosing: true,
   })
@@ -68,6 +73,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(adminRoutes)
   await app.register(eventsRoutes)
   await app.register(mcpRoutes)
+  await app.register(consoleRoutes)
   return app
 }
 

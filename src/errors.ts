@@ -86,8 +86,10 @@ export function toErrorBody(err: FastifyError | Error): { status: number; body: 
   const e = err as FastifyError
   const known = e.code ? fastifyCodes[e.code] : undefined
   if (known) return { status: known.status, body: { error: known.code, message: e.message } }
-  if (e.code && /^[a-z_]+$/.test(e.code) && e.statusCode && e.statusCode >= 400 && e.statusCode < 600) {
-    return { status: e.statusCode, body: { error: e.code, message: e.message } }
+  // @fastify/error upper-cases codes; ours are snake_case words, Fastify's own start with FST_ and never leak.
+  const code = e.code?.toLowerCase()
+  if (code && !code.startsWith('fst_') && /^[a-z_]+$/.test(code) && e.statusCode && e.statusCode >= 400) {
+    return { status: e.statusCode, body: { error: code, message: e.message } }
   }
   if (e.statusCode === 429) return { status: 429, body: { error: 'rate_limited', message: e.message } }
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
@@ -95,3 +97,6 @@ export function toErrorBody(err: FastifyError | Error): { status: number; body: 
   }
   return { status: 500, body: { error: 'internal', message: 'internal error' } }
 }
+
+/** A write that would fight another source of truth, e.g. the admin API changing a sessions-file session. */
+export const SessionConflict = createError('session_conflict', '%s', 409)

@@ -9,8 +9,11 @@ import { startDemo } from './dev/demo.ts'
  */
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>
+  let app: FastifyInstance
   try {
     config = loadConfig()
+    // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
+    app = await buildApp(config)
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`kasm-runtime-gateway: ${err.message}\n`)
@@ -18,8 +21,6 @@ async function main(): Promise<void> {
     }
     throw err
   }
-
-  const app = await buildApp(config)
   // Long-lived SSE responses must not be cut by Node's request timeout; headers still must arrive promptly.
   app.server.requestTimeout = 0
   app.server.headersTimeout = 30_000
@@ -52,7 +53,5 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void shutdown('SIGTERM'))
   process.on('SIGINT', () => void shutdown('SIGINT'))
 }
-
-export type { FastifyInstance }
 
 await main()

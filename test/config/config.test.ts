@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { ConfigError, configVariables, loadConfig } from '../../src/config.ts'
+
+test('defaults: embedded demo mode with nothing configured', () => {
+  const config = loadConfig({})
+  assert.equal(config.env.PORT, 8080)
+  assert.equal(config.env.HOST, '0.0.0.0')
+  assert.equal(config.env.REDIS_URL, undefined)
+  assert.equal(config.env.GATEWAY_ROLES_CLAIM, 'roles')
+  assert.equal(config.env.GATEWAY_TEAMS_CLAIM, 'teams')
+  assert.equal(config.env.GATEWAY_MAX_ATTACHMENT_BYTES, 8 * 1024 * 1024)
+  assert.equal(config.env.GATEWAY_MAX_JSON_BYTES, 64 * 1024)
+  assert.equal(config.env.GATEWAY_EVENT_BUFFER, 4096)
+  assert.equal(config.demo, true)
+  assert.equal(config.cookieName, 'krg_session')
+})
+
+test('the demo never starts in production or with a sessions file', () => {
+  const prod = {
+    NODE_ENV: 'production',
+    GATEWAY_COOKIE_SECRET: 'x'.repeat(32),
+    GATEWAY_JWT_SECRET: 'y'.repeat(32),
+  }
+  assert.equal(loadConfig(prod).demo, false)
+  assert.equal(loadConfig({ GATEWAY_SESSIONS_FILE: '/etc/sessions.json' }).demo, false)
+  assert.throws(() => loadConfig({ ...prod, GATEWAY_DEMO: 'on' }), /GATEWAY_DEMO/)
+})
+
+test('HTTPS public origin gives a __Host- cookie', () => {
+  const config = loadConfig({ GATEWAY_PUBLIC_ORIGIN: 'https://support.example.com/some/path' })
+  assert.equal(config.cookieSecure, true)
+  assert.equal(config.cookieName, '__Host-krg_session')
+  assert.equal(config.env.GATEWAY_PUBLIC_ORIGIN, 'https://support.example.com')
+})
+
+test('lists are split and trimmed; empty strings mean unset', () => {
+  const config = loadConfig({
+    GATEWAY_ALLOWED_ORIGINS: 'https://a.example , https://b.example/x',
+    GATEWAY_COOKIE_SECRET: `${'n'.repeat(32)},${'o'.repeat(40)}`,
+    PORT: '',
+  })
+  assert.deepEqual(config.env.GATEWAY_ALLOWED_ORIGINS, ['https://a.example', 'https://b.example'])
+  assert.equal(config.env.GATEWAY_COOKIE_SECRET?.length, 2)
+  assert.equal(config.env.PORT, 8080)
+})
+
+const refusals: Array<[string, Record<string, string>, RegExp]> = [
+  ['port out of range', { PORT: '70000' }, /PORT/],
+  ['port not a number', { PORT: 'eighty' }, /PORT/],
+  ['bad log level', { LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
+  ['redis url scheme', { REDIS_URL: 'http://localhost:6379' }, /REDIS_URL/],
+  ['short jwt secret', { GATEWAY_JWT_SECRET: 'short' }, /GATEWAY_JWT_SECRET/],
+  [
+    'short cookie secret in a list',
+    { GATEWAY_COOKIE_SECRET: `${'a'.repeat(32)},short` },
+    /GATEWAY_COOKIE_SECRET/,
+  ],
+  [
+    'template without {kasmId}',
+    { GATEWAY_UPSTREAM_TEMPLATE: 'http://proxy/desktop/mcp/' },
+    /GATEWAY_UPSTREAM_TEMPLATE/,
+  ],
+  ['allowed origin not a URL', { GATEWAY_ALLOWED_ORIGINS: 'not-a-url' }, /GATEWAY_ALLOWED_ORIGINS/],
+  [
+    'jwks without issuer',
+    { GATEWAY_JWKS_URL: 'https://idp/jwks', GATEWAY_JWT_AUDIENCE: 'a' },
+    /GATEWAY_JWT_ISSUER/,
+  ],
+  [
+    'production without cookie secret',
+    { NODE_ENV: 'production', GATEWAY_JWT_SECRET: 'y'.repeat(32) },
+    /GATEWAY_COOKIE_SECRET/,
+  ],
+  [
+    'production without any JWT key',
+    { NODE_ENV: 'production', GATEWAY_COOKIE_SECRET: 'x'.repeat(32) },
+    /GATEWAY_JWKS_URL/,
+  ],
+  ['redis without encryption key', { REDIS_URL: 'redis://127.0.0.1:6379' }, /GATEWAY_ENCRYPTION_KEY/],
+  ['bad encryption key', { GATEWAY_ENCRYPTION_KEY: 'abc' }, /GATEWAY_ENCRYPTION_KEY/],
+  ['bad boolean', { GATEWAY_STREAM_EAGER: 'maybe' }, /GATEWAY_STREAM_EAGER/],
+]
+for (const [name, env, pattern] of refusals) {
+  test(`refused at boot: ${name}`, () => {
+    assert.throws(
+      () => loadConfig(env),
+      (err: unknown) => err instanceof ConfigError && pattern.test(err.message),
+    )
+  })
+}
+
+test('configVariables names every variable once', () => {
+  assert.equal(new Set(configVariables).size, configVariables.length)
+  for (const name of [
+    'PORT',
+    'HOST',
+    'REDIS_URL',
+    'LOG_LEVEL',
+    'GATEWAY_SESSIONS_FILE',
+    'GATEWAY_JWKS_URL',
+  ]) {
+    assert.ok(configVariables.includes(name), name)
+  }
+})
