@@ -1,4 +1,353 @@
+import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
+import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
+import type { Redis } from 'ioredis'
+import { clusterKeys } from '../cluster/keys.ts'
+import {
+  CsrfRefused,
+  Forbidden,
+  InvalidCredential,
+  JwksUnavailable,
+  StoreUnavailable,
+  Unauthenticated,
+} from '../errors.ts'
+import { type OperatorClaims, operatorClaims } from './claims.ts'
+import { type CookieRefusalReason, CookieSessions } from './cookie-sessions.ts'
+import { type CookieSessionStore, MemoryCookieStore } from './cookie-store.ts'
+import { csrfRefusal } from './csrf.ts'
+import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
+import { LoginTickets } from './login-tickets.ts'
+import { type Access, allows, type Operator, type Role } from './operator.ts'
+import { registerRateLimit } from './rate-limit.ts'
+import { resolveAuthSecrets } from './secrets.ts'
 
-// STUB: owned by the auth work: request.operator, app.requireAccess
-export const authPlugin = fp(async () => {}, { name: 'auth' })
+/** Every reason a request is refused by auth: the `reason` label of `gateway_auth_failures_total`. */
+export type AuthRefusalReason =
+  | 'missing'
+  | TokenRefusalReason
+  | CookieRefusalReason
+  | 'csrf'
+  | 'forbidden'
+  | 'ticket_invalid'
+  | 'store_unavailable'
+
+/** Cookie session operations for routes/auth.ts. */
+export interface CookieSessionControl {
+  /** Starts a cookie session for these claims, sets the cookie, and returns the cookie's operator. */
+  start(reply: FastifyReply, claims: OperatorClaims, notAfter?: number): Promise<Operator>
+  /**
+   * Ends the cookie session the request was authenticated with: revokes it server-side and clears the
+   * cookie. Resolves false when the request was not authenticated by a cookie (the cookie is cleared anyway).
+   */
+  end(request: FastifyRequest, reply: FastifyReply): Promise<boolean>
+  /** Consumes a one-time login ticket; throws 401 when it is unknown, used or expired. */
+  consumeTicket(request: FastifyRequest, ticket: string): OperatorClaims
+}
+
+/** The auth service on `app.auth`. */
+export interface AuthService {
+  /**
+   * Authenticates the request (bearer first, then cookie); throws 401/503 errors. Sets request.operator.
+   * `only` restricts it to one kind of credential (a cookie cannot mint another cookie; sign-out ends the
+   * cookie session, whatever bearer comes along).
+   */
+  authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator>
+  /** The cross-site rule: throws 403 `csrf_refused` for a cookie-authenticated write from elsewhere. */
+  checkCsrf(request: FastifyRequest, operator: Operator): void
+  /** For long-lived streams: is this operator's credential still valid now (cookie not revoked/expired, token not expired)? */
+  stillValid(operator: Operator): Promise<boolean>
+  issueLoginTicket(claims: { sub: string; name?: string; roles: Role[]; teams: string[] }): string
+  /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
+  revokeCookieSessions(sub: string): Promise<number>
+  readonly cookies: CookieSessionControl
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    operator: Operator | null
+  }
+  interface FastifyInstance {
+    auth: AuthService
+    /** preHandler: authenticate, check the role for `access`, and for cookie writes the CSRF rule. 403 `forbidden` when the role is too low. */
+    requireAccess(access: Access): preHandlerAsyncHookHandler
+  }
+}
+
+const roleFor: Record<Access, Role> = { read: 'viewer', write: 'operator', admin: 'admin' }
+const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/i
+
+/** Cluster mode decorates `app.redis` (src/cluster/plugin.ts); until then there is none. */
+function sharedRedis(app: FastifyInstance): Redis | null {
+  return app.hasDecorator('redis') ? (app.getDecorator<Redis | null>('redis') ?? null) : null
+}
+
+function toOperator(
+  claims: OperatorClaims,
+  via: Operator['via'],
+  expiresAt: number,
+  cookieSessionId?: string,
+): Operator {
+  return {
+    sub: claims.sub,
+    ...(claims.name === undefined ? {} : { name: claims.name }),
+    roles: new Set(claims.roles),
+    teams: new Set(claims.teams),
+    via,
+    expiresAt,
+    ...(cookieSessionId === undefined ? {} : { cookieSessionId }),
+  }
+}
+
+/** The claims an operator was built from (to start a cookie session from a bearer). */
+export function toClaims(operator: Operator): OperatorClaims {
+  return {
+    sub: operator.sub,
+    ...(operator.name === undefined ? {} : { name: operator.name }),
+    roles: [...operator.roles],
+    teams: [...operator.teams],
+  }
+}
+
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name]
+  return Array.isArray(value) ? value.join(', ') : value
+}
+
+/**
+ * Operator authentication and authorisation: bearer JWTs (jose), opaque server-side cookie sessions
+ * (@fastify/cookie, signed with a rotating secret list), the cross-site rule for cookie writes, the demo's
+ * login tickets and the per-operator rate limit. Decorates `app.auth`, `app.requireAccess` and
+ * `request.operator`. Every refusal is counted by reason and logged without the credential.
+ */
+export const authPlugin = fp(
+  async (app) => {
+    const { config } = app
+    const { env } = config
+    const secrets = resolveAuthSecrets(config)
+    if (secrets.generated.length > 0) {
+      app.log.warn(
+        { generated: secrets.generated },
+        'auth secrets not configured: using random ones for this process (sign in with a login ticket; cookie sessions end on restart)',
+      )
+    }
+    if (env.GATEWAY_JWT_SECRET && (!env.GATEWAY_JWT_ISSUER || !env.GATEWAY_JWT_AUDIENCE)) {
+      app.log.warn(
+        'GATEWAY_JWT_ISSUER and GATEWAY_JWT_AUDIENCE should be set: without them tokens are not checked for them',
+      )
+    }
+
+    const verifier = createTokenVerifier({
+      ...(secrets.jwtSecret === undefined ? {} : { secret: secrets.jwtSecret }),
+      ...(env.GATEWAY_JWKS_URL === undefined ? {} : { jwksUrl: env.GATEWAY_JWKS_URL }),
+      jwksAlgorithms: env.GATEWAY_JWT_ALGORITHMS,
+      jwksTimeoutMs: env.GATEWAY_JWKS_TIMEOUT_MS,
+      ...(env.GATEWAY_JWT_ISSUER === undefined ? {} : { issuer: env.GATEWAY_JWT_ISSUER }),
+      ...(env.GATEWAY_JWT_AUDIENCE === undefined ? {} : { audience: env.GATEWAY_JWT_AUDIENCE }),
+      clockToleranceS: env.GATEWAY_JWT_CLOCK_TOLERANCE_S,
+    })
+    const claimNames = { roles: env.GATEWAY_ROLES_CLAIM, teams: env.GATEWAY_TEAMS_CLAIM }
+
+    await app.register(fastifyCookie, { secret: secrets.cookieSecrets, hook: 'onRequest' })
+
+    const redis = sharedRedis(app)
+    const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
+    // The one place the cookie session store is chosen; cluster mode adds its Redis branch here:
+    // `redis ? createRedisCookieStore(redis, ...) : new MemoryCookieStore({ idleMs })`.
+    const store: CookieSessionStore = new MemoryCookieStore({ idleMs })
+    const sessions = new CookieSessions(store, { ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000, idleMs })
+    const tickets = new LoginTickets()
+    app.addHook('onClose', async () => {
+      tickets.close()
+      await store.close()
+    })
+
+    const cookieName = config.cookieName
+    const cookieAttributes: CookieSerializeOptions = {
+      path: '/',
+      httpOnly: true,
+      secure: config.cookieSecure,
+      sameSite: 'strict',
+    }
+    const allowedOrigins = new Set(
+      [env.GATEWAY_PUBLIC_ORIGIN, ...env.GATEWAY_ALLOWED_ORIGINS].filter((o): o is string => !!o),
+    )
+    const originAllowed = (request: FastifyRequest, origin: string): boolean =>
+      allowedOrigins.has(origin) ||
+      // Without a configured public origin (demo, laptop) the gateway's own origin is the UI's.
+      (env.GATEWAY_PUBLIC_ORIGIN === undefined && origin === `${request.protocol}://${request.host}`)
+
+    /** Counts and logs a refusal (never the credential) and returns the error to throw. */
+    const refuse = <E extends Error>(
+      request: FastifyRequest,
+      reason: AuthRefusalReason,
+      error: E,
+      detail: Record<string, unknown> = {},
+    ): E => {
+      app.metrics.authFailures.inc({ reason })
+      request.log.info({ reason, ...detail }, 'auth refused')
+      return error
+    }
+
+    // Cookies still signed with an older secret are re-signed with the current one on a good answer;
+    // a refused cookie is cleared so the browser stops sending it.
+    const renewals = new WeakMap<FastifyRequest, { id: string; expiresAt: number }>()
+    const refusedCookies = new WeakSet<FastifyRequest>()
+    app.addHook('onSend', async (request, reply) => {
+      const renew = renewals.get(request)
+      if (renew && reply.statusCode < 400) setSessionCookie(reply, renew.id, renew.expiresAt)
+      else if (refusedCookies.has(request)) reply.clearCookie(cookieName, cookieAttributes)
+    })
+
+    function setSessionCookie(reply: FastifyReply, id: string, expiresAt: number): void {
+      const maxAge = Math.max(1, Math.ceil((expiresAt - Date.now()) / 1000))
+      reply.setCookie(cookieName, id, { ...cookieAttributes, maxAge, signed: true })
+    }
+
+    async function fromBearer(request: FastifyRequest, value: string): Promise<Operator> {
+      const token = bearerPattern.exec(value)?.[1]
+      if (token === undefined) {
+        throw refuse(
+          request,
+          'malformed',
+          new InvalidCredential('the Authorization header must be "Bearer <token>"'),
+        )
+      }
+      try {
+        const payload = await verifier.verify(token)
+        const claims = operatorClaims(payload, claimNames)
+        return toOperator(claims, 'bearer', (payload.exp ?? 0) * 1000)
+      } catch (err) {
+        if (!(err instanceof TokenRefused)) throw err
+        if (err.reason === 'jwks_unavailable') {
+          app.metrics.authFailures.inc({ reason: err.reason })
+          request.log.warn(
+            { reason: err.reason, cause: (err.cause as Error | undefined)?.message },
+            'auth refused',
+          )
+          throw new JwksUnavailable({ cause: err })
+        }
+        throw refuse(request, err.reason, new InvalidCredential(err.message))
+      }
+    }
+
+    /** Unsigns the cookie (any secret of the list) and checks its server-side session. */
+    async function fromCookie(request: FastifyRequest, raw: string): Promise<Operator> {
+      const unsigned = app.unsignCookie(raw)
+      if (!unsigned.valid || unsigned.value === null) {
+        refusedCookies.add(request)
+        throw refuse(request, 'cookie_invalid', new InvalidCredential('session cookie is not valid'))
+      }
+      let check: Awaited<ReturnType<CookieSessions['resolve']>>
+      try {
+        check = await sessions.resolve(unsigned.value)
+      } catch (err) {
+        request.log.error({ err }, 'cookie session store failed')
+        throw refuse(request, 'store_unavailable', new StoreUnavailable('cookie sessions', { cause: err }))
+      }
+      if (!check.ok) {
+        refusedCookies.add(request)
+        const why: Record<CookieRefusalReason, string> = {
+          cookie_invalid: 'session cookie is not valid',
+          cookie_expired: 'session expired: sign in again',
+          cookie_idle: 'session ended after inactivity: sign in again',
+          cookie_revoked: 'session was signed out',
+        }
+        throw refuse(request, check.reason, new InvalidCredential(why[check.reason]))
+      }
+      if (unsigned.renew) renewals.set(request, { id: unsigned.value, expiresAt: check.record.expiresAt })
+      return toOperator(check.record, 'cookie', check.record.expiresAt, check.idHash)
+    }
+
+    async function authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator> {
+      if (request.operator && (only === undefined || request.operator.via === only)) return request.operator
+      const authorization = only === 'cookie' ? undefined : header(request, 'authorization')
+      let operator: Operator
+      if (authorization !== undefined) {
+        // An explicit credential wins; a bad one is never rescued by an ambient cookie.
+        operator = await fromBearer(request, authorization)
+      } else {
+        const raw = only === 'bearer' ? undefined : request.cookies?.[cookieName]
+        if (!raw) throw refuse(request, 'missing', new Unauthenticated())
+        operator = await fromCookie(request, raw)
+      }
+      request.operator = operator
+      return operator
+    }
+
+    function checkCsrf(request: FastifyRequest, operator: Operator): void {
+      if (operator.via !== 'cookie') return
+      const why = csrfRefusal({
+        method: request.method,
+        secFetchSite: header(request, 'sec-fetch-site'),
+        origin: header(request, 'origin'),
+        originAllowed: (origin) => originAllowed(request, origin),
+      })
+      if (why !== undefined) throw refuse(request, 'csrf', new CsrfRefused(why), { sub: operator.sub })
+    }
+
+    const cookies: CookieSessionControl = {
+      async start(reply, claims, notAfter) {
+        const { id, idHash, record } = await sessions.create(claims, notAfter)
+        setSessionCookie(reply, id, record.expiresAt)
+        return toOperator(record, 'cookie', record.expiresAt, idHash)
+      },
+      async end(request, reply) {
+        renewals.delete(request)
+        reply.clearCookie(cookieName, cookieAttributes)
+        const operator = request.operator
+        if (operator?.via !== 'cookie' || operator.cookieSessionId === undefined) return false
+        return sessions.revoke(operator.cookieSessionId)
+      },
+      consumeTicket(request, ticket) {
+        const claims = tickets.consume(ticket)
+        if (claims === null) {
+          throw refuse(
+            request,
+            'ticket_invalid',
+            new InvalidCredential('login link is invalid, used or expired'),
+          )
+        }
+        return claims
+      },
+    }
+
+    const service: AuthService = {
+      authenticate,
+      checkCsrf,
+      async stillValid(operator) {
+        if (operator.via === 'bearer') return Date.now() < operator.expiresAt
+        if (operator.cookieSessionId === undefined) return false
+        // An open stream is use of the session, so this refreshes its idle timer.
+        return (await sessions.check(operator.cookieSessionId)).ok
+      },
+      issueLoginTicket: (claims) => tickets.issue(claims),
+      revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
+      cookies,
+    }
+
+    app.decorateRequest('operator', null)
+    app.decorate('auth', service)
+    app.decorate('requireAccess', (access: Access): preHandlerAsyncHookHandler => {
+      return async (request) => {
+        const operator = await authenticate(request)
+        checkCsrf(request, operator)
+        if (!allows(operator, access)) {
+          throw refuse(
+            request,
+            'forbidden',
+            new Forbidden(`${access} access needs the ${roleFor[access]} role`),
+            { sub: operator.sub },
+          )
+        }
+      }
+    })
+
+    await registerRateLimit(app, {
+      max: env.GATEWAY_RATE_LIMIT_MAX,
+      windowMs: env.GATEWAY_RATE_LIMIT_WINDOW_MS,
+      redis,
+      nameSpace: clusterKeys(env.GATEWAY_REDIS_PREFIX).rateLimit,
+    })
+  },
+  { name: 'auth', dependencies: ['metrics'] },
+)

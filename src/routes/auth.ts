@@ -1,4 +1,74 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Operator } from '../auth/operator.ts'
+import { toClaims } from '../auth/plugin.ts'
 
-// STUB: owned by the auth work
-export async function authRoutes(_app: FastifyInstance): Promise<void> {}
+/** What `/auth/me` and `POST /auth/session` answer: who the credential says you are, never the credential. */
+export interface MeBody {
+  sub: string
+  name?: string
+  roles: string[]
+  teams: string[]
+  via: Operator['via']
+  /** ISO 8601: when the credential (token `exp` or cookie session) ends. */
+  expiresAt: string
+}
+
+function me(operator: Operator): MeBody {
+  return {
+    sub: operator.sub,
+    ...(operator.name === undefined ? {} : { name: operator.name }),
+    roles: [...operator.roles],
+    teams: [...operator.teams],
+    via: operator.via,
+    expiresAt: new Date(operator.expiresAt).toISOString(),
+  }
+}
+
+/**
+ * `/auth/*`: exchange a bearer for a cookie session, see who you are, sign out, and the demo's one-time
+ * login link. None of these needs a role: an operator without one can still see that they have none.
+ */
+export async function authRoutes(app: FastifyInstance): Promise<void> {
+  // Identities and Set-Cookie answers must never sit in a shared cache (this plugin is encapsulated).
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+  })
+  // Authentication runs in preHandlers so the rate limit (appended after them) counts per operator.
+  const bearerOnly = async (request: FastifyRequest) => void (await app.auth.authenticate(request, 'bearer'))
+  const anyCredential = async (request: FastifyRequest) => void (await app.auth.authenticate(request))
+  const cookieWrite = async (request: FastifyRequest) =>
+    app.auth.checkCsrf(request, await app.auth.authenticate(request, 'cookie'))
+
+  // A browser's EventSource cannot send a bearer: the UI trades its token for an HttpOnly cookie here.
+  app.post('/auth/session', { preHandler: bearerOnly }, async (request, reply) => {
+    const operator = request.operator!
+    const session = await app.auth.cookies.start(reply, toClaims(operator), operator.expiresAt)
+    return reply.code(201).send(me(session))
+  })
+
+  app.get('/auth/me', { preHandler: anyCredential }, async (request) => me(request.operator!))
+
+  app.delete('/auth/session', { preHandler: cookieWrite }, async (request, reply) => {
+    await app.auth.cookies.end(request, reply)
+    return reply.code(204).send()
+  })
+
+  app.get<{ Querystring: { ticket?: string } }>(
+    '/auth/login',
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          properties: { ticket: { type: 'string', minLength: 1, maxLength: 256 } },
+          required: ['ticket'],
+        },
+      },
+    },
+    async (request, reply) => {
+      const claims = app.auth.cookies.consumeTicket(request, request.query.ticket ?? '')
+      await app.auth.cookies.start(reply, claims)
+      // The ticket must not linger in history or a Referer: leave its URL at once.
+      return reply.header('referrer-policy', 'no-referrer').redirect('/', 303)
+    },
+  )
+}

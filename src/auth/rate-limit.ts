@@ -1,0 +1,43 @@
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Redis } from 'ioredis'
+import { RateLimited } from '../errors.ts'
+
+/** Routes never limited: probes and scrapes must keep answering under load. */
+const unlimited: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics'])
+
+/** Options of {@link registerRateLimit}. */
+export interface RateLimitOptions {
+  max: number
+  windowMs: number
+  /** Shared counters across replicas when set. */
+  redis: Redis | null
+  /** Redis key namespace. */
+  nameSpace: string
+}
+
+/** The key a request is counted under: the operator once authenticated, else the client address. */
+export function rateLimitKey(request: FastifyRequest): string {
+  return request.operator ? `op:${request.operator.sub}` : `ip:${request.ip}`
+}
+
+/**
+ * Registers @fastify/rate-limit for every route (except {@link unlimited}) in the `preHandler` phase.
+ * The plugin appends its hook after a route's own preHandlers, so `requireAccess` has already set
+ * `request.operator` and the budget is per operator; routes without auth count per client IP. A route
+ * can set `config: { rateLimit: { max, timeWindow } }` for its own budget or `rateLimit: false` to opt out.
+ * When the counter store fails (Redis down) requests pass: the limit protects capacity, it is not auth.
+ */
+export async function registerRateLimit(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
+  await app.register(rateLimit, {
+    global: true,
+    hook: 'preHandler',
+    max: options.max,
+    timeWindow: options.windowMs,
+    keyGenerator: rateLimitKey,
+    allowList: (request) => unlimited.has(request.routeOptions.url ?? ''),
+    skipOnError: true,
+    ...(options.redis ? { redis: options.redis, nameSpace: options.nameSpace } : {}),
+    errorResponseBuilder: (_request, context) => new RateLimited(String(Math.ceil(context.ttl / 1000))),
+  })
+}

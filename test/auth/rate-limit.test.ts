@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { test } from 'node:test'
+import Fastify from 'fastify'
+import { Redis } from 'ioredis'
+import { buildApp } from '../../src/app.ts'
+import { authPlugin } from '../../src/auth/plugin.ts'
+import { loadConfig } from '../../src/config.ts'
+import { metricsPlugin } from '../../src/metrics/plugin.ts'
+import { bearer, testEnv } from '../helpers/jwt.ts'
+import { auth, call, startAuthGateway } from './harness.ts'
+
+test('the rate limit is per operator: one is limited (429, Retry-After), the other is not', async (t) => {
+  const gw = await startAuthGateway(t, { GATEWAY_RATE_LIMIT_MAX: '3', GATEWAY_RATE_LIMIT_WINDOW_MS: '60000' })
+  const alice = auth(await bearer({ sub: 'alice' }))
+  const bob = auth(await bearer({ sub: 'bob' }))
+  for (let i = 0; i < 3; i++) {
+    assert.equal((await call(`${gw.url}/t/read`, { headers: alice })).status, 200, `alice ${i}`)
+  }
+  const limited = await call(`${gw.url}/t/write`, { method: 'POST', headers: alice })
+  assert.equal(limited.status, 429)
+  assert.equal(limited.body.error, 'rate_limited')
+  assert.match(String(limited.body.message), /retry after \d+ seconds/)
+  const retryAfter = Number(limited.headers['retry-after'])
+  assert.ok(retryAfter > 0 && retryAfter <= 60, `Retry-After ${limited.headers['retry-after']}`)
+  assert.equal(gw.reached.get('write') ?? 0, 0, 'the limited write never reached the route')
+
+  // Same client address, another operator: its own budget.
+  for (let i = 0; i < 3; i++) {
+    assert.equal((await call(`${gw.url}/t/read`, { headers: bob })).status, 200, `bob ${i}`)
+  }
+  assert.equal((await call(`${gw.url}/t/read`, { headers: bob })).status, 429)
+})
+
+test('unauthenticated routes are limited per client address; probes and metrics never are', async (t) => {
+  const gw = await startAuthGateway(t, { GATEWAY_RATE_LIMIT_MAX: '2' })
+  const statuses: number[] = []
+  for (let i = 0; i < 3; i++)
+    statuses.push((await call(`${gw.url}/auth/login?ticket=${'x'.repeat(43)}`)).status)
+  assert.deepEqual(statuses, [401, 401, 429])
+  // An operator is counted by sub, not by the address that is already limited.
+  assert.equal(
+    (await call(`${gw.url}/t/read`, { headers: auth(await bearer({ sub: 'carol' })) })).status,
+    200,
+  )
+  for (let i = 0; i < 5; i++) {
+    assert.equal((await call(`${gw.url}/healthz`)).status, 200)
+    assert.equal((await call(`${gw.url}/metrics`)).status, 200)
+  }
+})
+
+test('a route can set its own budget or opt out with config.rateLimit', async (t) => {
+  const app = await buildApp(loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: '2' })))
+  t.after(() => app.close())
+  app.get(
+    '/t/free',
+    { preHandler: app.requireAccess('read'), config: { rateLimit: false } },
+    async () => 'ok',
+  )
+  app.get(
+    '/t/tight',
+    { preHandler: app.requireAccess('read'), config: { rateLimit: { max: 1, timeWindow: 60_000 } } },
+    async () => 'ok',
+  )
+  await app.ready()
+  const headers = auth(await bearer({ sub: 'dave' }))
+  for (let i = 0; i < 4; i++) {
+    assert.equal((await app.inject({ url: '/t/free', headers })).statusCode, 200)
+  }
+  assert.equal((await app.inject({ url: '/t/tight', headers })).statusCode, 200)
+  assert.equal((await app.inject({ url: '/t/tight', headers })).statusCode, 429)
+})
+
+/**
+ * Two replicas sharing a real Redis (REDIS_TEST_URL) share each operator's budget. Built from the real
+ * metrics and auth plugins with `app.redis` decorated the way src/cluster/plugin.ts does.
+ */
+test('with app.redis the budget is shared across replicas', async (t) => {
+  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
+  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
+  t.after(async () => {
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    await redis.quit()
+  })
+  const replica = async () => {
+    const config = loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: '3', GATEWAY_REDIS_PREFIX: prefix }))
+    const app = Fastify({ logger: false })
+    app.decorate('config', config)
+    app.decorate('redis', redis)
+    await app.register(metricsPlugin)
+    await app.register(authPlugin)
+    app.get('/t/read', { preHandler: app.requireAccess('read') }, async () => 'ok')
+    await app.ready()
+    t.after(() => app.close())
+    return app
+  }
+  const [a, b] = [await replica(), await replica()]
+  const alice = auth(await bearer({ sub: 'alice' }))
+  const statuses: number[] = []
+  for (const app of [a, b, a, b])
+    statuses.push((await app.inject({ url: '/t/read', headers: alice })).statusCode)
+  assert.deepEqual(statuses, [200, 200, 200, 429])
+  assert.equal(
+    (await b.inject({ url: '/t/read', headers: auth(await bearer({ sub: 'bob' })) })).statusCode,
+    200,
+  )
+  assert.ok((await redis.keys(`${prefix}rl:*`)).length >= 2, 'counters live in Redis under the prefix')
+})
