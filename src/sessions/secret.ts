@@ -1,3 +1,4 @@
+import { timingSafeEqual } from 'node:crypto'
 import { inspect } from 'node:util'
 
 /**
@@ -14,6 +15,16 @@ export class Secret {
   /** The raw value; call only where it is sent upstream or encrypted at rest. */
   reveal(): string {
     return this.#value
+  }
+
+  /**
+   * Whether both hold the same value, compared in constant time for equal lengths; the registry uses it to
+   * tell a token rotation (version bump) from an unchanged reload without revealing either value.
+   */
+  equals(other: Secret): boolean {
+    const a = Buffer.from(this.#value)
+    const b = Buffer.from(other.#value)
+    return a.length === b.length && timingSafeEqual(a, b)
   }
 
   toString(): string {

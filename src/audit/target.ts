@@ -1,0 +1,39 @@
+import { KASM_ID } from '../sessions/types.ts'
+
+/** What an audited request was aimed at, read from its URL alone (refusals happen before any route runs). */
+export interface AuditTarget {
+  kasmId: string | null
+  route: string
+}
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
+const V1_ROUTES = new Set(['messages', 'actions', 'attachments', 'requests', 'events', 'inbox', 'artifacts'])
+const ADMIN_ROUTES = new Set(['sessions', 'audit'])
+
+/**
+ * The target of a write under `/desktop/` or `/admin/`; null for anything the audit does not record (reads,
+ * other paths). Names come from fixed lists, never from the URL text, so a record cannot carry arbitrary input.
+ */
+export function auditTarget(method: string, url: string): AuditTarget | null {
+  if (!WRITE_METHODS.has(method)) return null
+  const segments = (url.split('?')[0] ?? '').split('/')
+  const [, area, id, ...rest] = segments
+  if (area === 'desktop') {
+    const kasmId = id !== undefined && KASM_ID.test(id) ? id : null
+    // The sidebar's base is /desktop/<id>/mcp/; tolerate a gateway mounting the v1 routes without `mcp/`.
+    return { kasmId, route: v1Route(rest[0] === 'mcp' ? rest.slice(1) : rest) }
+  }
+  if (area === 'admin') {
+    const route = id !== undefined && ADMIN_ROUTES.has(id) ? `admin/${id}` : 'admin/unknown'
+    const sessionId = id === 'sessions' ? rest[0] : undefined
+    return { kasmId: sessionId !== undefined && KASM_ID.test(sessionId) ? sessionId : null, route }
+  }
+  return null
+}
+
+function v1Route(path: readonly string[]): string {
+  const [first, second, third] = path
+  if (first === 'runs') return third === 'messages' ? 'runs/messages' : 'runs'
+  if (first === 'requests' && second !== undefined && third === 'cancel') return 'requests/cancel'
+  return first !== undefined && V1_ROUTES.has(first) ? first : 'unknown'
+}

@@ -1,0 +1,54 @@
+/**
+ * Who did what, to which session: one record per write (and per refused write) under `/desktop/` and
+ * `/admin/`. Never the message text, never a token.
+ */
+export interface AuditRecord {
+  /** When the request arrived (ISO 8601). */
+  at: string
+  requestId: string
+  /** The operator's `sub`; null when the request was refused before authentication. */
+  sub: string | null
+  /** The session, when the URL or the route named a valid one. */
+  kasmId: string | null
+  method: string
+  /** The v1 route name (`messages`, `actions`, `attachments`, `runs/messages`, …) or the admin route. */
+  route: string
+  /** The client's idempotency key, when the route has one. */
+  key?: string
+  /** The control action (`stop`, `finish_handoff`) or the admin change (`create`, `replace`, `delete`). */
+  action?: string
+  /** `forwarded`: the runtime (or, for admin routes, the gateway) handled it; `refused`: the gateway refused. */
+  outcome: 'forwarded' | 'refused'
+  /** The status the client got. */
+  status: number
+  /** The runtime's status, when the request reached it. */
+  upstreamStatus?: number
+  latencyMs: number
+  /** The gateway's error code when it refused (`unauthenticated`, `forbidden`, `rate_limited`, …). */
+  error?: string
+}
+
+/** Detail a route adds for the audit record of its request (see `request.auditDetail`). */
+export interface AuditDetail {
+  kasmId?: string
+  route?: string
+  key?: string
+  action?: string
+  upstreamStatus?: number
+  error?: string
+}
+
+/** A query of recent records; filters match exactly. */
+export interface AuditQuery {
+  limit: number
+  kasmId?: string
+  sub?: string
+}
+
+/** Where audit records go: a ring buffer in memory, a capped Redis stream in a cluster. */
+export interface AuditLog {
+  /** Stores a record; never throws and never waits (a failing store logs, the request is not held up). */
+  record(record: AuditRecord): void
+  /** The newest records first, at most `limit`, matching the filters. */
+  recent(query: AuditQuery): Promise<AuditRecord[]>
+}

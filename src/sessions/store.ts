@@ -1,0 +1,24 @@
+import type { Session } from './types.ts'
+
+/**
+ * Where registered sessions live: in memory (one replica) or Redis (a cluster, tokens encrypted at rest).
+ * The registry owns every rule (validation, versions, sources); a store only keeps and announces.
+ */
+export interface SessionStore {
+  get(kasmId: string): Promise<Session | undefined>
+  /** Every session, in no particular order. */
+  list(): Promise<Session[]>
+  /** Stores or replaces the session under its `kasmId`, then notifies subscribers. */
+  put(session: Session): Promise<void>
+  /** Removes the session; false when there was none. Subscribers are notified only when one was removed. */
+  remove(kasmId: string): Promise<boolean>
+  /**
+   * Calls `listener` after every change to a session, made through this store or (for a shared store)
+   * by another replica. Returns the unsubscribe function.
+   */
+  subscribe(listener: (kasmId: string) => void): () => void
+  /** Resolves when the store is usable; throws with a reason otherwise (readiness). */
+  ready(): Promise<void>
+  /** Frees connections and listeners. */
+  close(): Promise<void>
+}
