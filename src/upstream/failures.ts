@@ -1,0 +1,105 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import {
+  BadRequest,
+  PayloadTooLarge,
+  UpstreamTimeout,
+  UpstreamTokenRefused,
+  UpstreamUnreachable,
+} from '../errors.ts'
+
+/**
+ * The one place where upstream failures become gateway errors: transport errors (the runtime could not be
+ * reached or did not answer in time) and the few runtime answers that mean the gateway, not the client, is
+ * at fault. Everything else the runtime answers passes through as sent.
+ */
+
+/** The `reason` label of `gateway_upstream_errors_total` for a failure. */
+export type FailureReason = 'unreachable' | 'timeout' | 'token_refused'
+
+/** A gateway error to answer with, and the metric reason when the runtime (not the client) is at fault. */
+export interface Failure {
+  readonly error: Error
+  readonly reason?: FailureReason
+}
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'ETIMEDOUT',
+])
+
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'EHOSTDOWN',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
+])
+
+/** The error itself, then its `cause` chain and an AggregateError's members (happy-eyeballs connects). */
+function* chain(err: unknown): Generator<{ code?: unknown }> {
+  const seen = new Set<unknown>()
+  const queue: unknown[] = [err]
+  while (queue.length > 0) {
+    const e = queue.shift()
+    if (e === null || typeof e !== 'object' || seen.has(e)) continue
+    seen.add(e)
+    yield e as { code?: unknown }
+    queue.push((e as { cause?: unknown }).cause)
+    if (e instanceof AggregateError) queue.push(...e.errors)
+  }
+}
+
+/**
+ * Translates an error raised while forwarding (undici's, possibly wrapped by @fastify/reply-from, or the
+ * upload's own byte limit) into the error to answer with:
+ * - the upload crossed its limit mid-stream: 413 payload_too_large (the upstream request was aborted);
+ * - the body ended before its Content-Length: 400 bad_request;
+ * - a connect or header timeout: 504 upstream_timeout;
+ * - refused, reset, unresolvable, closed: 502 upstream_unreachable;
+ * - anything else is a gateway bug and is returned as is (rendered as a 500 and logged).
+ */
+export function transportFailure(err: unknown): Failure {
+  const codes: string[] = []
+  for (const e of chain(err)) {
+    if (e instanceof PayloadTooLarge) return { error: e }
+    if (typeof e.code === 'string') codes.push(e.code)
+  }
+  if (codes.includes('UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'))
+    return { error: new BadRequest('the body did not match its Content-Length') }
+  if (codes.some((c) => TIMEOUT_CODES.has(c)))
+    return { error: new UpstreamTimeout({ cause: err }), reason: 'timeout' }
+  if (codes.some((c) => UNREACHABLE_CODES.has(c)))
+    return { error: new UpstreamUnreachable({ cause: err }), reason: 'unreachable' }
+  return { error: err instanceof Error ? err : new Error(String(err)) }
+}
+
+function isJson(headers: IncomingHttpHeaders): boolean {
+  const type = headers['content-type']
+  return typeof type === 'string' && /^application\/(?:[\w.+-]+\+)?json\b/i.test(type.trim())
+}
+
+/**
+ * Whether an answer from upstream must not pass through, and what to answer instead:
+ * - 401 or 403: every forwarded route accepts the messaging token (the session-token-only ones are never
+ *   forwarded), so the runtime refused the gateway's credential, not the client: 502 upstream_token_refused.
+ * - 502 or 504: the runtime never answers these itself (v1 defines none); it is Kasm's proxy answering because
+ *   the runtime is not up, or not answering it: 502 upstream_unreachable, 504 upstream_timeout.
+ * - 503 without a JSON body: Kasm's proxy again. The runtime's own 503s (a gated read with no token
+ *   configured, a run's history that cannot be read) are JSON and pass through.
+ */
+export function answerFailure(status: number, headers: IncomingHttpHeaders): Failure | undefined {
+  if (status === 401 || status === 403) return { error: new UpstreamTokenRefused(), reason: 'token_refused' }
+  if (status === 502 || (status === 503 && !isJson(headers)))
+    return { error: new UpstreamUnreachable(), reason: 'unreachable' }
+  if (status === 504) return { error: new UpstreamTimeout(), reason: 'timeout' }
+  return undefined
+}

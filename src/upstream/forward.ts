@@ -1,0 +1,123 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import { performance } from 'node:perf_hooks'
+import type { Readable } from 'node:stream'
+import type { FastifyReplyFromHooks } from '@fastify/reply-from'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { BadRequest } from '../errors.ts'
+import type { Session } from '../sessions/types.ts'
+import type { JsonBody } from './body.ts'
+import { answerFailure, type Failure, transportFailure } from './failures.ts'
+import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts'
+import { upstreamUrl } from './paths.ts'
+
+/** The upstream answer as @fastify/reply-from passes it from undici. */
+interface UpstreamResponse {
+  statusCode: number
+  headers: IncomingHttpHeaders
+  stream: Readable
+}
+
+/** What to forward: a validated path and query on a resolved session, and the body if any. */
+export interface ForwardTarget {
+  readonly session: Session
+  /** The v1 route name, for metrics, logs and audit. */
+  readonly route: string
+  /** Relative upstream path rebuilt from validated segments (no leading slash). */
+  readonly path: string
+  /** Encoded query string without `?`, possibly empty. */
+  readonly query: string
+  /** The raw JSON body, or an upload stream (multipart through its byte counter). */
+  readonly body?: JsonBody | Readable
+}
+
+/** Adds to the request's audit detail (the audit plugin's onResponse hook writes the record). */
+export function noteAudit(request: FastifyRequest, detail: NonNullable<FastifyRequest['auditDetail']>): void {
+  if (request.auditDetail) Object.assign(request.auditDetail, detail)
+}
+
+/**
+ * Forwards the request to the session's runtime with @fastify/reply-from over the shared undici agent and
+ * streams the answer back unchanged (status, body bytes, headers minus the header policy's denylist). The
+ * messaging token is injected here and nowhere else. Runtime answers that blame the gateway's credential or
+ * come from Kasm's proxy, and transport failures, become gateway errors (see failures.ts).
+ */
+export function forward(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  target: ForwardTarget,
+): FastifyReply {
+  const { session, route, body } = target
+  const url = upstreamUrl(session.upstream, target.path, '')
+  const started = performance.now()
+  const observe = (status: string): void => {
+    app.metrics.upstreamLatency.observe({ route, status }, (performance.now() - started) / 1000)
+  }
+
+  const fail = (failure: Failure, upstreamStatus?: number): void => {
+    if (failure.reason !== undefined) {
+      app.metrics.upstreamErrors.inc({ reason: failure.reason })
+      const fields = { kasmId: session.kasmId, route, reason: failure.reason, upstreamStatus }
+      if (failure.reason === 'token_refused')
+        request.log.warn(fields, 'session runtime refused the messaging token; rotate it')
+      else request.log.warn(fields, 'session runtime failed')
+    }
+    // An unread request body (an upload refused or cut short) must not be parsed as the next request.
+    if (!request.raw.complete) reply.header('connection', 'close')
+    reply.send(failure.error)
+  }
+
+  const hasBody = body !== undefined
+  const options: FastifyReplyFromHooks = {
+    // Never the client's query string: only what the route validated and re-encoded.
+    queryString: () => target.query,
+    // reply-from retries GETs on 503 by default; a runtime's 503 means something and must pass through.
+    retryDelay: () => null,
+    rewriteRequestHeaders: (_req, headers) =>
+      upstreamRequestHeaders(headers, {
+        token: session.messagingToken.reveal(),
+        hasBody,
+        clientIp: request.ip,
+        protocol: request.protocol,
+        host: request.host,
+      }),
+    // Headers are copied in onResponse, once the status says whether the answer passes through at all.
+    rewriteHeaders: () => ({}),
+    onResponse: (_req, rep, raw) => {
+      // The typings of reply-from describe a node:http response; with undici it hands over these three fields.
+      const res = raw as unknown as UpstreamResponse
+      const status = res.statusCode
+      observe(String(status))
+      noteAudit(request, { upstreamStatus: status })
+      const failure = answerFailure(status, res.headers)
+      if (failure !== undefined) {
+        res.stream.destroy()
+        fail(failure, status)
+        return
+      }
+      rep.headers(clientResponseHeaders(res.headers, session.messagingToken.reveal()))
+      rep.send(res.stream)
+    },
+    onError: (_rep, { error }) => {
+      // The client went away (an upload aborted mid-way): its own doing, not the runtime's. Nobody reads the
+      // answer, but sending one completes the request's lifecycle (its audit record says what happened).
+      if (request.raw.socket?.destroyed) {
+        request.log.info({ kasmId: session.kasmId, route }, 'client went away during the upstream request')
+        reply.send(new BadRequest('the client closed the request'))
+        return
+      }
+      const failure = transportFailure(error)
+      observe(failure.reason ?? 'error')
+      fail(failure)
+    },
+  }
+  if (body !== undefined && !isStream(body)) {
+    options.body = body.raw
+    options.contentType = body.contentType
+  }
+  return reply.from(url.href, options)
+}
+
+function isStream(body: JsonBody | Readable): body is Readable {
+  return typeof (body as Readable).pipe === 'function'
+}

@@ -1,0 +1,115 @@
+import { KASM_ID } from '../sessions/types.ts'
+
+/**
+ * Path validation and upstream URL building. The upstream URL is always rebuilt from validated, re-encoded
+ * segments relative to the session's base; the raw request path never reaches a runtime.
+ */
+
+/** Characters allowed in ids, run ids and idempotency keys inside a path. */
+const PARAM = /^[A-Za-z0-9._:-]+$/
+
+/** Longest message id, request id, attachment id or run id accepted in a path. */
+export const MAX_ID_CHARS = 128
+/** Longest idempotency key accepted in a path. */
+export const MAX_KEY_CHARS = 256
+
+/**
+ * Whether `value` (a path parameter, already percent-decoded once by the router) is a safe id: letters,
+ * digits, `.`, `_`, `:`, `-`, 1..`max` characters, no `..`, not starting with a dot. A `%` left after the
+ * router's one decode (double encoding) fails the character check.
+ */
+export function isSafeParam(value: unknown, max = MAX_ID_CHARS): value is string {
+  return (
+    typeof value === 'string' &&
+    value.length >= 1 &&
+    value.length <= max &&
+    PARAM.test(value) &&
+    !value.includes('..') &&
+    !value.startsWith('.')
+  )
+}
+
+/** Whether `value` is a valid kasm id (see {@link KASM_ID}). */
+export function isKasmId(value: unknown): value is string {
+  return typeof value === 'string' && KASM_ID.test(value)
+}
+
+/** Characters allowed in a decoded artifacts path segment; the first may not be a dot (no dotfiles). */
+const ARTIFACT_SEGMENT = /^[A-Za-z0-9_~+@,=()-][A-Za-z0-9 ._~+@,=()-]*$/
+/** Percent-encodings refused outright in an artifacts path: dot, slash, backslash, percent, semicolon, NUL. */
+const ENCODED_TRICK = /%(2e|2f|5c|25|3b|00)/i
+const MAX_ARTIFACT_PATH_CHARS = 1024
+const MAX_ARTIFACT_SEGMENT_CHARS = 255
+const MAX_ARTIFACT_SEGMENTS = 16
+
+/**
+ * Parses the raw (still percent-encoded) artifacts path after `artifacts/` into decoded segments, or
+ * `undefined` for anything that is not a plain relative file path: empty, empty segments (`//`, a trailing
+ * slash), `.` or `..`, dotfiles, backslashes, `;`, encoded dots/slashes/backslashes/percents, double encoding,
+ * malformed encoding, characters outside the safe set, or too long.
+ */
+export function parseArtifactPath(raw: string): string[] | undefined {
+  if (raw.length === 0 || raw.length > MAX_ARTIFACT_PATH_CHARS) return undefined
+  if (raw.includes('\\') || raw.includes(';') || ENCODED_TRICK.test(raw)) return undefined
+  const parts = raw.split('/')
+  if (parts.length > MAX_ARTIFACT_SEGMENTS) return undefined
+  const out: string[] = []
+  for (const part of parts) {
+    let decoded: string
+    try {
+      decoded = decodeURIComponent(part)
+    } catch {
+      return undefined
+    }
+    if (
+      decoded.length === 0 ||
+      decoded.length > MAX_ARTIFACT_SEGMENT_CHARS ||
+      decoded.includes('%') ||
+      decoded.includes('..') ||
+      decoded.endsWith(' ') ||
+      !ARTIFACT_SEGMENT.test(decoded)
+    ) {
+      return undefined
+    }
+    out.push(decoded)
+  }
+  return out
+}
+
+/** The raw path of a request URL (no query string), exactly as the client sent it. */
+export function rawPath(url: string): string {
+  const q = url.indexOf('?')
+  return q === -1 ? url : url.slice(0, q)
+}
+
+/** Names accepted in GATEWAY_EXTRA_READ_ROUTES: 1 to 4 segments of letters, digits, `_`, `-`. */
+const EXTRA_ROUTE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}(\/[A-Za-z0-9][A-Za-z0-9_-]{0,63}){0,3}$/
+
+/** Whether `name` is a valid extra read-only route name (e.g. `report`, `v1/status`). */
+export function isExtraRouteName(name: string): boolean {
+  return EXTRA_ROUTE_NAME.test(name)
+}
+
+/** Joins segments into a relative path, each segment encoded with encodeURIComponent. */
+export function joinSegments(segments: readonly string[]): string {
+  return segments.map((s) => encodeURIComponent(s)).join('/')
+}
+
+/**
+ * The absolute upstream URL for a validated relative path (no leading slash) and an encoded query string
+ * (without `?`, may be empty). Throws if the result would leave the session's base, which validated paths
+ * never do: a last guard, not the check.
+ */
+export function upstreamUrl(base: string, relativePath: string, query: string): URL {
+  if (relativePath.startsWith('/') || relativePath.includes('\\')) {
+    throw new Error('upstream path must be relative')
+  }
+  // A base without its trailing slash would resolve a relative path against its parent directory.
+  const baseUrl = new URL(base.endsWith('/') ? base : `${base}/`)
+  const url = new URL(relativePath, baseUrl)
+  if (url.origin !== baseUrl.origin || !url.pathname.startsWith(baseUrl.pathname)) {
+    throw new Error('upstream path leaves the session base')
+  }
+  url.search = query
+  return url
+}
