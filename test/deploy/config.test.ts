@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { parse } from 'yaml'
+import { ConfigError, configVariables, loadConfig } from '../../src/config.ts'
+import { loadSessionsFile } from '../../src/sessions/file.ts'
+import { chartDir, only } from './helm.ts'
+import { gatewayContainer, podEnvironment, render, scenarios } from './scenarios.ts'
+
+/** Variables that go into the Secret (or existingSecret) instead of the ConfigMap. */
+const secretVariables = [
+  'GATEWAY_JWT_SECRET',
+  'GATEWAY_COOKIE_SECRET',
+  'GATEWAY_ENCRYPTION_KEY',
+  'REDIS_URL',
+  'GATEWAY_SESSIONS_FILE',
+]
+
+/** Where the chart's defaults differ from the gateway's on purpose (a deployment is production). */
+const chartOverrides: Record<string, string> = { NODE_ENV: 'production', GATEWAY_DEMO: 'off' }
+
+interface Values {
+  config: Record<string, unknown>
+  secret: { env: Record<string, unknown> }
+}
+
+interface JsonSchema {
+  properties: Record<string, JsonSchema>
+  additionalProperties?: boolean
+}
+
+const values = parse(await readFile(join(chartDir, 'values.yaml'), 'utf8')) as Values
+const schema = JSON.parse(await readFile(join(chartDir, 'values.schema.json'), 'utf8')) as JsonSchema
+
+/** Secrets a valid production environment needs; the values are test fixtures. */
+const fixtureSecrets: Record<string, string> = {
+  GATEWAY_JWT_SECRET: 'j'.repeat(40),
+  GATEWAY_COOKIE_SECRET: 'c'.repeat(40),
+  GATEWAY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url'),
+  REDIS_URL: 'redis://redis:6379',
+}
+
+function asEnv(map: Record<string, unknown>): Record<string, string> {
+  return Object.fromEntries(Object.entries(map).map(([k, v]) => [k, String(v)]))
+}
+
+describe('the chart and the config schema (src/config.ts) agree', () => {
+  test('every variable is either in values.yaml `config` or in `secret.env`, and nothing else is', () => {
+    const inConfig = Object.keys(values.config)
+    const inSecret = Object.keys(values.secret.env)
+    assert.deepEqual(inSecret.sort(), [...secretVariables].sort())
+    assert.deepEqual(
+      inConfig.filter((k) => inSecret.includes(k)),
+      [],
+      'a variable is in both config and secret.env',
+    )
+    assert.deepEqual([...inConfig, ...inSecret].sort(), [...configVariables].sort())
+  })
+
+  test('values.schema.json lists exactly the same variables and refuses unknown ones', () => {
+    const config = schema.properties.config
+    const secretEnv = schema.properties.secret?.properties.env
+    assert.ok(config && secretEnv)
+    assert.deepEqual(Object.keys(config.properties).sort(), Object.keys(values.config).sort())
+    assert.deepEqual(Object.keys(secretEnv.properties).sort(), Object.keys(values.secret.env).sort())
+    assert.equal(config.additionalProperties, false)
+    assert.equal(secretEnv.additionalProperties, false)
+    assert.equal(schema.additionalProperties, false)
+  })
+
+  test("values.yaml's config values are the gateway's defaults, apart from the production overrides", () => {
+    const fromChart = loadConfig({ ...asEnv(values.config), ...fixtureSecrets })
+    const fromGateway = loadConfig({ ...chartOverrides, ...fixtureSecrets })
+    assert.deepEqual(fromChart.env, fromGateway.env)
+    for (const [key, value] of Object.entries(chartOverrides)) assert.equal(values.config[key], value)
+  })
+
+  for (const name of Object.keys(scenarios)) {
+    test(`the rendered pod environment is one the gateway accepts: ${name}`, async () => {
+      const manifests = await render(name)
+      const container = gatewayContainer(manifests)
+      const configMap = only(manifests, 'ConfigMap').data as Record<string, string>
+      for (const key of Object.keys(configMap))
+        assert.ok(configVariables.includes(key), `ConfigMap has ${key}`)
+      for (const v of container.env ?? []) assert.ok(configVariables.includes(v.name), `env has ${v.name}`)
+      // An existing Secret is made outside the chart: stand in for it with valid values.
+      const env = podEnvironment(manifests, {
+        GATEWAY_COOKIE_SECRET: fixtureSecrets.GATEWAY_COOKIE_SECRET!,
+        GATEWAY_ENCRYPTION_KEY: fixtureSecrets.GATEWAY_ENCRYPTION_KEY!,
+        REDIS_URL: fixtureSecrets.REDIS_URL!,
+      })
+      const config = loadConfig(env)
+      assert.equal(config.production, true)
+      assert.equal(config.demo, false)
+    })
+  }
+
+  test('the sessions file in ci/ingress-off-values.yaml is one the gateway loads, at the path it is given', async (t) => {
+    const manifests = await render('ingress off, one replica, sessions file')
+    const env = podEnvironment(manifests)
+    assert.equal(env.GATEWAY_SESSIONS_FILE, '/etc/kasm-runtime-gateway/sessions.yaml')
+    const secret = only(manifests, 'Secret').data as Record<string, string>
+    const dir = await mkdtemp(join(tmpdir(), 'krg-sessions-'))
+    t.after(() => rm(dir, { recursive: true, force: true }))
+    // Mounted as sessions.yaml: the extension decides the parser.
+    const file = join(dir, 'sessions.yaml')
+    await writeFile(file, Buffer.from(secret.GATEWAY_SESSIONS_FILE ?? '', 'base64'))
+    const sessions = await loadSessionsFile(file)
+    assert.deepEqual(
+      sessions.map((s) => [s.kasmId, s.team, s.upstream]),
+      [['kasm-0001', 'qa', 'http://10.20.0.15:9434/']],
+    )
+  })
+
+  test('the check above has teeth: a pod environment the gateway refuses is caught', async () => {
+    const env = podEnvironment(await render('default'))
+    assert.throws(() => loadConfig({ ...env, GATEWAY_ENCRYPTION_KEY: '' }), ConfigError)
+    assert.throws(() => loadConfig({ ...env, GATEWAY_COOKIE_SECRET: '' }), ConfigError)
+  })
+})

@@ -1,0 +1,273 @@
+import assert from 'node:assert/strict'
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { readdir, readFile } from 'node:fs/promises'
+import { builtinModules } from 'node:module'
+import { join, relative } from 'node:path'
+import { describe, test } from 'node:test'
+import { promisify } from 'node:util'
+import { root } from './helm.ts'
+
+/**
+ * No Docker engine here: `docker build` cannot run. What can be checked is checked: the Dockerfile's steps are
+ * CI's commands, its inputs exist and pass .dockerignore, `npm run build` succeeds, and what the image would
+ * run (`node dist/server.js`, the health check, SIGTERM) works from the build output with production
+ * dependencies only.
+ */
+
+const run = promisify(execFile)
+
+interface Instruction {
+  op: string
+  args: string
+}
+
+/** Dockerfile instructions, with `\` continuations joined and comments dropped. */
+function instructions(text: string): Instruction[] {
+  const joined = text.replace(/\\\n/g, ' ')
+  return joined
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .map((l) => {
+      const [op = '', ...rest] = l.split(/\s+/)
+      return { op: op.toUpperCase(), args: rest.join(' ') }
+    })
+}
+
+/** Instructions grouped by stage name. */
+function stages(all: Instruction[]): Map<string, Instruction[]> {
+  const out = new Map<string, Instruction[]>()
+  let current: Instruction[] | undefined
+  for (const i of all) {
+    if (i.op === 'FROM') {
+      const name = /\bAS\s+(\S+)/i.exec(i.args)?.[1] ?? `stage${out.size}`
+      current = []
+      out.set(name, current)
+    }
+    current?.push(i)
+  }
+  return out
+}
+
+/** .dockerignore semantics for an allowlist file: the last matching pattern decides; `**` matches all. */
+function includedByDockerignore(patterns: string[], path: string): boolean {
+  let included = true
+  for (const raw of patterns) {
+    const negated = raw.startsWith('!')
+    const pattern = negated ? raw.slice(1) : raw
+    const matches = pattern === '**' || path === pattern || path.startsWith(`${pattern}/`)
+    if (matches) included = negated
+  }
+  return included
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true })
+  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name))
+}
+
+const dockerfile = instructions(await readFile(join(root, 'deploy/Dockerfile'), 'utf8'))
+const byStage = stages(dockerfile)
+const ci = await readFile(join(root, '.ci/run'), 'utf8')
+const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as {
+  scripts: Record<string, string>
+  dependencies: Record<string, string>
+  devDependencies: Record<string, string>
+}
+
+function runs(stage: string): string[] {
+  return (byStage.get(stage) ?? []).filter((i) => i.op === 'RUN').map((i) => i.args)
+}
+
+describe('deploy/Dockerfile', () => {
+  test("the build stage runs CI's install command and `npm run build`", () => {
+    const ciInstall = /^npm ci\b.*$/m.exec(ci)?.[0]
+    assert.ok(ciInstall, '.ci/run installs with npm ci')
+    assert.deepEqual(runs('build'), [ciInstall, 'npm run build'])
+    assert.ok(pkg.scripts.build, 'package.json has a build script')
+    // Production dependencies only in what ships; no install scripts (none is needed, tsx is not run).
+    assert.deepEqual(runs('prod-deps'), [
+      'npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force',
+    ])
+  })
+
+  test('a Node 24 slim base, non-root, health check, SIGTERM, exec-form node, labels', () => {
+    const arg = dockerfile.find((i) => i.op === 'ARG' && i.args.startsWith('NODE_IMAGE='))
+    assert.equal(arg?.args, 'NODE_IMAGE=node:24-slim')
+    const runtime = byStage.get('runtime') ?? []
+    const last = [...byStage.keys()].at(-1)
+    assert.equal(last, 'runtime', 'the runtime stage is the default target')
+    const op = (name: string) => runtime.filter((i) => i.op === name).map((i) => i.args)
+    assert.deepEqual(op('USER'), ['1000:1000'])
+    assert.deepEqual(op('STOPSIGNAL'), ['SIGTERM'])
+    assert.deepEqual(op('CMD'), ['["node", "dist/server.js"]'])
+    assert.match(op('HEALTHCHECK')[0] ?? '', /CMD \["node", "deploy\/healthcheck\.mjs", "\/healthz"\]$/)
+    assert.match(op('ENV')[0] ?? '', /NODE_ENV=production/)
+    const labels = op('LABEL').join(' ')
+    for (const label of ['title', 'description', 'licenses', 'version', 'revision', 'created'])
+      assert.match(labels, new RegExp(`org\\.opencontainers\\.image\\.${label}=`))
+    // Nothing from the build stage but dist/, nothing from prod-deps but node_modules/.
+    const fromCopies = runtime.filter((i) => i.op === 'COPY' && i.args.startsWith('--from'))
+    assert.deepEqual(
+      fromCopies.map((i) => i.args),
+      ['--from=prod-deps /app/node_modules ./node_modules', '--from=build /app/dist ./dist'],
+    )
+  })
+
+  test('every file the Dockerfile copies exists and passes .dockerignore', async () => {
+    const patterns = (await readFile(join(root, '.dockerignore'), 'utf8'))
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'))
+    const sources = dockerfile
+      .filter((i) => i.op === 'COPY' && !i.args.startsWith('--from'))
+      .flatMap((i) => i.args.split(/\s+/).slice(0, -1))
+    assert.ok(sources.includes('src'))
+    for (const source of sources) {
+      assert.ok(existsSync(join(root, source)), `${source} exists`)
+      assert.ok(includedByDockerignore(patterns, source), `${source} is in the build context`)
+    }
+    assert.ok(!includedByDockerignore(patterns, 'node_modules'), 'node_modules stays out of the context')
+    assert.ok(!includedByDockerignore(patterns, '.git'))
+    assert.ok(!includedByDockerignore(patterns, 'test/deploy/dockerfile.test.ts'))
+  })
+})
+
+describe('what the image runs, from `npm run build`', { concurrency: false }, () => {
+  test('npm run build succeeds and emits everything src/ has, with production imports only', async () => {
+    try {
+      await run('npm', ['run', 'build'], { cwd: root, maxBuffer: 16 * 1024 * 1024 })
+    } catch (err) {
+      const { stdout, stderr } = err as { stdout?: string; stderr?: string }
+      assert.fail(`npm run build failed:\n${stdout ?? ''}${stderr ?? ''}`)
+    }
+    const dist = join(root, 'dist')
+    assert.ok(existsSync(join(dist, 'server.js')))
+    assert.ok(existsSync(join(dist, 'dev/runtime-server.js')), 'the compose runtime entry point is built')
+
+    // Files that are not TypeScript (the console's page, styles, script) must reach dist/ too.
+    const src = join(root, 'src')
+    for (const file of await filesUnder(src)) {
+      const rel = relative(src, file)
+      const expected = rel.endsWith('.ts') ? rel.replace(/\.ts$/, '.js') : rel
+      assert.ok(existsSync(join(dist, expected)), `dist/${expected} (from src/${rel})`)
+    }
+
+    const allowed = new Set([...Object.keys(pkg.dependencies), ...builtinModules])
+    const problems: string[] = []
+    for (const file of (await filesUnder(dist)).filter((f) => f.endsWith('.js'))) {
+      const code = await readFile(file, 'utf8')
+      for (const m of code.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g)) {
+        const spec = m[1]!
+        if (spec.startsWith('.') || spec.startsWith('node:')) {
+          if (spec.startsWith('.') && spec.endsWith('.ts')) problems.push(`${relative(dist, file)}: ${spec}`)
+          continue
+        }
+        const name = spec.startsWith('@')
+          ? spec.split('/').slice(0, 2).join('/')
+          : (spec.split('/')[0] ?? spec)
+        if (!allowed.has(name) || name === 'tsx') problems.push(`${relative(dist, file)} imports ${name}`)
+      }
+    }
+    assert.deepEqual(problems, [], 'dist/ imports only production dependencies, with .js extensions')
+  })
+
+  test('node dist/server.js serves, passes the health check, and exits 0 on SIGTERM', async (t) => {
+    const env = {
+      PATH: process.env.PATH ?? '',
+      NODE_ENV: 'production',
+      GATEWAY_DEMO: 'off',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      GATEWAY_JWT_SECRET: 'j'.repeat(40),
+      GATEWAY_COOKIE_SECRET: 'c'.repeat(40),
+      GATEWAY_SHUTDOWN_GRACE_MS: '10000',
+    }
+    const child = spawn(process.execPath, ['dist/server.js'], {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    t.after(() => stop(child))
+    const port = await listeningPort(child)
+    const health = (path: string) => healthcheck(path, { ...env, PORT: String(port) })
+    assert.equal(await health('/healthz'), 0)
+    assert.equal(await health('/readyz'), 0)
+    assert.equal(await health('/no-such-route'), 1)
+
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    child.kill('SIGTERM')
+    assert.equal(await exited, 0)
+    assert.equal(await health('/healthz'), 1, 'a stopped gateway fails the health check')
+  })
+
+  test('node dist/dev/runtime-server.js (the compose demo session) serves and stops on SIGTERM', async (t) => {
+    const env = {
+      PATH: process.env.PATH ?? '',
+      HOST: '127.0.0.1',
+      PORT: '0',
+      KASM_RUNTIME_INBOX_TOKEN: 'demo-token',
+    }
+    const child = spawn(process.execPath, ['dist/dev/runtime-server.js'], {
+      cwd: root,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    t.after(() => stop(child))
+    const url = await firstMatch(child, /listening at (http:\/\/\S+)/)
+    const response = await fetch(new URL('inbox', url.endsWith('/') ? url : `${url}/`), {
+      headers: { 'x-kasm-runtime-session-token': 'demo-token' },
+    })
+    await response.body?.cancel()
+    assert.equal(response.status, 200)
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+    child.kill('SIGTERM')
+    assert.equal(await exited, 0)
+  })
+})
+
+/** The Dockerfile's HEALTHCHECK command, run the same way; resolves with its exit code. */
+function healthcheck(path: string, env: Record<string, string>): Promise<number> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['deploy/healthcheck.mjs', path], { cwd: root, env, timeout: 10_000 }, (err) =>
+      resolve(err ? (typeof err.code === 'number' ? err.code : 1) : 0),
+    )
+  })
+}
+
+/** Waits (generously) for a line of the child's output matching `re`; returns its first group. */
+function firstMatch(child: ChildProcess, re: RegExp): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let seen = ''
+    const timer = setTimeout(() => reject(new Error(`no ${re} within 15 s; output:\n${seen}`)), 15_000)
+    timer.unref()
+    const onData = (chunk: Buffer) => {
+      seen += chunk.toString()
+      const m = re.exec(seen)
+      if (m?.[1]) {
+        clearTimeout(timer)
+        resolve(m[1])
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.stderr?.on('data', onData)
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`exited with ${code} before ${re}; output:\n${seen}`))
+    })
+  })
+}
+
+async function listeningPort(child: ChildProcess): Promise<number> {
+  return Number(await firstMatch(child, /listening at http:\/\/127\.0\.0\.1:(\d+)/))
+}
+
+function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve())
+    child.kill('SIGKILL')
+  })
+}

@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { startGateway, type TestGateway } from '../helpers/gateway.ts'
+import { TEST_AUDIENCE, TEST_ISSUER, TEST_JWT_SECRET } from '../helpers/jwt.ts'
+import { root } from './helm.ts'
+
+const script = join(root, 'deploy/kasm/register-session.mjs')
+
+interface Run {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+/** Runs the orchestrator's script as a platform would: a separate node process, configured by environment. */
+function register(env: Record<string, string>, args: string[] = []): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [script, ...args],
+      { env: { PATH: process.env.PATH ?? '', REGISTER_ATTEMPTS: '2', ...env }, timeout: 20_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0
+        resolve({ code, stdout, stderr })
+      },
+    )
+  })
+}
+
+function base(gateway: TestGateway): Record<string, string> {
+  return {
+    GATEWAY_URL: gateway.url,
+    GATEWAY_JWT_SECRET: TEST_JWT_SECRET,
+    GATEWAY_JWT_ISSUER: TEST_ISSUER,
+    GATEWAY_JWT_AUDIENCE: TEST_AUDIENCE,
+  }
+}
+
+describe('deploy/kasm/register-session.mjs against a real gateway', () => {
+  test('registers, rotates the token, unregisters; never prints the token', async (t) => {
+    const gateway = await startGateway()
+    t.after(() => gateway.close())
+    const token = 'messaging-token-0123456789-first'
+    const session = {
+      ...base(gateway),
+      KASM_ID: 'kasm-deploy-1',
+      SESSION_TEAM: 'qa',
+      SESSION_UPSTREAM: 'http://10.20.0.15:9434',
+      MESSAGING_TOKEN: token,
+    }
+
+    const first = await register(session)
+    assert.equal(first.code, 0, first.stderr)
+    assert.ok(!first.stdout.includes(token) && !first.stderr.includes(token))
+    const view = JSON.parse(first.stdout) as { kasmId: string; team: string; upstream: string }
+    assert.deepEqual(
+      [view.kasmId, view.team, view.upstream],
+      ['kasm-deploy-1', 'qa', 'http://10.20.0.15:9434/'],
+    )
+    assert.equal((await gateway.app.sessions.get('kasm-deploy-1'))?.messagingToken.reveal(), token)
+
+    // Token rotation from a file (how a mounted Kubernetes secret would hand it over).
+    const dir = await mkdtemp(join(tmpdir(), 'krg-register-'))
+    t.after(() => rm(dir, { recursive: true, force: true }))
+    await writeFile(join(dir, 'token'), 'messaging-token-0123456789-second\n')
+    const { MESSAGING_TOKEN: _, ...withoutToken } = session
+    const second = await register({ ...withoutToken, MESSAGING_TOKEN_FILE: join(dir, 'token') })
+    assert.equal(second.code, 0, second.stderr)
+    assert.equal(
+      (await gateway.app.sessions.get('kasm-deploy-1'))?.messagingToken.reveal(),
+      'messaging-token-0123456789-second',
+    )
+
+    const removed = await register({ ...base(gateway), KASM_ID: 'kasm-deploy-1' }, ['--remove'])
+    assert.equal(removed.code, 0, removed.stderr)
+    assert.deepEqual(JSON.parse(removed.stdout), { kasmId: 'kasm-deploy-1', removed: true })
+    assert.equal(await gateway.app.sessions.get('kasm-deploy-1'), undefined)
+  })
+
+  test('refusals: missing input, a wrong credential, a bad upstream, an unreachable gateway', async (t) => {
+    const gateway = await startGateway()
+    t.after(() => gateway.close())
+    const token = 'messaging-token-0123456789-refused'
+    const ok = { ...base(gateway), KASM_ID: 'kasm-deploy-2', SESSION_TEAM: 'qa', MESSAGING_TOKEN: token }
+
+    const noTeam = await register({ ...ok, SESSION_TEAM: '' })
+    assert.equal(noTeam.code, 2)
+    assert.match(noTeam.stderr, /SESSION_TEAM is required/)
+
+    const wrongKey = await register({
+      ...ok,
+      SESSION_UPSTREAM: 'http://r:9434/',
+      GATEWAY_JWT_SECRET: 'x'.repeat(40),
+    })
+    assert.equal(wrongKey.code, 2)
+    assert.match(wrongKey.stderr, /register failed: 401/)
+
+    const badUpstream = await register({ ...ok, SESSION_UPSTREAM: 'http://r:9434/?token=x' })
+    assert.equal(badUpstream.code, 2)
+    assert.match(badUpstream.stderr, /register failed: 400 .*upstream/)
+    assert.ok(!badUpstream.stderr.includes(token))
+    assert.equal(await gateway.app.sessions.get('kasm-deploy-2'), undefined)
+
+    const unreachable = await register({
+      ...ok,
+      SESSION_UPSTREAM: 'http://r:9434/',
+      GATEWAY_URL: 'http://127.0.0.1:1',
+    })
+    assert.equal(unreachable.code, 2)
+    assert.match(unreachable.stderr, /gateway unreachable at http:\/\/127\.0\.0\.1:1/)
+  })
+})
