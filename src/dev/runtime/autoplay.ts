@@ -1,0 +1,391 @@
+/**
+ * Demo mode: a believable run, forever. Each run opens with an info snapshot (with a goal) and the boot,
+ * launch and agentic phases; then every tick is one model call (iteration), the step it took and a
+ * screenshot, with a log line now and then. The agent asks a typed question every so often and waits for
+ * it (the reply closes it; nobody answering is a timeout after 90 s). Operator messages reach the loop
+ * through the inbox's loop consumer, and the next model call acknowledges them. A run ends with a pass
+ * after its script, with `test-error`/`escalated` when every second run hands the session to a person
+ * (I'm done, finish ends the pause early), or when a stop has taken effect; a new run starts a few ticks
+ * later.
+ */
+import type { RunState, RuntimeCore } from './core.ts'
+import type { MessageRecord } from './records.ts'
+
+interface ScriptStep {
+  think: string
+  tool: string
+  args: Record<string, unknown>
+  rung: 'a11y' | 'ocr' | 'pixel'
+  expect: string
+  result: string
+}
+
+const GOAL = 'File the March travel expenses in the Expenses app and submit them for approval'
+const URL = 'https://expenses.example.test/reports'
+
+const SCRIPT: ScriptStep[] = [
+  {
+    think: 'The Expenses app is open on the reports list. I will start a new report.',
+    tool: 'click',
+    args: { text: 'New report' },
+    rung: 'a11y',
+    expect: 'an empty report form',
+    result: 'clicked "New report"; form "Untitled report" opened',
+  },
+  {
+    think: 'Give the report a title first.',
+    tool: 'type',
+    args: { field: 'Title', text: 'March travel' },
+    rung: 'a11y',
+    expect: 'title field filled',
+    result: 'typed 12 characters into "Title"',
+  },
+  {
+    think: 'Add the first expense line: the train ticket.',
+    tool: 'click',
+    args: { text: 'Add expense' },
+    rung: 'a11y',
+    expect: 'a new expense row',
+    result: 'row 1 added',
+  },
+  {
+    think: 'Fill in the amount from the receipt.',
+    tool: 'type',
+    args: { field: 'Amount', text: '182.40' },
+    rung: 'ocr',
+    expect: 'amount 182.40',
+    result: 'typed "182.40" into "Amount"',
+  },
+  {
+    think: 'The category is travel.',
+    tool: 'select',
+    args: { field: 'Category', value: 'Travel' },
+    rung: 'a11y',
+    expect: 'category Travel',
+    result: 'selected "Travel"',
+  },
+  {
+    think: 'Attach the receipt from the Downloads folder.',
+    tool: 'attach',
+    args: { file: 'receipt-0311.pdf' },
+    rung: 'a11y',
+    expect: 'receipt listed',
+    result: 'attached receipt-0311.pdf (41 KB)',
+  },
+  {
+    think: 'Add the hotel as a second line.',
+    tool: 'click',
+    args: { text: 'Add expense' },
+    rung: 'a11y',
+    expect: 'a second expense row',
+    result: 'row 2 added',
+  },
+  {
+    think: 'Hotel amount, two nights.',
+    tool: 'type',
+    args: { field: 'Amount', text: '246.00' },
+    rung: 'ocr',
+    expect: 'amount 246.00',
+    result: 'typed "246.00" into "Amount"',
+  },
+  {
+    think: 'Save a draft before going further.',
+    tool: 'click',
+    args: { text: 'Save draft' },
+    rung: 'pixel',
+    expect: 'toast "Draft saved"',
+    result: 'toast "Draft saved" seen after 640 ms',
+  },
+  {
+    think: 'Check that the total matches the two receipts.',
+    tool: 'read',
+    args: { region: 'totals' },
+    rung: 'ocr',
+    expect: 'total 428.40',
+    result: 'read "Total 428.40 EUR"',
+  },
+  {
+    think: 'Everything matches; submit for approval.',
+    tool: 'click',
+    args: { text: 'Submit' },
+    rung: 'a11y',
+    expect: 'status Submitted',
+    result: 'dialog "Submit report?" opened',
+  },
+  {
+    think: 'Confirm the dialog.',
+    tool: 'click',
+    args: { text: 'Confirm' },
+    rung: 'a11y',
+    expect: 'status Submitted',
+    result: 'status shows "Submitted"',
+  },
+]
+
+const QUESTIONS = [
+  {
+    title: 'Which cost centre should the March report go to?',
+    help: 'The app offers three cost centres and the goal does not say which.',
+    fields: [
+      {
+        id: 'cost_centre',
+        type: 'string',
+        required: true,
+        enum: ['CC-100 Sales', 'CC-200 Engineering', 'CC-300 Support'],
+        label: 'Cost centre',
+        hint: 'radio',
+      },
+      { id: 'note', type: 'string', max_length: 200, label: 'Note for the approver' },
+    ],
+  },
+  {
+    title: 'How many hotel nights should I claim?',
+    fields: [{ id: 'nights', type: 'integer', required: true, minimum: 0, maximum: 14, label: 'Nights' }],
+  },
+  {
+    title: 'The receipt total differs from the card statement by 2.10 EUR. Submit anyway?',
+    fields: [
+      { id: 'submit', type: 'boolean', required: true, label: 'Submit anyway' },
+      { id: 'reason', type: 'string', max_length: 300, label: 'Reason, if not' },
+    ],
+  },
+]
+
+const QUESTION_EVERY = 9
+const QUESTION_DEADLINE_S = 90
+const STEPS_PER_RUN = 48
+const HANDOFF_PAUSE_TICKS = 30
+const TICKS_BETWEEN_RUNS = 3
+
+type Phase = 'opening' | 'working' | 'waiting' | 'handoff' | 'ended'
+
+class Autoplay {
+  private readonly core: RuntimeCore
+  private run: RunState
+  private runCount = 1
+  private phase: Phase = 'opening'
+  private ticks = 0
+  private steps = 0
+  private iterations = 0
+  private question: string | null = null
+  private questionCount = 0
+  /** The step count when the last question was asked: one question per stretch of steps. */
+  private askedAtStep = -1
+  private readonly unread: MessageRecord[] = []
+
+  constructor(core: RuntimeCore) {
+    this.core = core
+    this.run = core.current
+    core.hooks.onMessage = (message) => {
+      if (message.reply_to === undefined) this.unread.push(message)
+    }
+    core.hooks.onRequestClosed = (request) => {
+      if (request.request_id !== this.question || request.run !== this.run.run) return
+      this.question = null
+      if (this.phase === 'waiting') this.phase = 'working'
+      if (request.closed_by === 'timeout') {
+        this.say(
+          'warn',
+          `no answer to ${request.request_id} within ${QUESTION_DEADLINE_S} s; carrying on with my own judgement`,
+        )
+      } else if (request.closed_by === 'reply') {
+        const reply = this.run.messagesById.get(request.reply_id ?? '')
+        this.say('info', `answer to ${request.request_id}: ${JSON.stringify(reply?.values ?? {})}`)
+      }
+    }
+    core.hooks.onLoopExit = (reason) => this.end(reason)
+  }
+
+  tick(): void {
+    if (this.core.current !== this.run) this.restart()
+    if (this.run.trace.ending !== 'open' && this.phase !== 'ended') this.phase = 'ended'
+    this.ticks++
+    switch (this.phase) {
+      case 'opening':
+        this.open()
+        return
+      case 'working':
+        this.work()
+        return
+      case 'waiting':
+        if (this.ticks % 5 === 0) this.say('info', `waiting for a person to answer ${this.question}`)
+        return
+      case 'handoff':
+        if (this.ticks >= HANDOFF_PAUSE_TICKS) this.finishHandoff('timeout')
+        return
+      case 'ended':
+        if (this.ticks >= TICKS_BETWEEN_RUNS) {
+          this.core.newRun()
+          this.restart()
+        }
+        return
+    }
+  }
+
+  private restart(): void {
+    this.run = this.core.current
+    this.runCount++
+    this.phase = 'opening'
+    this.ticks = 0
+    this.steps = 0
+    this.iterations = 0
+    this.question = null
+    this.askedAtStep = -1
+    this.unread.length = 0
+  }
+
+  private emit(type: string, payload?: unknown): void {
+    this.core.emitFor(this.run, type, payload)
+  }
+
+  private say(level: 'info' | 'warn' | 'error', msg: string): void {
+    this.emit('log', { level, msg })
+  }
+
+  private open(): void {
+    if (this.ticks === 1) {
+      // The first run learns its goal now; later runs' opening info (from newRun) already carries it.
+      if (this.core.infoExtra.goal === undefined) {
+        this.core.infoExtra = { app: 'expenses', version: '4.2.1', goal: GOAL, plan_steps: SCRIPT.length }
+        this.emit('info', this.core.info())
+      }
+      this.emit('status', { phase: 'boot', detail: 'starting Xvfb :1 and the window manager' })
+    } else if (this.ticks === 2) {
+      this.emit('status', { phase: 'launch', detail: 'launching expenses' })
+      this.say('info', 'window "Expenses — Acme" appeared after 1.8 s')
+    } else {
+      this.emit('status', { phase: 'agentic', detail: `goal: ${GOAL}` })
+      this.phase = 'working'
+    }
+  }
+
+  private work(): void {
+    if (this.core.loop !== 'running' || this.run.stoppingTool !== null) return
+    if (this.steps >= STEPS_PER_RUN) {
+      if (this.runCount % 2 === 0) this.escalate()
+      else this.finish('pass', 'passed', 'The March report was filed and submitted for approval.')
+      return
+    }
+    const due = this.steps > 0 && this.steps % QUESTION_EVERY === 0 && this.askedAtStep !== this.steps
+    if (due && this.question === null) {
+      this.askedAtStep = this.steps
+      if (this.askQuestion()) return
+    }
+    const script = SCRIPT[this.steps % SCRIPT.length] as ScriptStep
+    this.steps++
+    const heard = this.unread.splice(0)
+    const think =
+      heard.length > 0
+        ? `The operator wrote: "${(heard[0]?.text ?? '').slice(0, 120)}". I will take that into account. ${script.think}`
+        : script.think
+    this.emit('iteration', {
+      n: ++this.iterations,
+      content: think,
+      tool_calls: [{ name: script.tool, args: script.args }],
+      usage: { input_tokens: 2400 + this.iterations * 180, output_tokens: 60 + (this.iterations % 7) * 11 },
+      model_ms: 700 + ((this.iterations * 137) % 900),
+    })
+    const file = `screenshots/${String(this.steps).padStart(4, '0')}-${script.tool}.png`
+    this.core.step(this.run, {
+      action: `${script.tool}(${Object.entries(script.args)
+        .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+        .join(', ')})`,
+      backend: 'desktop',
+      rung: script.rung,
+      expect: script.expect,
+      result: script.result,
+      duration_ms: 300 + ((this.steps * 211) % 1500),
+      post: file,
+      url: URL,
+    })
+    this.emit('screenshot', {
+      file,
+      label: script.expect,
+      step: this.run.stepSeq,
+      width: 64,
+      height: 40,
+      bytes: 0,
+    })
+    if (this.steps % 4 === 0)
+      this.say('info', `plan progress: ${this.steps % SCRIPT.length}/${SCRIPT.length}`)
+  }
+
+  private askQuestion(): boolean {
+    const question = QUESTIONS[this.questionCount++ % QUESTIONS.length]
+    if (question === undefined) return false
+    this.emit('iteration', {
+      n: ++this.iterations,
+      content: 'I need a decision from a person before going on.',
+      tool_calls: [{ name: 'ask_human', args: { title: question.title } }],
+      usage: { input_tokens: 2600, output_tokens: 90 },
+      model_ms: 820,
+    })
+    try {
+      this.question = this.core.ask({ ...question, deadlineS: QUESTION_DEADLINE_S }).request_id
+      this.phase = 'waiting'
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  private escalate(): void {
+    this.emit('iteration', {
+      n: ++this.iterations,
+      content: 'The approval step asks for a second factor on a phone. A person has to do this.',
+      tool_calls: [{ name: 'escalate', args: { reason: 'second factor needed' } }],
+      usage: { input_tokens: 2900, output_tokens: 70 },
+      model_ms: 910,
+    })
+    this.emit('status', {
+      phase: 'agentic',
+      detail: 'escalated: waiting for a person (press "I\'m done, finish" when finished)',
+    })
+    this.core.setLoop('escalation')
+    this.phase = 'handoff'
+    this.ticks = 0
+  }
+
+  private finishHandoff(endedBy: 'timeout'): void {
+    const started = this.run.escalationStartedAt ?? Date.now()
+    this.emit('escalation', {
+      reason: 'second factor needed',
+      paused_s: Math.round((Date.now() - started) / 1000),
+      before: null,
+      after: null,
+      ended_by: endedBy,
+    })
+    this.core.setLoop('idle')
+    this.end('handoff')
+  }
+
+  /** The loop exited (a stop took effect, or the handoff ended): the run finishes with the fixed verdict. */
+  private end(reason: 'stopped' | 'handoff'): void {
+    if (this.phase === 'ended') return
+    if (reason === 'stopped')
+      this.finish('inconclusive', 'stopped', 'Stopped by operator before the goal was reached.')
+    else this.finish('test-error', 'escalated', 'Handed to a person for the second factor.')
+  }
+
+  private finish(verdict: string, outcome: string, summary: string): void {
+    this.emit('status', {
+      phase: 'done',
+      verdict,
+      outcome,
+      model_verdict: verdict,
+      summary,
+      reasons: [],
+      notes: [],
+    })
+    if (this.run.trace.ending === 'open' && this.run === this.core.current)
+      this.core.closeTrace({ done: true })
+    this.phase = 'ended'
+    this.ticks = 0
+  }
+}
+
+/** Starts demo autoplay on `core`; returns the function that stops it. */
+export function startAutoplay(core: RuntimeCore, intervalMs: number): () => void {
+  const autoplay = new Autoplay(core)
+  return core.timers.every(Math.max(50, intervalMs), () => autoplay.tick())
+}
