@@ -41,7 +41,10 @@ test('an operator signs in with a one-time link, watches the run and sends a mes
     seen.push(JSON.stringify(response.headers()))
     // SSE bodies never end; read only finite ones. A page closing under a read is not a failure here.
     if (!response.headers()['content-type']?.includes('event-stream')) {
-      response.text().then((body) => seen.push(body), () => {})
+      response.text().then(
+        (body) => seen.push(body),
+        () => {},
+      )
     }
   })
 
@@ -49,16 +52,15 @@ test('an operator signs in with a one-time link, watches the run and sends a mes
   await page.waitForSelector('text=Carol (operator)')
   await page.waitForSelector('#sessions li:has-text("k1")')
   // The only session opens by itself; the runtime's events reach the timeline through the gateway.
-  await waitFor(() => runtime.openEventStreams === 1, 'the gateway to open the upstream stream')
+  await waitFor('the gateway to open the upstream stream', () => runtime.openEventStreams === 1)
   runtime.emit('log', { level: 'info', msg: 'hello from the run' })
   await page.waitForSelector('#timeline li:has-text("hello from the run")')
 
   await page.fill('#text', 'please pick the second record')
   await page.click('#compose button[type=submit]')
   await page.waitForSelector('#status:has-text("sent")')
-  const post = await waitFor(
-    () => runtime.received.find((r) => r.method === 'POST' && r.url.startsWith('/messages')),
-    'the message to reach the runtime',
+  const post = await waitFor('the message to reach the runtime', () =>
+    runtime.received.find((r) => r.method === 'POST' && r.url.startsWith('/messages')),
   )
   assert.equal(post.headers['x-kasm-runtime-session-token'], TOKEN)
   assert.equal(post.headers.cookie, undefined)

@@ -26,22 +26,7 @@ export async function startRuntime(
   return runtime
 }
 
-/** Polls `check` until it returns something truthy; fails with `what` after `timeoutMs`. */
-export async function waitFor<T>(
-  what: string,
-  check: () => T | undefined | null | false | Promise<T | undefined | null | false>,
-  timeoutMs = 8000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
-
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+export { sleep, waitFor } from '../helpers/wait.ts'
 
 /** An open /events response read with node:http: the raw text, parsed frames and comments. */
 export interface RawStream {

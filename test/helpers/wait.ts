@@ -1,7 +1,7 @@
-/** Polls `check` until it returns a truthy value or `timeoutMs` passes; returns that value or throws. */
+/** Polls `check` every 20 ms until it returns something truthy; throws naming `what` after `timeoutMs`. */
 export async function waitFor<T>(
-  check: () => T | Promise<T>,
   what: string,
+  check: () => T | Promise<T>,
   timeoutMs = 10_000,
 ): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs
@@ -9,6 +9,9 @@ export async function waitFor<T>(
     const value = await check()
     if (value) return value as NonNullable<T>
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
+    await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
+
+/** Resolves after `ms`. */
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))

@@ -25,12 +25,4 @@ export function captureLogs(level = 'info'): CapturedLogs {
   }
 }
 
-/** Polls `check` until it returns true or `timeoutMs` passes (then throws with `what`). */
-export async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
+export { waitFor } from '../helpers/wait.ts'

@@ -167,20 +167,7 @@ export function write(req: Writable, chunk: Buffer): Promise<void> {
   })
 }
 
-/** Polls `check` until it is truthy or `timeoutMs` passes (then throws naming `what`). */
-export async function waitFor<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  timeoutMs = 10_000,
-): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await check()
-    if (value) return value as NonNullable<T>
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
-}
+export { waitFor } from '../helpers/wait.ts'
 
 /** The messaging token every proxied session is registered with in these tests. */
 export const MESSAGING_TOKEN = 'msg-token-7f3a9c1e5b2d4f60a8e1'
