@@ -13,6 +13,7 @@ import { consoleRoutes } from './routes/console.ts'
 import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
+import { presenceRoutes } from './routes/presence.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 
@@ -71,6 +72,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(healthRoutes)
   await app.register(authRoutes)
   await app.register(adminRoutes)
+  await app.register(presenceRoutes)
   await app.register(eventsRoutes)
   await app.register(mcpRoutes)
   await app.register(consoleRoutes)

@@ -89,6 +89,16 @@ const envSchema = z.object({
     .optional(),
   GATEWAY_LEASE_MS: int(1000).default(5000),
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
+  GATEWAY_REDIS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'letters, digits, `:`, `_`, `.`, `-` (e.g. krg: or prod:krg:)')
+    .default('krg:'),
+  GATEWAY_REDIS_COMMAND_TIMEOUT_MS: int(100, 60_000).default(2000),
+  GATEWAY_JWKS_TIMEOUT_MS: int(100, 60_000).default(5000),
+  GATEWAY_PRESENCE_TTL_MS: int(1000).default(15_000),
+  // Multiplies the upstream event reader's fixed delays (1.5 s poll while the runtime answers 502, 1-2-4..10 s
+  // backoff after a dropped stream, 30 s retry after a refused token); tests shorten them with e.g. 0.02.
+  GATEWAY_UPSTREAM_RETRY_SCALE: z.coerce.number().min(0.001).max(100).default(1),
 })
 
 /** The raw, validated environment. */

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { redisAuditLog } from '../cluster/stores.ts'
 import { toErrorBody } from '../errors.ts'
 import { MemoryAuditLog } from './memory-log.ts'
 import { auditTarget } from './target.ts'
@@ -22,8 +23,7 @@ declare module 'fastify' {
  */
 export const auditPlugin = fp(
   async (app) => {
-    // cluster: swap in the Redis stream here, e.g. `redis ? new RedisAuditLog(redis, …) : new MemoryAuditLog(…)`
-    const log: AuditLog = new MemoryAuditLog(app.config.env.GATEWAY_AUDIT_RECORDS)
+    const log: AuditLog = redisAuditLog(app) ?? new MemoryAuditLog(app.config.env.GATEWAY_AUDIT_RECORDS)
     app.decorate('audit', log)
     // Fastify refuses an object default (it would be shared by every request): null, then one per request.
     app.decorateRequest('auditDetail', null as unknown as AuditDetail)

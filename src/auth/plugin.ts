@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHook
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import { clusterKeys } from '../cluster/keys.ts'
+import { redisCookieStore } from '../cluster/stores.ts'
 import {
   CsrfRefused,
   Forbidden,
@@ -151,9 +152,8 @@ export const authPlugin = fp(
 
     const redis = sharedRedis(app)
     const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
-    // The one place the cookie session store is chosen; cluster mode adds its Redis branch here:
-    // `redis ? createRedisCookieStore(redis, ...) : new MemoryCookieStore({ idleMs })`.
-    const store: CookieSessionStore = new MemoryCookieStore({ idleMs })
+    // The one place the cookie session store is chosen: Redis in cluster mode, else memory.
+    const store: CookieSessionStore = redisCookieStore(app) ?? new MemoryCookieStore({ idleMs })
     const sessions = new CookieSessions(store, { ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000, idleMs })
     const tickets = new LoginTickets()
     app.addHook('onClose', async () => {

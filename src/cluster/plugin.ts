@@ -1,4 +1,209 @@
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
+import type { Redis } from 'ioredis'
+import type { Env } from '../config.ts'
+import { TokenVault } from '../sessions/token-vault.ts'
+import { ChangeFeed } from './change-feed.ts'
+import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
+import { frameOf, RedisEventBus } from './event-bus.ts'
+import { type ClusterKeys, clusterKeys } from './keys.ts'
+import { type ClusterMetrics, createClusterMetrics, trackConnection } from './metrics.ts'
+import { MemoryPresence, type Presence, RedisPresence } from './presence.ts'
+import { RedisReaderLease } from './reader-lease.ts'
+import { type ClusterCommands, defineScripts } from './scripts.ts'
+import { StreamFanout } from './stream-fanout.ts'
 
-// STUB: owned by the cluster work: decorates app.redis (null when REDIS_URL is unset)
-export const clusterPlugin = fp(async () => {}, { name: 'cluster' })
+/** What cluster mode adds to the app: the fixed connections and the Redis side of every seam. */
+export interface Cluster {
+  /** This process among the replicas (logs, presence, `CLIENT LIST` names). */
+  readonly replicaId: string
+  readonly keys: ClusterKeys
+  /** The command connection (also `app.redis`), with the cluster's scripts defined. */
+  readonly redis: Redis & ClusterCommands
+  /** The pub/sub connection; subscribe through it, never issue ordinary commands on it. */
+  readonly subscriber: Redis
+  /** Encrypts messaging tokens at rest (GATEWAY_ENCRYPTION_KEY). */
+  readonly vault: TokenVault
+  readonly bus: RedisEventBus
+  readonly lease: RedisReaderLease
+  /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
+  readonly feed: ChangeFeed
+  readonly metrics: ClusterMetrics
+  readonly log: FastifyBaseLogger
+  readonly env: Env
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The command connection in cluster mode (REDIS_URL set); null when embedded. */
+    redis: Redis | null
+    cluster: Cluster | null
+    /** Who watches which session: this replica's counts, or every replica's through Redis. */
+    presence: Presence
+  }
+}
+
+/** How long a session's stream outlives its last append. */
+const STREAM_RETENTION_MS = 24 * 3600 * 1000
+/** How long the boot waits for Redis before going on not ready (readiness tells the balancer). */
+const BOOT_WAIT_MS = 5000
+
+/**
+ * Cluster mode when REDIS_URL is set: three fixed connections per replica (command, blocking XREAD,
+ * subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and metrics.
+ * Without REDIS_URL it only decorates `app.redis = null`, `app.cluster = null` and a memory presence.
+ *
+ * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
+ * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the XREAD
+ * loop and closes the connections.
+ */
+export const clusterPlugin = fp(
+  async (app) => {
+    const env = app.config.env
+    if (!env.REDIS_URL) {
+      const presence = new MemoryPresence()
+      app.decorate('redis', null)
+      app.decorate('cluster', null)
+      app.decorate('presence', presence)
+      bindViewers(app, presence)
+      return
+    }
+    if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required with REDIS_URL')
+
+    const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
+    const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX)
+    const settings = {
+      url: env.REDIS_URL,
+      name: `${env.GATEWAY_REDIS_PREFIX}${replicaId}`.replace(/[^A-Za-z0-9:_.-]/g, '_'),
+      commandTimeoutMs: env.GATEWAY_REDIS_COMMAND_TIMEOUT_MS,
+    }
+    const connections: Record<ConnectionRole, Redis> = {
+      command: openConnection(settings, 'command'),
+      blocking: openConnection(settings, 'blocking'),
+      subscriber: openConnection(settings, 'subscriber'),
+    }
+    const command = defineScripts(connections.command)
+
+    let fanout: StreamFanout | undefined
+    const metrics = createClusterMetrics(app.metrics.registry, () => fanout?.watchedCount ?? 0)
+    for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
+      trackConnection(metrics, role, connection)
+      let down = false
+      connection.on('error', (err: Error) => {
+        // ioredis repeats the error on every failed reconnect: log the first of each outage only.
+        if (down) return
+        down = true
+        app.log.warn({ err, connection: role }, 'redis connection failed; reconnecting')
+      })
+      connection.on('ready', () => {
+        if (down) app.log.info({ connection: role }, 'redis connection restored')
+        down = false
+      })
+      connection.connect().catch(() => {})
+    }
+
+    fanout = new StreamFanout({
+      command,
+      blocking: connections.blocking,
+      streamKey: keys.events,
+      frame: frameOf,
+      log: app.log,
+      onRead: (n) => metrics.read.inc(n),
+    })
+    const bus = new RedisEventBus({
+      command,
+      fanout,
+      keys,
+      maxLen: env.GATEWAY_EVENT_BUFFER,
+      retentionMs: STREAM_RETENTION_MS,
+      onAppend: (result, entries) => {
+        metrics.appends.inc({ result })
+        if (entries > 0) metrics.appended.inc(entries)
+      },
+    })
+    const lease = new RedisReaderLease({
+      command,
+      keys,
+      leaseMs: env.GATEWAY_LEASE_MS,
+      onChange: (event, kasmId, held) => {
+        metrics.leaseChanges.inc({ event })
+        metrics.leases.set(held)
+        if (event === 'lost') app.log.warn({ kasmId }, 'reader lease lost')
+      },
+    })
+    const presence = new RedisPresence({
+      command,
+      keys,
+      replicaId,
+      ttlMs: env.GATEWAY_PRESENCE_TTL_MS,
+      log: app.log,
+    })
+    const cluster: Cluster = {
+      replicaId,
+      keys,
+      redis: command,
+      subscriber: connections.subscriber,
+      vault: TokenVault.fromBase64url(env.GATEWAY_ENCRYPTION_KEY),
+      bus,
+      lease,
+      feed: new ChangeFeed(connections.subscriber, app.log),
+      metrics,
+      log: app.log,
+      env,
+    }
+    app.decorate('redis', command as Redis)
+    app.decorate('cluster', cluster)
+    app.decorate('presence', presence as Presence)
+    bindViewers(app, presence)
+
+    app.readiness.add('redis', async () => {
+      for (const [role, connection] of Object.entries(connections)) {
+        if (connection.status !== 'ready') throw new Error(`redis ${role} connection ${connection.status}`)
+      }
+      await command.ping()
+    })
+
+    app.addHook('preClose', async () => {
+      const released = await lease.releaseAll()
+      if (released > 0) app.log.info({ released }, 'reader leases released for shutdown')
+      await presence.close()
+    })
+    app.addHook('onClose', async () => {
+      await fanout?.close()
+      await Promise.all(Object.values(connections).map((c) => closeConnection(c)))
+    })
+
+    const ready = await Promise.all(Object.values(connections).map((c) => waitReady(c, BOOT_WAIT_MS)))
+    if (ready.includes(false)) app.log.warn('redis not reachable at boot; starting not ready')
+    fanout.start()
+    app.log.info({ replicaId, prefix: keys.prefix }, 'cluster mode: redis connected')
+  },
+  { name: 'cluster', dependencies: ['readiness', 'metrics'] },
+)
+
+/** Presence counts the replica's open viewer streams, which the events plugin (registered later) holds. */
+function bindViewers(app: FastifyInstance, presence: Presence): void {
+  app.addHook('onReady', async () => {
+    if (app.hasDecorator('events')) presence.setSource(() => app.events.streams.viewers())
+  })
+}
+
+/**
+ * QUIT when connected (flushes replies), otherwise drop the socket; waits for the end, at most a second (a
+ * connection that is between reconnect attempts never emits one: disconnect only cancels the next attempt).
+ */
+async function closeConnection(connection: Redis): Promise<void> {
+  if (connection.status === 'end') return
+  let timer: NodeJS.Timeout | undefined
+  const ended = new Promise<void>((resolve) => {
+    connection.once('end', () => resolve())
+    timer = setTimeout(resolve, 1000)
+    timer.unref()
+  })
+  if (connection.status === 'ready') await connection.quit().catch(() => connection.disconnect())
+  else connection.disconnect()
+  await ended
+  clearTimeout(timer)
+}

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
+import { redisSessionStore } from '../cluster/stores.ts'
 import { ConfigError } from '../config.ts'
 import { loadSessionsFile } from './file.ts'
 import { MemorySessionStore } from './memory-store.ts'
@@ -29,8 +30,8 @@ export const sessionsPlugin = fp(
     }
 
     const onListenerError = (err: unknown) => app.log.error({ err }, 'session change listener failed')
-    // cluster: swap in the Redis store here, e.g. `redis ? new RedisSessionStore(redis, …) : new MemorySessionStore(…)`
-    const store: SessionStore = new MemorySessionStore(onListenerError)
+    const store: SessionStore =
+      (await redisSessionStore(app, onListenerError)) ?? new MemorySessionStore(onListenerError)
     app.addHook('onClose', () => store.close())
 
     const registry = new StoreSessionRegistry(store, template === undefined ? {} : { template })

@@ -1,0 +1,309 @@
+/**
+ * Cluster fan-out benchmark: two gateway replicas on one Redis against one embedded gateway (memory bus), in
+ * the same run, with one session and with 50 sessions. Writes bench/results/cluster-<date>.md.
+ *
+ *   node --import tsx bench/cluster/run.ts [--viewers 2000] [--seconds 10] [--rate 10]
+ *
+ * `--viewers` is per replica (the embedded gateway gets the same number: the per-process cost compares
+ * directly); `--rate` is events per second per session, all sessions fed by one simulated runtime. Reports
+ * delivered/expected, p50/p99 delay from the runtime's write to the viewer's read, Redis commands per event
+ * read from a runtime (INFO total_commands_processed), and CPU per delivered event of the gateways (and of
+ * redis-server). Reuses the events bench's IPC and /proc helpers (bench/events/ipc.ts, proc.ts).
+ */
+import { spawn } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { cpus, totalmem } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
+import { Child } from '../events/ipc.ts'
+import { cpuOf } from '../events/proc.ts'
+
+interface Options {
+  viewers: number
+  seconds: number
+  rate: number
+  /** Session counts to run (default 1 and 50). */
+  sessions: number[]
+  /** Buses to run (default embedded and cluster). */
+  modes: ('embedded' | 'cluster')[]
+}
+
+interface Result {
+  mode: 'embedded' | 'cluster'
+  sessions: number
+  replicas: number
+  viewers: number
+  connected: number
+  upstreamStreams: number
+  events: number
+  expected: number
+  delivered: number
+  p50: number
+  p99: number
+  max: number
+  gatewayCpuS: number
+  /** The one process that reads every viewer socket (it shares the machine with the servers). */
+  viewersCpuS: number
+  redisCpuS: number
+  redisCommands: number
+  cpuUsPerDelivery: number
+  redisOpsPerEvent: number
+  /** Hot-path commands the replicas send (EVALSHA appends, XREADs, replay reads) per event. */
+  roundTripsPerEvent: number
+  perCommand: Record<string, number>
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const log = (line: string) => process.stdout.write(`[bench cluster] ${line}\n`)
+
+function parse(argv: string[]): Options {
+  const opts: Options = {
+    viewers: 2000,
+    seconds: 10,
+    rate: 10,
+    sessions: [1, 50],
+    modes: ['embedded', 'cluster'],
+  }
+  for (let i = 0; i < argv.length; i += 2) {
+    const value = Number(argv[i + 1])
+    if (argv[i] === '--sessions')
+      opts.sessions = String(argv[i + 1])
+        .split(',')
+        .map(Number)
+    else if (argv[i] === '--modes') opts.modes = String(argv[i + 1]).split(',') as Options['modes']
+    else if (argv[i] === '--viewers') opts.viewers = value
+    else if (argv[i] === '--seconds') opts.seconds = value
+    else if (argv[i] === '--rate') opts.rate = value
+    else throw new Error(`unknown option ${argv[i]}`)
+  }
+  return opts
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
+/** A throwaway redis-server without persistence. */
+async function startRedis(): Promise<{ url: string; pid: number; client: Redis; stop(): Promise<void> }> {
+  const port = await freePort()
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  )
+  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 })
+  client.on('error', () => {})
+  for (let i = 0; i < 100 && client.status !== 'ready'; i++) await sleep(50)
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    pid: child.pid ?? 0,
+    client,
+    async stop() {
+      client.disconnect()
+      child.kill('SIGKILL')
+    },
+  }
+}
+
+async function commandsProcessed(redis: Redis): Promise<number> {
+  const info = await redis.info('stats')
+  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0)
+}
+
+/** Calls per command (INFO commandstats); commands run inside scripts are counted under their own names. */
+async function commandStats(redis: Redis): Promise<Record<string, number>> {
+  const info = await redis.info('commandstats')
+  const out: Record<string, number> = {}
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2])
+  return out
+}
+
+/** Commands a client sends (round trips, pipelined or not), as opposed to those a script runs inside Redis. */
+const CLIENT_SENT = new Set(['evalsha', 'eval', 'xread', 'xrange', 'client|unblock', 'client', 'ping'])
+
+async function scenario(
+  opts: Options,
+  mode: 'embedded' | 'cluster',
+  sessions: number,
+  emitter: Child,
+  emitterUrl: string,
+  redis: Awaited<ReturnType<typeof startRedis>> | null,
+): Promise<Result> {
+  const replicas = mode === 'cluster' ? 2 : 1
+  const prefix = `krgbench:${mode}:${sessions}:${Date.now()}:`
+  const gateways: Child[] = []
+  for (let i = 0; i < replicas; i++) {
+    gateways.push(
+      new Child('../cluster/gateway-replica.ts', {
+        BENCH_UPSTREAM: emitterUrl,
+        BENCH_SESSIONS: String(sessions),
+        BENCH_REGISTER: i === 0 ? '1' : '0',
+        BENCH_PREFIX: prefix,
+        ...(redis ? { BENCH_REDIS_URL: redis.url } : {}),
+      }),
+    )
+  }
+  const infos = await Promise.all(
+    gateways.map((g) => g.call<{ port: number; pid: number; token: string }>('info')),
+  )
+  for (const g of gateways) {
+    for (let i = 0; i < 100 && (await g.call<number>('known')) < sessions; i++) await sleep(50)
+  }
+  const viewers = new Child('../cluster/viewers.ts')
+  let connected = 0
+  for (const [r, info] of infos.entries()) {
+    for (let s = 0; s < sessions; s++) {
+      // Spread a replica's viewers over the sessions; rotate the remainder so every session has viewers.
+      const count = Math.floor(opts.viewers / sessions) + (s < opts.viewers % sessions ? 1 : 0)
+      if (count === 0) continue
+      const res = await viewers.call<{ connected: number }>('connect', {
+        port: info.port,
+        path: `/desktop/bench-${(s + r) % sessions}/mcp/events`,
+        headers: { Authorization: `Bearer ${info.token}` },
+        count,
+        batch: 100,
+      })
+      connected += res.connected
+    }
+  }
+  log(`${mode} ${sessions} session(s): ${connected} viewers on ${replicas} replica(s)`)
+  await sleep(1500)
+
+  await viewers.call('reset')
+  const pids = infos.map((i) => i.pid)
+  const cpu0 = cpuOf(pids)
+  const viewersCpu0 = cpuOf([viewers.pid])
+  const redisCpu0 = redis ? cpuOf([redis.pid]) : 0
+  const cmds0 = redis ? await commandsProcessed(redis.client) : 0
+  const stats0 = redis ? await commandStats(redis.client) : {}
+  const before = await emitter.call<{ emitted: number }>('stats')
+  await emitter.call('rate', { perSecond: opts.rate, burst: 1 })
+  await sleep(opts.seconds * 1000)
+  await emitter.call('rate', { perSecond: 0, burst: 1 })
+  const after = await emitter.call<{ emitted: number; openEventStreams: number }>('stats')
+  const events = after.emitted - before.emitted
+  const expected = events * connected
+  let stats = await viewers.call<{ deliveries: number; p50: number; p99: number; max: number }>('stats')
+  for (let i = 0, last = -1; i < 30 && stats.deliveries < expected && stats.deliveries !== last; i++) {
+    last = stats.deliveries
+    await sleep(200)
+    stats = await viewers.call('stats')
+  }
+  const gatewayCpuS = cpuOf(pids) - cpu0
+  const viewersCpuS = cpuOf([viewers.pid]) - viewersCpu0
+  const redisCpuS = redis ? cpuOf([redis.pid]) - redisCpu0 : 0
+  const redisCommands = redis ? (await commandsProcessed(redis.client)) - cmds0 : 0
+  const stats1 = redis ? await commandStats(redis.client) : {}
+  const perCommand: Record<string, number> = {}
+  for (const [name, calls] of Object.entries(stats1)) {
+    const delta = calls - (stats0[name] ?? 0)
+    if (delta > 0) perCommand[name] = delta
+  }
+  const sent = Object.entries(perCommand)
+    .filter(([name]) => CLIENT_SENT.has(name))
+    .reduce((n, [, calls]) => n + calls, 0)
+  const result: Result = {
+    mode,
+    sessions,
+    replicas,
+    viewers: opts.viewers * replicas,
+    connected,
+    upstreamStreams: after.openEventStreams,
+    events,
+    expected,
+    delivered: stats.deliveries,
+    p50: stats.p50,
+    p99: stats.p99,
+    max: stats.max,
+    gatewayCpuS,
+    viewersCpuS,
+    redisCpuS,
+    redisCommands,
+    cpuUsPerDelivery: stats.deliveries > 0 ? (gatewayCpuS * 1e6) / stats.deliveries : Number.NaN,
+    // Each event the runtime wrote is read once per session (one reader each), then fanned out.
+    redisOpsPerEvent: events > 0 ? redisCommands / (events * sessions) : Number.NaN,
+    roundTripsPerEvent: events > 0 ? sent / (events * sessions) : Number.NaN,
+    perCommand,
+  }
+  await viewers.call('close')
+  await viewers.stop()
+  for (const g of gateways) await g.stop()
+  await sleep(500)
+  return result
+}
+
+const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-')
+
+function report(opts: Options, results: Result[], seconds: number, argv: string[]): string {
+  const lines = [
+    `# Cluster fan-out benchmark, ${new Date().toISOString()}`,
+    '',
+    `Command: \`node --import tsx bench/cluster/run.ts ${argv.join(' ')}\` (${seconds.toFixed(0)} s).`,
+    `Machine: ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node ${process.version}; shared with other work while it ran.`,
+    '',
+    `${opts.viewers} viewers per gateway process; ${opts.rate} events/s per session for ${opts.seconds} s, one simulated runtime feeding every session.`,
+    'Delay: from the runtime writing an event to a viewer reading it (all processes on one machine).',
+    'CPU: user + system of the gateway processes (and of redis-server) per delivered event.',
+    'Redis commands per event: INFO total_commands_processed over the phase / (events x sessions), i.e. per event read from a runtime, all replicas included; it counts the commands the append script runs inside Redis. Round trips per event: the EVALSHA appends and XREADs (and replay reads) the replicas send, per event.',
+    '',
+    '| bus | sessions | replicas | viewers | upstream streams | delivered / expected | p50 ms | p99 ms | max ms | gateway CPU µs per delivery | redis CPU s | Redis commands per event | round trips per event |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ]
+  for (const r of results) {
+    lines.push(
+      `| ${r.mode} | ${r.sessions} | ${r.replicas} | ${r.connected} | ${r.upstreamStreams} | ${r.delivered} / ${r.expected} (${fmt((100 * r.delivered) / r.expected, 2)}%) | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.max, 0)} | ${fmt(r.cpuUsPerDelivery)} | ${fmt(r.redisCpuS)} | ${r.mode === 'cluster' ? fmt(r.redisOpsPerEvent) : '-'} | ${r.mode === 'cluster' ? fmt(r.roundTripsPerEvent) : '-'} |`,
+    )
+  }
+  lines.push(
+    '',
+    '<details><summary>raw numbers</summary>',
+    '',
+    '```json',
+    JSON.stringify(results, null, 1),
+    '```',
+    '</details>',
+    '',
+  )
+  return lines.join('\n')
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const opts = parse(argv)
+  const started = Date.now()
+  const redis = await startRedis()
+  const emitter = new Child('../cluster/emitter.ts')
+  const { url } = await emitter.call<{ url: string }>('info')
+  const results: Result[] = []
+  try {
+    for (const sessions of opts.sessions) {
+      for (const mode of opts.modes) {
+        results.push(await scenario(opts, mode, sessions, emitter, url, mode === 'cluster' ? redis : null))
+        const x = results.at(-1) as Result
+        log(
+          `${x.mode} ${x.sessions}: ${x.delivered}/${x.expected} p50 ${fmt(x.p50)} p99 ${fmt(x.p99)} ms, ${fmt(x.cpuUsPerDelivery)} µs/delivery, ${fmt(x.redisOpsPerEvent)} cmds/event, ${fmt(x.roundTripsPerEvent)} round trips/event, CPU s gateways ${fmt(x.gatewayCpuS)} viewers ${fmt(x.viewersCpuS)} redis ${fmt(x.redisCpuS)}`,
+        )
+      }
+    }
+  } finally {
+    await emitter.stop()
+    await redis.stop()
+  }
+  const out = report(opts, results, (Date.now() - started) / 1000, argv)
+  const dir = fileURLToPath(new URL('../results/', import.meta.url))
+  mkdirSync(dir, { recursive: true })
+  const file = `${dir}cluster-${new Date().toISOString().slice(0, 10)}.md`
+  writeFileSync(file, out)
+  log(`wrote ${file}`)
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await main(process.argv.slice(2))

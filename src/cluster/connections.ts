@@ -1,0 +1,69 @@
+import { Redis, type RedisOptions } from 'ioredis'
+
+/**
+ * The fixed Redis connections of one replica. Their number never depends on viewers or sessions:
+ * - `command`: every ordinary command (scripts, stores, rate limits), pipelined by ioredis;
+ * - `blocking`: the one `XREAD BLOCK` loop that multiplexes every watched session's stream;
+ * - `subscriber`: pub/sub (registry change notifications).
+ */
+export type ConnectionRole = 'command' | 'blocking' | 'subscriber'
+
+/** Options shared by the three connections. */
+export interface ConnectionSettings {
+  readonly url: string
+  /** Shown in `CLIENT LIST`, e.g. `krg:<replica>`. */
+  readonly name: string
+  /** Ordinary commands fail after this long (a hung Redis must not hang requests). */
+  readonly commandTimeoutMs: number
+}
+
+/**
+ * Reconnect delay: exponential from 50 ms, capped at 1 s, with jitter so replicas do not reconnect in
+ * lock-step after an outage. Never gives up: a replica outlives any Redis outage.
+ */
+export function reconnectDelay(times: number): number {
+  const base = Math.min(50 * 2 ** Math.min(times, 10), 1000)
+  return Math.round(base / 2 + Math.random() * (base / 2))
+}
+
+/**
+ * Opens one connection of the given role. Nothing is queued while disconnected (`enableOfflineQueue`
+ * false): a write during an outage fails at once and the caller answers 503 instead of waiting.
+ * The connection is lazy; call `connect()` (errors are reported through the `error` event).
+ */
+export function openConnection(settings: ConnectionSettings, role: ConnectionRole): Redis {
+  const options: RedisOptions = {
+    lazyConnect: true,
+    connectionName: `${settings.name}:${role}`,
+    enableOfflineQueue: false,
+    // A command in flight when the socket drops fails at once instead of waiting for a resend (with any
+    // other value and no resend, ioredis would leave a blocked XREAD's promise pending forever).
+    maxRetriesPerRequest: 0,
+    connectTimeout: 2000,
+    retryStrategy: reconnectDelay,
+    // A blocked XREAD is not an ordinary command: its own loop watches it (see stream-fanout.ts).
+    ...(role === 'blocking'
+      ? { autoResendUnfulfilledCommands: false }
+      : role === 'command'
+        ? { commandTimeout: settings.commandTimeoutMs }
+        : {}),
+    keepAlive: 10_000,
+  }
+  return new Redis(settings.url, options)
+}
+
+/** Resolves once the connection is ready, or after `timeoutMs` (false) so a boot never hangs on Redis. */
+export function waitReady(connection: Redis, timeoutMs: number): Promise<boolean> {
+  if (connection.status === 'ready') return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const done = (ok: boolean): void => {
+      clearTimeout(timer)
+      connection.off('ready', onReady)
+      resolve(ok)
+    }
+    const onReady = (): void => done(true)
+    const timer = setTimeout(() => done(false), timeoutMs)
+    timer.unref()
+    connection.on('ready', onReady)
+  })
+}

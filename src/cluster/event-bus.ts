@@ -1,0 +1,158 @@
+import type { Redis } from 'ioredis'
+import type {
+  BusMessage,
+  Delivery,
+  EventBus,
+  StreamPosition as From,
+  StreamHead,
+  Subscriber,
+  Subscription,
+} from '../events/bus.ts'
+import { CLOSED_FRAME, eventFrame } from '../events/sse.ts'
+import type { ClusterKeys } from './keys.ts'
+import type { ClusterCommands } from './scripts.ts'
+import { compareIds, decodeEntry, encodeMessages, type RawEntry } from './stream-entry.ts'
+import { type StreamFanout, StreamPosition } from './stream-fanout.ts'
+
+/** Options of {@link RedisEventBus}. */
+export interface RedisEventBusOptions {
+  readonly command: Redis & ClusterCommands
+  readonly fanout: StreamFanout
+  readonly keys: ClusterKeys
+  /** Entries kept per session stream (`XADD MAXLEN ~`), GATEWAY_EVENT_BUFFER. */
+  readonly maxLen: number
+  /** How long an idle session's stream and head outlive their last append (ms). */
+  readonly retentionMs: number
+  /** Called with each append's outcome (metrics). */
+  readonly onAppend?: (result: 'stored' | 'fenced' | 'error', entries: number) => void
+}
+
+const PAGE = 1000
+
+/** The SSE frame of a message: the events folder's framing, so both buses send the same bytes. */
+export function frameOf(message: BusMessage): Buffer {
+  return message.kind === 'event'
+    ? eventFrame(message.run, message.seq, message.type, message.data)
+    : CLOSED_FRAME
+}
+
+/**
+ * The {@link EventBus} of a cluster: one Redis stream per session, written only through the fenced append
+ * script, read live by the replica's single XREAD loop ({@link StreamFanout}) and replayed with XRANGE, so a
+ * viewer that reconnects to any replica resumes from Redis without gap or duplicate.
+ */
+export class RedisEventBus implements EventBus {
+  readonly #o: RedisEventBusOptions
+
+  constructor(options: RedisEventBusOptions) {
+    this.#o = options
+  }
+
+  async append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean> {
+    const { command, keys, maxLen, retentionMs, onAppend } = this.#o
+    let added: number
+    try {
+      added = await command.krgAppend(
+        keys.lease(kasmId),
+        keys.head(kasmId),
+        keys.events(kasmId),
+        String(fence),
+        maxLen,
+        retentionMs,
+        Date.now(),
+        ...encodeMessages(messages),
+      )
+    } catch (err) {
+      onAppend?.('error', 0)
+      throw err
+    }
+    if (added < 0) {
+      onAppend?.('fenced', 0)
+      return false
+    }
+    onAppend?.('stored', added)
+    return true
+  }
+
+  async head(kasmId: string): Promise<StreamHead | null> {
+    const [run, seq, closed] = await this.#o.command.hmget(this.#o.keys.head(kasmId), 'run', 'seq', 'closed')
+    if (!run) return null
+    return { run, seq: Math.max(0, Number(seq ?? 0)), closed: closed === '1' }
+  }
+
+  async subscribe(kasmId: string, from: From, subscriber: Subscriber): Promise<Subscription> {
+    const { command, keys, fanout } = this.#o
+    const position = new StreamPosition(subscriber)
+    const after =
+      from.after !== undefined && Number.isSafeInteger(from.after) && from.after >= 0 ? from.after : undefined
+    fanout.reserve(kasmId)
+    let joined: Promise<void> | undefined
+    try {
+      const reply = await command.krgReplay(
+        keys.head(kasmId),
+        keys.events(kasmId),
+        from.run ?? '',
+        after === undefined ? '' : String(after),
+        PAGE,
+      )
+      if (reply.length === 1) {
+        // Nothing stored yet: remember the viewer's place so a reader restarting behind it adds no duplicate.
+        if (from.run !== undefined) position.startAfter(from.run, after ?? -1)
+      } else {
+        const [, run, , , oldest, firstPage] = reply
+        const sameRun = from.run === run && after !== undefined
+        if (sameRun) {
+          position.startAfter(run, after)
+          const oldestSeq = oldest ? seqOf(oldest) : undefined
+          if (oldestSeq !== undefined && oldestSeq > after + 1) subscriber.gap?.(after + 1, oldestSeq - 1)
+        }
+        const entries = await this.#rest(keys.events(kasmId), firstPage)
+        const replay: Delivery[] = []
+        for (const raw of entries) {
+          const decoded = decodeEntry(raw)
+          if (decoded && position.take(decoded.id, decoded.message)) {
+            replay.push({ message: decoded.message, frame: frameOf(decoded.message) })
+          }
+        }
+        if (replay.length > 0) subscriber.deliver(replay, true)
+      }
+      // Join the live loop where the snapshot ended (or later, if the replay's pages ran past it).
+      if (compareIds(reply[0], position.lastId) > 0) position.lastId = reply[0]
+      joined = fanout.join(kasmId, position)
+    } finally {
+      if (joined === undefined) fanout.join(kasmId, cancelled(position)).catch(() => {})
+    }
+    await joined
+    return { close: () => fanout.leave(kasmId, position) }
+  }
+
+  async drop(kasmId: string): Promise<void> {
+    await this.#o.command.del(this.#o.keys.events(kasmId), this.#o.keys.head(kasmId))
+  }
+
+  /** The fan-out loop and the connections belong to the cluster plugin, which closes them. */
+  async close(): Promise<void> {}
+
+  /** The replay past the first page: pages of XRANGE until the stream's current end. */
+  async #rest(key: string, firstPage: RawEntry[]): Promise<RawEntry[]> {
+    let entries = firstPage
+    let page = firstPage
+    while (page.length === PAGE) {
+      const last = page.at(-1) as RawEntry
+      page = (await this.#o.command.xrange(key, `(${last[0]}`, '+', 'COUNT', PAGE)) as RawEntry[]
+      entries = entries.concat(page)
+    }
+    return entries
+  }
+}
+
+function seqOf(raw: RawEntry): number | undefined {
+  const decoded = decodeEntry(raw)
+  return decoded?.message.kind === 'event' ? decoded.message.seq : undefined
+}
+
+/** Marks a position inactive so `join` only gives back the reservation. */
+function cancelled(position: StreamPosition): StreamPosition {
+  position.active = false
+  return position
+}

@@ -1,0 +1,55 @@
+/**
+ * Every Redis key the gateway uses, in one place, under one prefix (GATEWAY_REDIS_PREFIX) so several
+ * gateways (or test runs) can share a Redis. A session's keys carry its id as a hash tag (`{kasmId}`) so the
+ * keys one Lua script touches would live in one slot if the deployment ever moved to Redis Cluster.
+ */
+export interface ClusterKeys {
+  readonly prefix: string
+  /** Stream of a session's events (XADD MAXLEN ~). */
+  events(kasmId: string): string
+  /** Hash: the head of a session's stream (run, seq, runNo, firstSeq, closed). */
+  head(kasmId: string): string
+  /** String: the reader lease; its value is the holder's fence. */
+  lease(kasmId: string): string
+  /** Counter the fences come from (seeded from Redis TIME so it keeps rising across a Redis restart). */
+  fence(kasmId: string): string
+  /** Hash kasmId -> JSON session record (token encrypted). */
+  readonly sessions: string
+  /** Pub/sub channel: a kasmId whose registry record changed. */
+  readonly sessionsChannel: string
+  /** String: a random id written once per Redis dataset; its absence means Redis lost its data. */
+  readonly sessionsEpoch: string
+  /** String: a cookie session by the SHA-256 of its id. */
+  cookie(idHash: string): string
+  /** Set of a subject's cookie session hashes (logout everywhere). */
+  cookiesOf(sub: string): string
+  /** Capped stream of audit records. */
+  readonly audit: string
+  /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
+  readonly rateLimit: string
+  /** Sorted set: replicas with presence for a session, scored by expiry time (ms). */
+  presenceIndex(kasmId: string): string
+  /** String (JSON) with a TTL: one replica's viewers of one session. */
+  presence(kasmId: string, replicaId: string): string
+}
+
+/** Builds the key set for a prefix such as `krg:`. */
+export function clusterKeys(prefix: string): ClusterKeys {
+  const p = prefix
+  return {
+    prefix: p,
+    events: (id) => `${p}ev:{${id}}`,
+    head: (id) => `${p}evh:{${id}}`,
+    lease: (id) => `${p}lease:{${id}}`,
+    fence: (id) => `${p}fence:{${id}}`,
+    sessions: `${p}sessions`,
+    sessionsChannel: `${p}sessions:changed`,
+    sessionsEpoch: `${p}sessions:epoch`,
+    cookie: (hash) => `${p}cookie:${hash}`,
+    cookiesOf: (sub) => `${p}cookies-of:${sub}`,
+    audit: `${p}audit`,
+    rateLimit: `${p}rl:`,
+    presenceIndex: (id) => `${p}presence:{${id}}`,
+    presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
+  }
+}

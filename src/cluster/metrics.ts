@@ -1,0 +1,80 @@
+import { Counter, Gauge, type Registry } from 'prom-client'
+import type { ConnectionRole } from './connections.ts'
+
+/** Cluster-mode metrics, registered on the app's registry. Labels are fixed words, never ids. */
+export interface ClusterMetrics {
+  readonly connected: Gauge<'connection'>
+  readonly reconnects: Counter<'connection'>
+  readonly appends: Counter<'result'>
+  readonly appended: Counter
+  readonly read: Counter
+  readonly leases: Gauge
+  readonly leaseChanges: Counter<'event'>
+  readonly watched: Gauge
+}
+
+/** Creates the metrics; `watched` is read from the fan-out loop at scrape time. */
+export function createClusterMetrics(registry: Registry, watched: () => number): ClusterMetrics {
+  const registers = [registry]
+  return {
+    connected: new Gauge({
+      name: 'gateway_redis_connected',
+      help: 'Whether each fixed Redis connection of this replica is ready (1) or not (0)',
+      labelNames: ['connection'],
+      registers,
+    }),
+    reconnects: new Counter({
+      name: 'gateway_redis_reconnects_total',
+      help: 'Reconnect attempts of each fixed Redis connection',
+      labelNames: ['connection'],
+      registers,
+    }),
+    appends: new Counter({
+      name: 'gateway_cluster_appends_total',
+      help: 'Fenced appends to a session stream by result: stored, fenced (stale owner refused), error',
+      labelNames: ['result'],
+      registers,
+    }),
+    appended: new Counter({
+      name: 'gateway_cluster_entries_appended_total',
+      help: 'Stream entries added by this replica (duplicates dropped by the append script not counted)',
+      registers,
+    }),
+    read: new Counter({
+      name: 'gateway_cluster_entries_read_total',
+      help: 'Stream entries read by the XREAD loop (each is framed once and offered to local viewers)',
+      registers,
+    }),
+    leases: new Gauge({
+      name: 'gateway_cluster_leases_held',
+      help: 'Reader leases this replica holds (sessions whose upstream it reads)',
+      registers,
+    }),
+    leaseChanges: new Counter({
+      name: 'gateway_cluster_lease_changes_total',
+      help: 'Reader leases acquired, lost (expired or taken) and released by this replica',
+      labelNames: ['event'],
+      registers,
+    }),
+    watched: new Gauge({
+      name: 'gateway_cluster_watched_streams',
+      help: 'Session streams the XREAD loop follows for local viewers',
+      registers,
+      collect() {
+        this.set(watched())
+      },
+    }),
+  }
+}
+
+/** Keeps `connected` and `reconnects` current for one connection. */
+export function trackConnection(
+  metrics: ClusterMetrics,
+  role: ConnectionRole,
+  connection: import('ioredis').Redis,
+): void {
+  metrics.connected.set({ connection: role }, 0)
+  connection.on('ready', () => metrics.connected.set({ connection: role }, 1))
+  connection.on('close', () => metrics.connected.set({ connection: role }, 0))
+  connection.on('reconnecting', () => metrics.reconnects.inc({ connection: role }))
+}

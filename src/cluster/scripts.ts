@@ -1,0 +1,156 @@
+import type { Redis } from 'ioredis'
+import type { RawEntry } from './stream-entry.ts'
+
+/**
+ * The Lua scripts of cluster mode. Each runs atomically in Redis, which is the whole point: the fence check
+ * and the append cannot be separated by another replica's takeover.
+ */
+
+/** Redis TIME in ms, as a decimal string without exponent. */
+const nowMs = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function str(n) return string.format('%.0f', n) end
+`
+
+/**
+ * Fenced append with per-run seq dedupe.
+ * KEYS: lease, head, events. ARGV: fence, maxlen, ttl ms, the caller's clock (ms), then 5 per message: kind
+ * (e|c), run, seq, type, data. The keys' expiry is refreshed once per 1/24 of the ttl, not on every append.
+ * Returns -1 when the fence is not the lease holder's, else the number of entries added.
+ *
+ * Entry ids are `<runNo>-<seq>`: runNo is fixed per run and rises with every new run (it is at least Redis
+ * TIME in ms and above the stream's last id), so ids keep rising even after Redis lost everything, and a
+ * viewer's `after=&run=` maps to an id range without scanning. `closed` takes the id after the run's last seq
+ * and ends the run: nothing more of it is stored. Runtime seqs start at 1; the head's seq is 0 until one is.
+ */
+const append = `${nowMs}
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local h = redis.call('HMGET', KEYS[2], 'run', 'seq', 'runNo', 'closed', 'exp')
+local run, seq, runNo, closed = h[1], tonumber(h[2]), h[3], h[4] == '1'
+local now, ttl = tonumber(ARGV[4]), tonumber(ARGV[3])
+local added = 0
+for i = 5, #ARGV, 5 do
+  local kind, mrun = ARGV[i], ARGV[i + 1]
+  if (not run) or mrun ~= run then
+    local n = now_ms()
+    local prev = tonumber(runNo) or 0
+    if n <= prev then n = prev + 1 end
+    local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
+    if last then
+      local lastMs = tonumber(string.match(last[1], '^(%d+)-'))
+      if n <= lastMs then n = lastMs + 1 end
+    end
+    run, seq, runNo, closed = mrun, 0, str(n), false
+    redis.call('HSET', KEYS[2], 'run', run, 'runNo', runNo)
+  end
+  if not closed then
+    if kind == 'e' then
+      local s = tonumber(ARGV[i + 2])
+      if s > seq then
+        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], runNo .. '-' .. ARGV[i + 2],
+          'k', 'e', 'r', mrun, 's', ARGV[i + 2], 't', ARGV[i + 3], 'd', ARGV[i + 4])
+        seq = s
+        added = added + 1
+      end
+    else
+      redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], runNo .. '-' .. str(seq + 1), 'k', 'c', 'r', mrun)
+      closed = true
+      added = added + 1
+    end
+  end
+end
+if run then
+  if math.abs(now - (tonumber(h[5]) or 0)) > ttl / 24 then
+    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'exp', ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+    redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  else
+    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0')
+  end
+end
+return added
+`
+
+/**
+ * A consistent snapshot for a new viewer: the head, the stream's last id (where the viewer joins the live
+ * loop), the oldest stored entry of the current run (gap check) and the first page of the replay.
+ * KEYS: head, events. ARGV: the viewer's run ('' for none), after ('' for none), page size.
+ * Returns {lastId} when nothing is stored, else {lastId, run, seq, closed, oldest entry or false, entries}.
+ */
+const replay = `
+local h = redis.call('HMGET', KEYS[1], 'run', 'runNo', 'seq', 'closed')
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+local lastId = '0-0'
+if last then lastId = last[1] end
+if not h[1] then return {lastId} end
+local from = h[2] .. '-0'
+local start = from
+if ARGV[1] == h[1] and ARGV[2] ~= '' then start = '(' .. h[2] .. '-' .. ARGV[2] end
+local oldest = redis.call('XRANGE', KEYS[2], from, '+', 'COUNT', 1)[1] or false
+return {lastId, h[1], h[3], h[4], oldest, redis.call('XRANGE', KEYS[2], start, '+', 'COUNT', ARGV[3])}
+`
+
+/**
+ * Takes the lease when free (SET NX PX) and gives it a new fence from a counter that only rises.
+ * KEYS: lease, fence counter. ARGV: lease ms, counter ttl ms. Returns the fence, or nil when held.
+ */
+const acquire = `${nowMs}
+if not redis.call('SET', KEYS[1], '0', 'NX', 'PX', ARGV[1]) then return nil end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], str(now_ms())) end
+local f = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[1], str(f), 'PX', ARGV[1])
+return f
+`
+
+/** KEYS: lease. ARGV: fence, lease ms. 1 when still held (and extended), 0 when lost. */
+const renew = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`
+
+/** KEYS: lease. ARGV: fence. Deletes the lease only if this fence still holds it. */
+const release = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`
+
+/** What {@link replay} returns (see there). */
+export type ReplayReply =
+  | [lastId: string]
+  | [
+      lastId: string,
+      run: string,
+      seq: string,
+      closed: string | null,
+      oldest: RawEntry | null,
+      entries: RawEntry[],
+    ]
+
+/** The scripts as typed commands on a connection (ioredis EVALSHA with EVAL fallback). */
+export interface ClusterCommands {
+  krgAppend(lease: string, head: string, events: string, ...args: (string | number)[]): Promise<number>
+  krgReplay(head: string, events: string, run: string, after: string, page: number): Promise<ReplayReply>
+  krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
+  krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
+  krgRelease(lease: string, fence: string): Promise<number>
+}
+
+/** Defines the scripts on the command connection (idempotent) and returns it typed. */
+export function defineScripts(redis: Redis): Redis & ClusterCommands {
+  const r = redis as Redis & Partial<ClusterCommands>
+  if (!r.krgAppend) {
+    redis.defineCommand('krgAppend', { numberOfKeys: 3, lua: append })
+    redis.defineCommand('krgReplay', { numberOfKeys: 2, lua: replay })
+    redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
+    redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
+    redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
+  }
+  return redis as Redis & ClusterCommands
+}

@@ -1,0 +1,313 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import http from 'node:http'
+import { dirname, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createParser } from 'eventsource-parser'
+import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { bearer, testEnv } from '../helpers/jwt.ts'
+import { freePort, type RedisServer, startRedisServer, uniquePrefix, until } from './redis-harness.ts'
+
+/**
+ * Real gateway replicas as child processes (`node --import tsx src/server.ts`), a real redis-server of the
+ * test's own (so it can be killed and restarted), and the simulated runtime in the test process.
+ */
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
+export const TOKEN = 'messaging-token-for-cluster-tests'
+/** 32 bytes, base64url: only for tests. */
+export const TEST_ENCRYPTION_KEY = 'Q2x1c3Rlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE'
+
+/** One gateway process. */
+export interface Replica {
+  readonly index: number
+  readonly url: string
+  readonly child: ChildProcess
+  /** stdout and stderr, for the failure message. */
+  readonly output: string[]
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+  alive(): boolean
+}
+
+export interface Cluster {
+  readonly redis: RedisServer
+  readonly runtime: SimulatedRuntime
+  readonly replicas: Replica[]
+  readonly prefix: string
+  /** A bearer for `alice`, role admin, every team. */
+  readonly admin: string
+  /** The environment every replica got (start another with {@link Cluster.startReplica}). */
+  readonly env: Record<string, string>
+  startReplica(index: number): Promise<Replica>
+  /** Registers `kasmId` on the runtime through the admin API of replica 0 and waits until all see it. */
+  addSession(kasmId: string): Promise<void>
+  /** Lines of output of every replica (attach to a failing assertion). */
+  logs(): string
+}
+
+/** Spawns one replica with `env` on a free port and waits until `/readyz` answers 200. */
+export async function startReplica(index: number, env: Record<string, string>): Promise<Replica> {
+  const port = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const output: string[] = []
+  const keep = (chunk: Buffer): void => {
+    for (const line of chunk.toString().split('\n')) if (line) output.push(`[r${index}] ${line}`)
+    if (output.length > 400) output.splice(0, output.length - 400)
+  }
+  child.stdout?.on('data', keep)
+  child.stderr?.on('data', keep)
+  let exitedFlag = false
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.once('exit', (code, signal) => {
+      exitedFlag = true
+      r({ code, signal })
+    }),
+  )
+  const url = `http://127.0.0.1:${port}`
+  try {
+    await until(
+      `replica ${index} ready`,
+      async () => {
+        if (exitedFlag) throw new Error(`replica ${index} exited:\n${output.join('\n')}`)
+        return (await getStatus(`${url}/readyz`)) === 200
+      },
+      30_000,
+    )
+  } catch (err) {
+    child.kill('SIGKILL')
+    throw err
+  }
+  return { index, url, child, output, exited, alive: () => !exitedFlag }
+}
+
+/** Starts redis-server, the simulated runtime and `n` replicas; all stopped by `t.after`. */
+export async function startCluster(
+  t: { after(fn: () => unknown): void },
+  n: number,
+  extraEnv: Record<string, string> = {},
+): Promise<Cluster> {
+  const redis = await startRedisServer()
+  t.after(() => redis.stop())
+  const runtime = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
+  t.after(() => runtime.close())
+  const prefix = uniquePrefix()
+  const env = testEnv({
+    LOG_LEVEL: 'warn',
+    REDIS_URL: redis.url,
+    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    GATEWAY_REDIS_PREFIX: prefix,
+    GATEWAY_LEASE_MS: '2000',
+    GATEWAY_STREAM_LINGER_MS: '0',
+    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
+    GATEWAY_PING_INTERVAL_MS: '1000',
+    GATEWAY_PRESENCE_TTL_MS: '3000',
+    GATEWAY_SHUTDOWN_GRACE_MS: '10000',
+    ...extraEnv,
+  })
+  const replicas: Replica[] = []
+  t.after(async () => {
+    for (const r of replicas) if (r.alive()) r.child.kill('SIGKILL')
+    await Promise.all(replicas.map((r) => r.exited))
+  })
+  const start = async (index: number): Promise<Replica> => {
+    const replica = await startReplica(index, env)
+    replicas.push(replica)
+    return replica
+  }
+  await Promise.all(Array.from({ length: n }, (_, i) => start(i)))
+  replicas.sort((a, b) => a.index - b.index)
+  const admin = await bearer({ sub: 'alice', roles: ['admin'], teams: ['*'] }, { expiresIn: '1h' })
+  const cluster: Cluster = {
+    redis,
+    runtime,
+    replicas,
+    prefix,
+    admin,
+    env,
+    startReplica: start,
+    async addSession(kasmId) {
+      const alive = replicas.filter((r) => r.alive())
+      const first = alive[0] as Replica
+      const res = await request(`${first.url}/admin/sessions/${kasmId}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ upstream: runtime.url, team: 'blue', messagingToken: TOKEN }),
+      })
+      if (res.status !== 201 && res.status !== 200) throw new Error(`PUT session: ${res.status} ${res.body}`)
+      for (const r of alive) {
+        await until(`replica ${r.index} knows ${kasmId}`, async () => {
+          const got = await request(`${r.url}/admin/sessions/${kasmId}`, {
+            headers: { authorization: `Bearer ${admin}` },
+          })
+          return got.status === 200
+        })
+      }
+    },
+    logs: () => replicas.flatMap((r) => r.output).join('\n'),
+  }
+  return cluster
+}
+
+/** A small HTTP client (no keep-alive, so a killed replica leaves no pooled socket behind). */
+export function request(
+  url: string,
+  opts: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const req = http.request(
+      url,
+      { method: opts.method ?? 'GET', headers: opts.headers, agent: false },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (d: string) => {
+          body += d
+        })
+        res.on('end', () => resolvePromise({ status: res.statusCode ?? 0, headers: res.headers, body }))
+        res.on('error', reject)
+      },
+    )
+    req.on('error', reject)
+    req.setTimeout(10_000, () => req.destroy(new Error('request timed out')))
+    req.end(opts.body)
+  })
+}
+
+async function getStatus(url: string): Promise<number> {
+  try {
+    return (await request(url)).status
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * A viewer as a sidebar behaves: reads the event stream of one replica and, when it ends or breaks,
+ * reconnects to the next live replica with `Last-Event-ID`. Records every event id it got.
+ */
+export class RoamingViewer {
+  /** `run:seq` of every event, in arrival order (duplicates included, so a test can see them). */
+  readonly ids: string[] = []
+  reconnects = 0
+  #closed = false
+  #req: http.ClientRequest | undefined
+  #at: number
+  readonly #servers: () => string[]
+
+  constructor(
+    readonly kasmId: string,
+    readonly token: string,
+    servers: () => string[],
+    start: number,
+  ) {
+    this.#servers = servers
+    this.#at = start
+  }
+
+  /** The replica currently read (index into the servers list at connect time). */
+  get server(): number {
+    return this.#at
+  }
+
+  /** The seqs received, in order. */
+  seqs(): number[] {
+    return this.ids.map((id) => Number(id.slice(id.lastIndexOf(':') + 1)))
+  }
+
+  start(): void {
+    this.#connect()
+  }
+
+  close(): void {
+    this.#closed = true
+    this.#req?.destroy()
+  }
+
+  #connect(): void {
+    if (this.#closed) return
+    const servers = this.#servers()
+    const base = servers[this.#at % servers.length]
+    const last = this.ids.at(-1)
+    const headers: Record<string, string> = {
+      accept: 'text/event-stream',
+      authorization: `Bearer ${this.token}`,
+    }
+    if (last !== undefined) headers['last-event-id'] = last
+    const retry = (): void => {
+      if (this.#closed) return
+      this.reconnects++
+      this.#at++
+      setTimeout(() => this.#connect(), 100 + Math.floor(Math.random() * 100)).unref()
+    }
+    const req = http.get(`${base}/desktop/${this.kasmId}/mcp/events`, { headers, agent: false })
+    this.#req = req
+    req.on('error', retry)
+    req.on('response', (res) => {
+      if (res.statusCode !== 200) {
+        res.resume()
+        res.on('end', retry)
+        return
+      }
+      const parser = createParser({
+        onEvent: (e) => {
+          if (e.id !== undefined && e.id !== '') this.ids.push(e.id)
+        },
+      })
+      const decoder = new TextDecoder()
+      res.on('data', (chunk: Buffer) => parser.feed(decoder.decode(chunk, { stream: true })))
+      res.on('close', retry)
+      res.on('error', () => {})
+    })
+  }
+}
+
+/** Emits `count` log events on the runtime, `perTick` every `intervalMs`; resolves after the last. */
+export async function emitSteadily(
+  runtime: SimulatedRuntime,
+  count: number,
+  intervalMs: number,
+  perTick = 1,
+): Promise<number> {
+  let last = 0
+  for (let i = 0; i < count; i += perTick) {
+    for (let j = 0; j < perTick && i + j < count; j++) {
+      last = runtime.emit('log', { level: 'info', msg: `event ${i + j}` }).seq
+    }
+    await new Promise((r) => setTimeout(r, intervalMs))
+  }
+  return last
+}
+
+/** Asserts-friendly summary: whether `seqs` is exactly `from..to`, else a short description of what is wrong. */
+export function contiguity(seqs: readonly number[], from: number, to: number): string {
+  const problems: string[] = []
+  const seen = new Set<number>()
+  for (const s of seqs) {
+    if (seen.has(s)) problems.push(`duplicate ${s}`)
+    seen.add(s)
+  }
+  for (let s = from; s <= to; s++) if (!seen.has(s)) problems.push(`missing ${s}`)
+  for (let i = 1; i < seqs.length; i++) {
+    if ((seqs[i] as number) < (seqs[i - 1] as number)) problems.push(`out of order at ${i}`)
+  }
+  return problems.length === 0 ? 'ok' : problems.slice(0, 10).join(', ')
+}
+
+/** Which replicas hold a reader lease now, from their /metrics (gateway_cluster_leases_held). */
+export async function leaseHolders(replicas: readonly Replica[]): Promise<number[]> {
+  const held: number[] = []
+  for (const r of replicas) {
+    if (!r.alive()) continue
+    try {
+      const res = await request(`${r.url}/metrics`)
+      const m = /^gateway_cluster_leases_held (\d+)/m.exec(res.body)
+      if (m && Number(m[1]) > 0) held.push(r.index)
+    } catch {
+      // a replica going down answers nothing
+    }
+  }
+  return held
+}

@@ -1,0 +1,219 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { BusMessage, Delivery, Subscriber } from '../../src/events/bus.ts'
+import {
+  deletePrefix,
+  REDIS_TEST_URL,
+  type ReplicaParts,
+  replicaParts,
+  uniquePrefix,
+  until,
+} from './redis-harness.ts'
+
+/** The Redis bus and lease beyond the shared contract: fencing, several replicas, loss of Redis data. */
+
+const ev = (run: string, seq: number): BusMessage => ({
+  kind: 'event',
+  run,
+  seq,
+  type: 'log',
+  data: JSON.stringify({ seq, type: 'log', ts: 't', log: { level: 'info', msg: `m${seq}` } }),
+})
+const range = (from: number, to: number): number[] =>
+  Array.from({ length: to - from + 1 }, (_, i) => from + i)
+
+/** Records `run:seq` ids and fails loudly on anything out of order. */
+function viewer(): Subscriber & { got: string[]; seqs: number[] } {
+  const got: string[] = []
+  const seqs: number[] = []
+  return {
+    got,
+    seqs,
+    deliver(batch: readonly Delivery[]) {
+      for (const d of batch) {
+        if (d.message.kind !== 'event') continue
+        got.push(`${d.message.run}:${d.message.seq}`)
+        seqs.push(d.message.seq)
+      }
+    },
+  }
+}
+
+async function replicas(t: import('node:test').TestContext, n: number, opts = {}): Promise<ReplicaParts[]> {
+  const prefix = uniquePrefix()
+  const parts = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      replicaParts(REDIS_TEST_URL, prefix, { name: `${prefix}r${i}`, ...opts }),
+    ),
+  )
+  t.after(async () => {
+    await Promise.all(parts.map((p) => p.close()))
+    await deletePrefix(REDIS_TEST_URL, prefix)
+  })
+  return parts
+}
+
+test('lease: one holder at a time, fences only rise, a stale owner can neither renew nor append', async (t) => {
+  const [a, b] = (await replicas(t, 2, { leaseMs: 1000 })) as [ReplicaParts, ReplicaParts]
+  const fa = await a.lease.acquire('s')
+  assert.ok(fa !== null)
+  assert.equal(await b.lease.acquire('s'), null, 'held by a')
+  assert.equal(await a.lease.renew('s', fa), true)
+  assert.equal(await a.bus.append('s', [ev('r1', 1)], fa), true)
+
+  // a stalls past its lease (no renewal); b takes over.
+  await until('lease expired and taken by b', async () => (await b.lease.acquire('s')) !== null, 5000)
+  const fb = Number(await b.command.get(b.keys.lease('s')))
+  assert.ok(fb > fa, 'the new fence is higher')
+  assert.equal(await a.lease.renew('s', fa), false, 'stale renew refused')
+  assert.equal(await a.bus.append('s', [ev('r1', 2), ev('r1', 3)], fa), false, 'stale append refused')
+  assert.deepEqual(
+    await a.bus.head('s'),
+    { run: 'r1', seq: 1, closed: false },
+    'nothing stored by the stale owner',
+  )
+  assert.equal(await b.bus.append('s', [ev('r1', 2)], fb), true)
+
+  // A release hands over at once; the next fence is higher still.
+  await b.lease.release('s', fb)
+  const fa2 = await a.lease.acquire('s')
+  assert.ok(fa2 !== null && fa2 > fb)
+  assert.equal(await b.bus.append('s', [ev('r1', 3)], fb), false, 'released fence refused')
+
+  // Redis lost everything (restart without persistence): fences keep rising (seeded from Redis TIME).
+  await a.command.del(a.keys.lease('s'), a.keys.fence('s'))
+  const fb2 = await b.lease.acquire('s')
+  assert.ok(fb2 !== null && fb2 > fa2, `fence after loss ${fb2} > ${fa2}`)
+  assert.equal(await a.bus.append('s', [ev('r1', 3)], fa2), false)
+
+  // Shutdown: releaseAll gives every lease back and refuses new ones.
+  assert.equal(await b.lease.releaseAll(), 1)
+  assert.equal(await b.command.exists(b.keys.lease('s')), 0)
+  assert.equal(await b.lease.acquire('other'), null)
+})
+
+test('viewers on three replicas joining mid-stream each see every event once, in order', async (t) => {
+  const parts = await replicas(t, 3)
+  const owner = parts[0] as ReplicaParts
+  const sessions = ['s1', 's2', 's3']
+  const fences = new Map<string, number>()
+  for (const s of sessions) fences.set(s, (await owner.lease.acquire(s)) as number)
+  const total = 300
+  const watchers: { session: string; from: number; v: ReturnType<typeof viewer> }[] = []
+
+  let next = 1
+  let joined = 0
+  while (next <= total) {
+    const batch = range(next, Math.min(total, next + 9))
+    await Promise.all(
+      sessions.map((s) =>
+        owner.bus.append(
+          s,
+          batch.map((n) => ev('run', n)),
+          fences.get(s)!,
+        ),
+      ),
+    )
+    next += batch.length
+    // Viewers join on every replica while events flow, some with a position, some without.
+    if (next % 30 === 1) {
+      for (const s of sessions) {
+        const replica = parts[joined++ % parts.length] as ReplicaParts
+        const v = viewer()
+        const withPosition = joined % 2 === 0 && next > 20
+        const from = withPosition ? next - 15 : 0
+        await replica.bus.subscribe(s, withPosition ? { run: 'run', after: from } : {}, v)
+        watchers.push({ session: s, from, v })
+      }
+    }
+  }
+  for (const w of watchers) {
+    await until(`viewer of ${w.session} from ${w.from} complete`, () => w.v.seqs.at(-1) === total)
+    assert.deepEqual(w.v.seqs, range(w.from + 1, total), `${w.session} from ${w.from}: no gap, no duplicate`)
+  }
+  assert.ok(watchers.length >= 27)
+})
+
+test('after Redis lost the session, the re-read run reaches viewers without a duplicate', async (t) => {
+  const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
+  const live = viewer()
+  await b.bus.subscribe('s', {}, live)
+  const f1 = (await a.lease.acquire('s')) as number
+  await a.bus.append(
+    's',
+    range(1, 50).map((n) => ev('run', n)),
+    f1,
+  )
+  await until('first 50', () => live.seqs.length === 50)
+
+  // What a restart without persistence leaves: no stream, no head, no lease, no fence counter.
+  await a.command.del(a.keys.events('s'), a.keys.head('s'), a.keys.lease('s'), a.keys.fence('s'))
+  assert.equal(await a.bus.head('s'), null)
+  const f2 = (await b.lease.acquire('s')) as number
+  // The new owner finds no head, so it reads the run from its start.
+  await b.bus.append(
+    's',
+    range(1, 80).map((n) => ev('run', n)),
+    f2,
+  )
+  await until('events after the loss', () => live.seqs.at(-1) === 80)
+  assert.deepEqual(live.seqs, range(1, 80))
+
+  const resumed = viewer()
+  await a.bus.subscribe('s', { run: 'run', after: 50 }, resumed)
+  assert.deepEqual(resumed.seqs, range(51, 80))
+})
+
+test('a killed blocking connection reconnects and its viewers miss nothing', async (t) => {
+  const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
+  const v = viewer()
+  await b.bus.subscribe('s', {}, v)
+  const f = (await a.lease.acquire('s')) as number
+  await a.bus.append(
+    's',
+    range(1, 10).map((n) => ev('run', n)),
+    f,
+  )
+  await until('first 10', () => v.seqs.length === 10)
+  // The blocking connection is busy in XREAD: find it by name and kill it from outside.
+  const list = String(await a.command.client('LIST'))
+  const line = list.split('\n').find((l) => l.includes(`name=${b.keys.prefix}r1:blocking`))
+  const killId = line?.match(/\bid=(\d+)/)?.[1]
+  assert.ok(killId, 'blocking connection listed')
+  await a.command.client('KILL', 'ID', killId)
+  await a.bus.append(
+    's',
+    range(11, 40).map((n) => ev('run', n)),
+    f,
+  )
+  await until('events written while reconnecting', () => v.seqs.at(-1) === 40)
+  assert.deepEqual(v.seqs, range(1, 40))
+})
+
+test('a replay longer than one page comes whole; connections stay fixed however many viewers', async (t) => {
+  const [a] = (await replicas(t, 1)) as [ReplicaParts]
+  const f = (await a.lease.acquire('s')) as number
+  for (let n = 1; n <= 2500; n += 500)
+    await a.bus.append(
+      's',
+      range(n, n + 499).map((m) => ev('run', m)),
+      f,
+    )
+  const v = viewer()
+  await a.bus.subscribe('s', {}, v)
+  assert.deepEqual(v.seqs, range(1, 2500))
+
+  const subs = []
+  for (let s = 0; s < 20; s++) {
+    for (let i = 0; i < 10; i++) subs.push(await a.bus.subscribe(`many-${s}`, {}, viewer()))
+  }
+  const list = String(await a.command.client('LIST'))
+  const mine = list.split('\n').filter((l) => l.includes(`name=${a.keys.prefix}r0:`))
+  assert.equal(
+    mine.length,
+    2,
+    `one command and one blocking connection for 200 viewers of 20 sessions:\n${mine.join('\n')}`,
+  )
+  for (const s of subs) s.close()
+  await until('loop forgets closed streams', () => a.fanout.watchedCount === 1)
+})

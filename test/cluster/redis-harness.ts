@@ -1,0 +1,169 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { createServer } from 'node:net'
+import { Redis } from 'ioredis'
+import pino from 'pino'
+import { openConnection, waitReady } from '../../src/cluster/connections.ts'
+import { frameOf, RedisEventBus } from '../../src/cluster/event-bus.ts'
+import { type ClusterKeys, clusterKeys } from '../../src/cluster/keys.ts'
+import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
+import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.ts'
+import { StreamFanout } from '../../src/cluster/stream-fanout.ts'
+
+/** The Redis the unit tests use: REDIS_TEST_URL, default the local one CI starts. */
+export const REDIS_TEST_URL = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379'
+
+/** A key prefix no other test (or run) shares. */
+export function uniquePrefix(): string {
+  return `krgtest:${randomBytes(4).toString('hex')}:`
+}
+
+/** Deletes every key under `prefix`. */
+export async function deletePrefix(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 })
+  try {
+    let cursor = '0'
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+      cursor = next
+      if (keys.length > 0) await redis.del(...keys)
+    } while (cursor !== '0')
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/** Polls `condition` until it holds or `timeoutMs` passes (then throws with `what`). */
+export async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/** A redis-server this test started (and restarts, kills) on its own port. */
+export interface RedisServer {
+  readonly url: string
+  readonly port: number
+  /** Stops it (SIGKILL: nothing is saved) and waits for the exit. */
+  stop(): Promise<void>
+  /** Starts it again on the same port, empty. */
+  start(): Promise<void>
+}
+
+/** Starts redis-server on `port` (default a free one), without persistence, and waits until it answers. */
+export async function startRedisServer(port?: number): Promise<RedisServer> {
+  port ??= await freePort()
+  let child: ChildProcess | undefined
+  const start = async (): Promise<void> => {
+    child = spawn(
+      'redis-server',
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--loglevel',
+        'warning',
+      ],
+      { stdio: 'ignore' },
+    )
+    const probe = new Redis(port, '127.0.0.1', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: null,
+    })
+    probe.on('error', () => {})
+    await until('redis-server answers', async () => {
+      try {
+        if (probe.status !== 'ready') await probe.connect()
+        return (await probe.ping()) === 'PONG'
+      } catch {
+        probe.disconnect()
+        return false
+      }
+    })
+    probe.disconnect()
+  }
+  const stop = async (): Promise<void> => {
+    const c = child
+    child = undefined
+    if (!c || c.exitCode !== null) return
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve())
+      c.kill('SIGKILL')
+    })
+  }
+  await start()
+  return { url: `redis://127.0.0.1:${port}`, port, stop, start }
+}
+
+/** The Redis side of the event seam as one replica builds it, without Fastify. */
+export interface ReplicaParts {
+  readonly command: Redis & ClusterCommands
+  readonly blocking: Redis
+  readonly keys: ClusterKeys
+  readonly fanout: StreamFanout
+  readonly bus: RedisEventBus
+  readonly lease: RedisReaderLease
+  close(): Promise<void>
+}
+
+/** Builds one replica's bus and lease over fresh connections. */
+export async function replicaParts(
+  url: string,
+  prefix: string,
+  opts: { maxLen?: number; leaseMs?: number; name?: string } = {},
+): Promise<ReplicaParts> {
+  const settings = { url, name: opts.name ?? `${prefix}test`, commandTimeoutMs: 2000 }
+  const command = defineScripts(openConnection(settings, 'command'))
+  const blocking = openConnection(settings, 'blocking')
+  for (const c of [command, blocking]) {
+    c.on('error', () => {})
+    c.connect().catch(() => {})
+  }
+  await Promise.all([waitReady(command, 5000), waitReady(blocking, 5000)])
+  const keys = clusterKeys(prefix)
+  const fanout = new StreamFanout({
+    command,
+    blocking,
+    streamKey: keys.events,
+    frame: frameOf,
+    log: pino({ level: 'silent' }),
+    blockMs: 2000,
+  })
+  fanout.start()
+  const bus = new RedisEventBus({ command, fanout, keys, maxLen: opts.maxLen ?? 4096, retentionMs: 600_000 })
+  const lease = new RedisReaderLease({ command, keys, leaseMs: opts.leaseMs ?? 5000 })
+  return {
+    command,
+    blocking,
+    keys,
+    fanout,
+    bus,
+    lease,
+    async close() {
+      await fanout.close()
+      command.disconnect()
+      blocking.disconnect()
+    },
+  }
+}

@@ -1,0 +1,313 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import pino from 'pino'
+import type { AuditRecord } from '../../src/audit/types.ts'
+import type { CookieSessionRecord } from '../../src/auth/cookie-store.ts'
+import { RedisAuditLog } from '../../src/cluster/audit-log.ts'
+import { ChangeFeed } from '../../src/cluster/change-feed.ts'
+import { openConnection, waitReady } from '../../src/cluster/connections.ts'
+import { RedisCookieStore } from '../../src/cluster/cookie-store.ts'
+import { clusterKeys } from '../../src/cluster/keys.ts'
+import { RedisPresence, type WatchingViewer } from '../../src/cluster/presence.ts'
+import { RedisSessionStore } from '../../src/cluster/session-store.ts'
+import { toErrorBody } from '../../src/errors.ts'
+import { Secret } from '../../src/sessions/secret.ts'
+import { TokenVault } from '../../src/sessions/token-vault.ts'
+import type { Session } from '../../src/sessions/types.ts'
+import { deletePrefix, REDIS_TEST_URL, uniquePrefix, until } from './redis-harness.ts'
+
+const KEY = 'Q2x1c3Rlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE'
+const OTHER_KEY = 'T3RoZXItdGVzdC1rZXktMzItYnl0ZXMtbG9uZy4uLi4'
+const log = pino({ level: 'silent' })
+
+let named = 0
+async function connection(
+  t: import('node:test').TestContext,
+  role: 'command' | 'subscriber',
+  url = REDIS_TEST_URL,
+) {
+  const c = openConnection({ url, name: `krgtest-${process.pid}-${++named}`, commandTimeoutMs: 2000 }, role)
+  c.on('error', () => {})
+  c.connect().catch(() => {})
+  t.after(() => c.disconnect())
+  await waitReady(c, 3000)
+  return c
+}
+
+function prefixFor(t: import('node:test').TestContext): string {
+  const prefix = uniquePrefix()
+  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
+  return prefix
+}
+
+/** A replica's session store: its own command and subscriber connections. */
+async function sessionStore(t: import('node:test').TestContext, prefix: string, key = KEY, replicaId = 'r') {
+  const command = await connection(t, 'command')
+  const subscriber = await connection(t, 'subscriber')
+  const store = new RedisSessionStore({
+    command,
+    feed: new ChangeFeed(subscriber, log),
+    keys: clusterKeys(prefix),
+    vault: TokenVault.fromBase64url(key),
+    replicaId,
+    log,
+  })
+  t.after(() => store.close())
+  await store.start()
+  return { store, command, subscriber }
+}
+
+/** Drops `victim`'s connection from the server side (it reconnects by itself). */
+async function kill(command: import('ioredis').Redis, victim: import('ioredis').Redis): Promise<void> {
+  const name = victim.options.connectionName
+  const line = String(await command.client('LIST'))
+    .split('\n')
+    .find((l) => l.includes(`name=${name} `))
+  const id = line?.match(/\bid=(\d+)/)?.[1]
+  assert.ok(id, `connection ${name} listed`)
+  await command.client('KILL', 'ID', id)
+}
+
+const session = (kasmId: string, token: string, version = 1): Session => ({
+  kasmId,
+  upstream: 'http://127.0.0.1:9/',
+  team: 'blue',
+  messagingToken: new Secret(token),
+  source: 'admin',
+  version,
+})
+
+test('session store: a write on one replica reaches the others, the token only encrypted in Redis', async (t) => {
+  const prefix = prefixFor(t)
+  const a = await sessionStore(t, prefix, KEY, 'a')
+  const b = await sessionStore(t, prefix, KEY, 'b')
+  const heardA: string[] = []
+  const heardB: string[] = []
+  a.store.subscribe((id) => heardA.push(id))
+  b.store.subscribe((id) => heardB.push(id))
+
+  await a.store.put(session('s1', 'token-one-secret'))
+  assert.deepEqual(heardA, ['s1'], 'the writer hears its own change at once')
+  await until('replica b heard', () => heardB.length === 1)
+  const seen = await b.store.get('s1')
+  assert.ok(seen?.messagingToken.equals(new Secret('token-one-secret')))
+  assert.equal(seen?.version, 1)
+  const raw = await a.command.hget(`${prefix}sessions`, 's1')
+  assert.ok(raw && !raw.includes('token-one-secret'))
+
+  // An unchanged rewrite is not a change for the others; a rotation is.
+  await a.store.put(session('s1', 'token-one-secret'))
+  await a.store.put(session('s1', 'token-two-secret', 2))
+  await until('replica b heard the rotation', () => heardB.length === 2)
+  assert.ok((await b.store.get('s1'))?.messagingToken.equals(new Secret('token-two-secret')))
+
+  assert.equal(await b.store.remove('s1'), true)
+  await until('replica a heard the removal', () => heardA.at(-1) === 's1' && heardA.length === 4)
+  assert.equal(await a.store.get('s1'), undefined)
+  assert.equal(await b.store.remove('s1'), false)
+  await a.store.ready()
+})
+
+test('session store: a wrong key leaves the replica not ready instead of serving garbage', async (t) => {
+  const prefix = prefixFor(t)
+  const good = await sessionStore(t, prefix, KEY)
+  await good.store.put(session('s1', 'token-one-secret'))
+  const wrong = await sessionStore(t, prefix, OTHER_KEY, 'w')
+  assert.equal(await wrong.store.get('s1'), undefined)
+  await assert.rejects(wrong.store.ready(), /cannot be decrypted/)
+})
+
+test('session store: after Redis lost its data, the registry is written back from memory', async (t) => {
+  const prefix = prefixFor(t)
+  const a = await sessionStore(t, prefix, KEY, 'a')
+  await a.store.put(session('s1', 'token-one-secret'))
+  await a.store.put(session('s2', 'token-two-secret'))
+  const removed: string[] = []
+  a.store.subscribe((id) => removed.push(id))
+  // What a restart without persistence leaves, then the reconnect that follows it.
+  await a.command.del(`${prefix}sessions`, `${prefix}sessions:epoch`)
+  await kill(a.command, a.subscriber)
+  await until('registry restored', async () => (await a.command.hlen(`${prefix}sessions`)) === 2)
+  assert.ok(await a.command.exists(`${prefix}sessions:epoch`))
+  assert.equal(removed.length, 0, 'no session was announced as removed')
+  // With the epoch present, an emptied hash means sessions were removed: not restored.
+  await a.command.hdel(`${prefix}sessions`, 's2')
+  await kill(a.command, a.subscriber)
+  await until('the removal seen after the reconnect', () => removed.includes('s2'))
+  assert.equal(await a.command.hexists(`${prefix}sessions`, 's2'), 0)
+})
+
+test('session store: reads are served from memory while Redis is down, writes fail fast with 503', async (t) => {
+  const prefix = prefixFor(t)
+  const a = await sessionStore(t, prefix)
+  await a.store.put(session('s1', 'token-one-secret'))
+  a.command.disconnect()
+  assert.equal((await a.store.get('s1'))?.kasmId, 's1')
+  await assert.rejects(a.store.put(session('s2', 'x')), (err: Error) => {
+    const { status, body } = toErrorBody(err)
+    return status === 503 && body.error === 'store_unavailable'
+  })
+})
+
+const record = (sub: string, now: number): CookieSessionRecord => ({
+  sub,
+  roles: ['operator'],
+  teams: [],
+  createdAt: now,
+  expiresAt: now + 3600_000,
+  lastSeenAt: now,
+})
+
+test('cookie store: a revocation on one replica is seen by another at once; tombstones hold no identity', async (t) => {
+  const prefix = prefixFor(t)
+  const keys = clusterKeys(prefix)
+  const a = new RedisCookieStore({ command: await connection(t, 'command'), keys, idleMs: 60_000 })
+  const b = new RedisCookieStore({ command: await connection(t, 'command'), keys, idleMs: 60_000 })
+  const now = Date.now()
+  await a.create('h1', record('erin', now))
+  await a.create('h2', record('erin', now))
+  await a.create('h3', record('frank', now))
+  const got = await b.get('h1')
+  assert.equal(got?.state, 'active')
+  assert.deepEqual(got?.state === 'active' ? got.record : null, record('erin', now), 'empty teams survive')
+
+  await b.touch('h1', now + 5000)
+  await b.touch('h1', now + 1000)
+  const touched = await a.get('h1')
+  assert.equal(
+    touched?.state === 'active' ? touched.record.lastSeenAt : 0,
+    now + 5000,
+    'touch only moves forward',
+  )
+
+  assert.equal(await a.revoke('h1'), true)
+  assert.equal(await a.revoke('h1'), false)
+  const tomb = await b.get('h1')
+  assert.equal(tomb?.state, 'revoked')
+  const raw = await a.get('h1')
+  assert.ok(raw && !('record' in raw))
+  assert.deepEqual(Object.keys(await (await connection(t, 'command')).hgetall(keys.cookie('h1'))).sort(), [
+    'expiresAt',
+    'lastSeenAt',
+    'revokedAt',
+    'state',
+  ])
+  await b.touch('h1', now + 9000)
+  assert.equal((await b.get('h1'))?.state, 'revoked', 'touch never revives')
+
+  assert.equal(await b.revokeAllOf('erin'), 1, 'h2 only: h1 was already revoked')
+  assert.equal((await a.get('h2'))?.state, 'revoked')
+  assert.equal((await a.get('h3'))?.state, 'active')
+  assert.equal(await a.get('unknown'), null)
+})
+
+test('cookie store: an entry is forgotten once it cannot be valid any more (plus retention)', async (t) => {
+  const prefix = prefixFor(t)
+  const command = await connection(t, 'command')
+  const store = new RedisCookieStore({ command, keys: clusterKeys(prefix), idleMs: 200, retainMs: 100 })
+  const now = Date.now()
+  await store.create('idle', { ...record('gina', now), lastSeenAt: now })
+  const ttl = await command.pttl(clusterKeys(prefix).cookie('idle'))
+  assert.ok(ttl > 0 && ttl <= 300, `expires after idle + retention (${ttl} ms)`)
+  await until('forgotten', async () => (await store.get('idle')) === null, 3000)
+})
+
+const audit = (i: number, kasmId: string, sub: string): AuditRecord => ({
+  at: new Date().toISOString(),
+  requestId: `req-${i}`,
+  sub,
+  kasmId,
+  method: 'POST',
+  route: 'messages',
+  outcome: 'forwarded',
+  status: 202,
+  latencyMs: 1,
+})
+
+test('audit log: records from every replica in one capped stream, newest first, filtered', async (t) => {
+  const prefix = prefixFor(t)
+  const keys = clusterKeys(prefix)
+  const a = new RedisAuditLog({ command: await connection(t, 'command'), keys, capacity: 200, log })
+  const b = new RedisAuditLog({ command: await connection(t, 'command'), keys, capacity: 200, log })
+  for (let i = 0; i < 300; i++) a.record(audit(i, i % 3 ? 'k1' : 'k2', i % 5 ? 'u1' : 'u2'))
+  await until('a written', async () => (await b.recent({ limit: 1 }))[0]?.requestId === 'req-299')
+  for (let i = 300; i < 600; i++) b.record(audit(i, i % 3 ? 'k1' : 'k2', i % 5 ? 'u1' : 'u2'))
+  await until('b written', async () => (await a.recent({ limit: 1 }))[0]?.requestId === 'req-599')
+  const newest = await a.recent({ limit: 3 })
+  assert.deepEqual(
+    newest.map((r) => r.requestId),
+    ['req-599', 'req-598', 'req-597'],
+  )
+  // Filters page back through the stream until enough match, across both replicas' records.
+  const filtered = await a.recent({ limit: 5, kasmId: 'k2', sub: 'u2' })
+  assert.deepEqual(
+    filtered.map((r) => r.requestId),
+    ['req-585', 'req-570', 'req-555', 'req-540', 'req-525'],
+  )
+  // Only what the capped stream still holds: every 15th of the newest ~200.
+  const all = await a.recent({ limit: 1000, kasmId: 'k2', sub: 'u2' })
+  assert.ok(all.length >= 13 && all.length < 40, `${all.length} kept`)
+  assert.ok(all.every((r) => r.kasmId === 'k2' && r.sub === 'u2'))
+  const len = await (await connection(t, 'command')).xlen(keys.audit)
+  assert.ok(len >= 200 && len < 600, `capped near 200 (${len})`)
+})
+
+test('audit log: records made while Redis is unreachable are written when it returns', async (t) => {
+  const prefix = prefixFor(t)
+  const keys = clusterKeys(prefix)
+  // A connection that is not up yet: nothing can be written, and record() must neither throw nor wait.
+  const command = openConnection(
+    { url: REDIS_TEST_URL, name: 'krgtest-late', commandTimeoutMs: 2000 },
+    'command',
+  )
+  command.on('error', () => {})
+  t.after(() => command.disconnect())
+  const audited = new RedisAuditLog({ command, keys, capacity: 100, log })
+  audited.record(audit(1, 'k1', 'u1'))
+  audited.record(audit(2, 'k1', 'u1'))
+  await command.connect()
+  await until('flushed on ready', async () => (await audited.recent({ limit: 5 })).length === 2)
+  assert.deepEqual(
+    (await audited.recent({ limit: 5 })).map((r) => r.requestId),
+    ['req-2', 'req-1'],
+  )
+})
+
+test('presence: merged over replicas, a killed replica drops out after the TTL, a closed one at once', async (t) => {
+  const prefix = prefixFor(t)
+  const keys = clusterKeys(prefix)
+  const make = async (replicaId: string, viewers: WatchingViewer[]) => {
+    const command = await connection(t, 'command')
+    const p = new RedisPresence({ command, keys, replicaId, ttlMs: 1500, log })
+    t.after(() => p.close())
+    p.setSource(() => viewers)
+    return Object.assign(p, { command })
+  }
+  const v = (kasmId: string, sub: string, name?: string): WatchingViewer => ({
+    kasmId,
+    operator: name ? { sub, name } : { sub },
+  })
+  const onA = [v('k1', 'bob', 'Bob'), v('k1', 'bob'), v('k2', 'carol')]
+  const onB = [v('k1', 'carol'), v('k1', 'bob')]
+  const a = await make('a', onA)
+  const b = await make('b', onB)
+  const c = await make('c', [v('k1', 'dave')])
+  await Promise.all([a.publish(), b.publish(), c.publish()])
+  assert.deepEqual(await a.of('k1'), {
+    kasmId: 'k1',
+    viewers: 5,
+    operators: [
+      { sub: 'bob', viewers: 3, name: 'Bob' },
+      { sub: 'carol', viewers: 1 },
+      { sub: 'dave', viewers: 1 },
+    ],
+  })
+  // Local changes show at once on the replica that has them.
+  onA.pop()
+  assert.deepEqual(await a.of('k2'), { kasmId: 'k2', viewers: 0, operators: [] })
+  await b.close()
+  assert.equal((await a.of('k1')).viewers, 3, 'b withdrew on close')
+  // c is "killed": it can no longer publish nor withdraw; its entry expires.
+  c.command.disconnect()
+  await until('c expired', async () => (await a.of('k1')).viewers === 2, 5000)
+})
