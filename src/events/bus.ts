@@ -28,7 +28,10 @@ export interface StreamPosition {
   readonly after?: number
 }
 
-/** What the bus holds for a session: the current run and the last stored sequence number. */
+/**
+ * What the bus holds for a session: the current run and the last stored sequence number (0 when the run is
+ * known, e.g. from a `closed`, but none of its events is stored; runtime sequence numbers start at 1).
+ */
 export interface StreamHead {
   readonly run: string
   readonly seq: number
@@ -42,9 +45,17 @@ export interface Subscription {
 
 /** Callbacks of a subscriber. Deliveries arrive in order, once each, replay first. */
 export interface Subscriber {
-  /** Called with one or more deliveries; a batch lets the viewer write once per event-loop turn. */
-  deliver(batch: readonly Delivery[]): void
-  /** The replay could not be served whole (evicted events and no trace to fill from). */
+  /**
+   * Called with one or more deliveries; a batch lets the viewer write once per event-loop turn. `replay` is
+   * true for stored events handed out by `subscribe` (the bus holds those bytes anyway, so a viewer does not
+   * count them against its queued-bytes bound) and false or absent for live ones. The same batch array may
+   * be handed to every subscriber: treat it as read-only.
+   */
+  deliver(batch: readonly Delivery[], replay?: boolean): void
+  /**
+   * The replay could not be served whole (the run's events `from`..`to` are no longer stored). Called before
+   * the first `deliver`; the subscriber fills the gap from the trace or shows it.
+   */
   gap?(from: number, to: number): void
 }
 
@@ -53,13 +64,23 @@ export interface EventBus {
   /**
    * Appends what the reader read. `fence` is the reader's lease token: an append with a stale fence is
    * refused (returns false) so a paused old owner can never write after a new one took over. Events whose
-   * `seq` is already stored for that run are dropped, never stored twice.
+   * `seq` is already stored for that run are dropped, never stored twice. An event of another run than the
+   * stored one starts that run over (the buffer is emptied first).
    */
   append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean>
   /** The last stored position, where a (new) reader resumes with `after=&run=`; null when nothing is stored. */
   head(kasmId: string): Promise<StreamHead | null>
-  /** Replays from `from` (the spec's rules), then delivers live messages, without gap or duplicate. */
+  /**
+   * Replays from `from` (the spec's rules), then delivers live messages, without gap or duplicate:
+   * - `from.run` names the stored run: the stored events with a seq above `from.after` (if the oldest stored
+   *   one is more than one above it, `gap` first); later live events of that run at or below `from.after`
+   *   are never delivered;
+   * - otherwise every stored event of the current run, from the oldest;
+   * - a closed run ends the replay with its `closed` delivery.
+   */
   subscribe(kasmId: string, from: StreamPosition, subscriber: Subscriber): Promise<Subscription>
+  /** Forgets a session's stored events (the session was removed); optional where stored events expire. */
+  drop?(kasmId: string): Promise<void>
   /** Frees everything (connections, buffers). */
   close(): Promise<void>
 }

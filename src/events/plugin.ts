@@ -1,4 +1,76 @@
 import fp from 'fastify-plugin'
+import { createUpstreamAgent } from '../upstream/agent.ts'
+import type { EventBus, ReaderLease } from './bus.ts'
+import { MemoryEventBus, MemoryReaderLease } from './memory-bus.ts'
+import { createEventMetrics, type EventMetrics } from './metrics.ts'
+import { SessionStreams } from './session-streams.ts'
+import { TraceBackfill } from './trace-backfill.ts'
+import { readerTiming } from './upstream-reader.ts'
 
-// STUB: owned by the events work: decorates app.events
-export const eventsPlugin = fp(async () => {}, { name: 'events' })
+/** The event path as the routes and tests see it. */
+export interface EventsService {
+  readonly streams: SessionStreams
+  readonly bus: EventBus
+  readonly lease: ReaderLease
+  readonly metrics: EventMetrics
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    events: EventsService
+  }
+}
+
+/**
+ * Decorates `app.events`: the bus (memory, or Redis in cluster mode), one reader per watched session, and
+ * the viewers. Shutdown ends every viewer stream in `preClose` (before the server waits for connections to
+ * end, so clients reconnect to another replica at once), then stops the readers and frees the leases.
+ */
+export const eventsPlugin = fp(
+  async (app) => {
+    const env = app.config.env
+    const shared = app.hasDecorator('upstream') ? app.upstream?.agent : undefined
+    const agent = shared ?? createUpstreamAgent(env)
+    if (shared === undefined) app.addHook('onClose', () => agent.close())
+
+    const metrics = createEventMetrics(app.metrics.registry, app.metrics.upstreamErrors)
+    const cluster = app.hasDecorator('cluster') ? app.cluster : null
+    const bus: EventBus = cluster ? cluster.bus : new MemoryEventBus({ capacity: env.GATEWAY_EVENT_BUFFER })
+    const lease: ReaderLease = cluster ? cluster.lease : new MemoryReaderLease()
+
+    const streams = new SessionStreams({
+      bus,
+      lease,
+      sessions: app.sessions,
+      agent,
+      backfill: new TraceBackfill({ agent }),
+      timing: readerTiming(env),
+      limits: {
+        maxQueuedBytes: env.GATEWAY_VIEWER_MAX_QUEUED_BYTES,
+        maxStreamsPerOperator: env.GATEWAY_MAX_STREAMS_PER_OPERATOR,
+        lingerMs: env.GATEWAY_STREAM_LINGER_MS,
+        eager: env.GATEWAY_STREAM_EAGER,
+        authRecheckMs: env.GATEWAY_STREAM_AUTH_RECHECK_MS,
+        pingIntervalMs: env.GATEWAY_PING_INTERVAL_MS,
+        leaseMs: env.GATEWAY_LEASE_MS,
+      },
+      stillValid: (operator) => app.auth.stillValid(operator),
+      log: app.log.child({ component: 'events' }),
+      metrics,
+    })
+    app.decorate('events', { streams, bus, lease, metrics })
+
+    if (env.GATEWAY_STREAM_EAGER) {
+      app.addHook('onReady', async () => {
+        // Sessions registered later are picked up by their change events.
+        await streams
+          .watchAll()
+          .catch((err: unknown) => app.log.error({ err }, 'eager event readers failed to start'))
+      })
+    }
+    app.addHook('preClose', () => streams.close())
+    // The cluster plugin owns (and closes) the Redis bus; the memory one is ours.
+    if (!cluster) app.addHook('onClose', () => bus.close())
+  },
+  { name: 'events', dependencies: ['metrics', 'sessions', 'auth', 'upstream'] },
+)

@@ -1,0 +1,29 @@
+import { readFileSync } from 'node:fs'
+
+const TICKS_PER_S = 100 // USER_HZ on Linux
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  // Fields after the command name (which may contain spaces) start at the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const utime = Number(fields[11])
+  const stime = Number(fields[12])
+  return (utime + stime) / TICKS_PER_S
+}
+
+/** Resident memory of a process in bytes, from /proc/<pid>/status. */
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const match = /VmRSS:\s+(\d+) kB/.exec(status)
+  return match ? Number(match[1]) * 1024 : 0
+}
+
+/** Sum over several processes (nginx workers, or nginx plus the runtime). */
+export function cpuOf(pids: readonly number[]): number {
+  return pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0)
+}
+
+export function rssOf(pids: readonly number[]): number {
+  return pids.reduce((sum, pid) => sum + rssBytes(pid), 0)
+}

@@ -1,0 +1,15 @@
+/**
+ * `npm run bench -- <name> [options]`: runs one benchmark. Each lives in its own folder and exports
+ * `main(argv)`; this file only dispatches.
+ */
+const benches: Record<string, () => Promise<{ main(argv: string[]): Promise<void> }>> = {
+  events: () => import('./events/run.ts'),
+}
+
+const [name = 'events', ...rest] = process.argv.slice(2)
+const load = benches[name]
+if (load === undefined) {
+  process.stderr.write(`unknown bench "${name}"; one of: ${Object.keys(benches).join(', ')}\n`)
+  process.exit(2)
+}
+await (await load()).main(rest)

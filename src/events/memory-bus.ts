@@ -1,0 +1,300 @@
+import type {
+  BusMessage,
+  Delivery,
+  EventBus,
+  ReaderLease,
+  StreamHead,
+  StreamPosition,
+  Subscriber,
+  Subscription,
+} from './bus.ts'
+import { CLOSED_FRAME, eventFrame } from './sse.ts'
+
+/** Options of {@link MemoryEventBus}. */
+export interface MemoryEventBusOptions {
+  /** Events kept per session for replay (the runtime keeps 4096). */
+  readonly capacity: number
+}
+
+/**
+ * What one subscriber has been given so far, so a live event is never delivered twice; also its
+ * subscription (one object per subscriber, no closure).
+ */
+class Cursor implements Subscription {
+  /** The run of the last delivery (or the run named by the subscriber's position). */
+  run: string | undefined
+  /** The last seq delivered in `run` (or the position's `after`); -1 when none. */
+  seq: number
+  /** The `closed` of `run` was delivered. */
+  closed = false
+  /**
+   * Whether live messages must be checked against this cursor. Once it is caught up with the log (same run,
+   * not ahead of it) everything the log appends is new to it, and checking would only cost time.
+   */
+  filtering = true
+
+  constructor(
+    readonly log: SessionLog,
+    readonly subscriber: Subscriber,
+    run: string | undefined,
+    seq: number,
+  ) {
+    this.run = run
+    this.seq = seq
+  }
+
+  close(): void {
+    this.log.cursors.delete(this)
+  }
+
+  /** Stops filtering once nothing the log can append could be a duplicate for this subscriber. */
+  settle(): void {
+    if (
+      this.run === undefined ||
+      this.seq < 0 ||
+      (this.run === this.log.run && this.seq <= this.log.lastSeq)
+    ) {
+      this.filtering = false
+    }
+  }
+
+  /** Whether `d` is new to this subscriber; advances the cursor when it is. */
+  admit(d: Delivery): boolean {
+    const m = d.message
+    if (m.kind === 'event') {
+      if (m.run === this.run && m.seq <= this.seq) return false
+      if (m.run !== this.run) this.closed = false
+      this.run = m.run
+      this.seq = m.seq
+      return true
+    }
+    if (m.run === this.run && this.closed) return false
+    if (m.run !== this.run) this.seq = -1
+    this.run = m.run
+    this.closed = true
+    return true
+  }
+}
+
+/** One session: the current run's last `capacity` deliveries in a ring, and its subscribers. */
+class SessionLog {
+  run: string | null = null
+  closed: Delivery | null = null
+  lastSeq = 0
+  /** Highest fence that appended here: a lower one is a stale owner. */
+  fence = Number.NEGATIVE_INFINITY
+  readonly cursors = new Set<Cursor>()
+  readonly #ring: (Delivery | undefined)[]
+  #start = 0
+  #count = 0
+
+  constructor(readonly capacity: number) {
+    this.#ring = new Array<Delivery | undefined>(capacity)
+  }
+
+  get size(): number {
+    return this.#count
+  }
+
+  /** Seq of the oldest stored event, or undefined when none is stored. */
+  get firstSeq(): number | undefined {
+    if (this.#count === 0) return undefined
+    return seqOf(this.#ring[this.#start])
+  }
+
+  startRun(run: string): void {
+    this.run = run
+    this.closed = null
+    this.lastSeq = 0
+    this.#ring.fill(undefined)
+    this.#start = 0
+    this.#count = 0
+  }
+
+  push(d: Delivery): void {
+    const end = (this.#start + this.#count) % this.capacity
+    this.#ring[end] = d
+    if (this.#count < this.capacity) this.#count++
+    else this.#start = (this.#start + 1) % this.capacity
+  }
+
+  /** Stored deliveries with a seq above `after` (all when undefined), oldest first. */
+  since(after: number | undefined): Delivery[] {
+    let lo = 0
+    if (after !== undefined) {
+      // Seqs are strictly increasing within a run: binary search for the first one above `after`.
+      let hi = this.#count
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (seqOf(this.#at(mid)) <= after) lo = mid + 1
+        else hi = mid
+      }
+    }
+    const out: Delivery[] = []
+    for (let i = lo; i < this.#count; i++) out.push(this.#at(i) as Delivery)
+    return out
+  }
+
+  #at(i: number): Delivery | undefined {
+    return this.#ring[(this.#start + i) % this.capacity]
+  }
+}
+
+function seqOf(d: Delivery | undefined): number {
+  return d !== undefined && d.message.kind === 'event' ? d.message.seq : 0
+}
+
+/**
+ * The {@link EventBus} of a single process: a ring buffer per session and synchronous fan-out, so a live
+ * event reaches every subscriber's `deliver` in the same turn as the reader's `append`. The same batch array
+ * (and the same frame buffers) go to every subscriber that needs nothing filtered.
+ */
+export class MemoryEventBus implements EventBus {
+  readonly #capacity: number
+  readonly #logs = new Map<string, SessionLog>()
+
+  constructor(options: MemoryEventBusOptions) {
+    this.#capacity = Math.max(1, options.capacity)
+  }
+
+  /** Sessions with a log, and subscribers over all of them (tests assert nothing leaks). */
+  stats(): { sessions: number; subscribers: number; stored: number } {
+    let subscribers = 0
+    let stored = 0
+    for (const log of this.#logs.values()) {
+      subscribers += log.cursors.size
+      stored += log.size
+    }
+    return { sessions: this.#logs.size, subscribers, stored }
+  }
+
+  async append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean> {
+    return this.appendNow(kasmId, messages, fence)
+  }
+
+  /** {@link append} without the promise: the reader's hot path in a single process. */
+  appendNow(kasmId: string, messages: readonly BusMessage[], fence: number): boolean {
+    const log = this.#log(kasmId)
+    if (fence < log.fence) return false
+    log.fence = fence
+    const fresh: Delivery[] = []
+    for (const m of messages) {
+      if (m.run !== log.run) {
+        log.startRun(m.run)
+      } else if (log.closed !== null) {
+        continue // a closed trace takes nothing more
+      }
+      if (m.kind === 'event') {
+        if (m.seq <= log.lastSeq) continue
+        const d: Delivery = { message: m, frame: eventFrame(m.run, m.seq, m.type, m.data) }
+        log.push(d)
+        log.lastSeq = m.seq
+        fresh.push(d)
+      } else {
+        const d: Delivery = { message: m, frame: CLOSED_FRAME }
+        log.closed = d
+        fresh.push(d)
+      }
+    }
+    if (fresh.length > 0) {
+      for (const cursor of log.cursors) {
+        if (!cursor.filtering) {
+          cursor.subscriber.deliver(fresh, false)
+          continue
+        }
+        const batch = admitAll(cursor, fresh)
+        cursor.settle()
+        if (batch.length > 0) cursor.subscriber.deliver(batch, false)
+      }
+    }
+    return true
+  }
+
+  async head(kasmId: string): Promise<StreamHead | null> {
+    const log = this.#logs.get(kasmId)
+    if (log === undefined || log.run === null) return null
+    return { run: log.run, seq: log.lastSeq, closed: log.closed !== null }
+  }
+
+  async subscribe(kasmId: string, from: StreamPosition, subscriber: Subscriber): Promise<Subscription> {
+    const log = this.#log(kasmId)
+    const sameRun = from.run !== undefined && from.run === log.run && from.after !== undefined
+    let cursor: Cursor
+    let replay: Delivery[]
+    if (log.run === null) {
+      // Nothing stored yet: remember the position so a reader that restarts behind it causes no duplicate.
+      cursor = new Cursor(log, subscriber, from.run, from.after ?? -1)
+      replay = []
+    } else if (sameRun) {
+      const after = from.after as number
+      const first = log.firstSeq
+      if (first !== undefined && first > after + 1) subscriber.gap?.(after + 1, first - 1)
+      cursor = new Cursor(log, subscriber, log.run, after)
+      replay = log.since(after)
+    } else {
+      cursor = new Cursor(log, subscriber, log.run, -1)
+      replay = log.since(undefined)
+    }
+    if (log.closed !== null) replay.push(log.closed)
+    const batch = admitAll(cursor, replay)
+    cursor.settle()
+    log.cursors.add(cursor)
+    if (batch.length > 0) subscriber.deliver(batch, true)
+    return cursor
+  }
+
+  async drop(kasmId: string): Promise<void> {
+    // Subscribers still attached keep the old log until they close; nothing is appended to it any more.
+    this.#logs.delete(kasmId)
+  }
+
+  async close(): Promise<void> {
+    this.#logs.clear()
+  }
+
+  #log(kasmId: string): SessionLog {
+    let log = this.#logs.get(kasmId)
+    if (log === undefined) {
+      log = new SessionLog(this.#capacity)
+      this.#logs.set(kasmId, log)
+    }
+    return log
+  }
+}
+
+/** The deliveries of `batch` new to `cursor`; the very same array when all are (the common case). */
+function admitAll(cursor: Cursor, batch: readonly Delivery[]): readonly Delivery[] {
+  let out: Delivery[] | null = null
+  for (let i = 0; i < batch.length; i++) {
+    const d = batch[i] as Delivery
+    if (cursor.admit(d)) {
+      out?.push(d)
+    } else if (out === null) {
+      out = batch.slice(0, i)
+    }
+  }
+  return out ?? batch
+}
+
+/**
+ * The {@link ReaderLease} of a single process: every acquire succeeds with a higher fence, so a reader that
+ * was replaced (restart after token rotation) can no longer append.
+ */
+export class MemoryReaderLease implements ReaderLease {
+  #next = 1
+  readonly #held = new Map<string, number>()
+
+  async acquire(kasmId: string): Promise<number> {
+    const fence = this.#next++
+    this.#held.set(kasmId, fence)
+    return fence
+  }
+
+  async renew(kasmId: string, fence: number): Promise<boolean> {
+    return this.#held.get(kasmId) === fence
+  }
+
+  async release(kasmId: string, fence: number): Promise<void> {
+    if (this.#held.get(kasmId) === fence) this.#held.delete(kasmId)
+  }
+}

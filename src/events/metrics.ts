@@ -1,0 +1,66 @@
+import { Counter, Gauge, type Registry } from 'prom-client'
+
+/** The event path's metrics. Labels never carry a session id, a run id or anything a person typed. */
+export interface EventMetrics {
+  /** Viewer streams open on this replica. */
+  readonly viewers: Gauge
+  /** Upstream SSE connections that are live (one per watched session at most). */
+  readonly upstreamStreams: Gauge
+  /** Reconnects of upstream readers, by why they happened. */
+  readonly reconnects: Counter<'reason'>
+  /** The shared upstream error counter of app.metrics (token_refused, stream_dropped, stream_stalled..). */
+  readonly upstreamErrors: Counter<'reason'>
+  /** Viewers disconnected because too many bytes were queued for them. */
+  readonly slowConsumers: Counter
+  /** Gaps that neither the buffer nor trace.jsonl could fill. */
+  readonly gapsUnfilled: Counter
+  /** Frames delivered to viewers; counted in a plain number on the hot path and read at scrape time. */
+  countDeliveries(n: number): void
+}
+
+/** Creates the event metrics on `registry`, reusing the shared upstream error counter. */
+export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'reason'>): EventMetrics {
+  let delivered = 0
+  let reported = 0
+  new Counter({
+    name: 'gateway_event_deliveries_total',
+    help: 'Event frames delivered to viewers (one per event per viewer)',
+    registers: [registry],
+    collect() {
+      this.inc(delivered - reported)
+      reported = delivered
+    },
+  })
+  return {
+    viewers: new Gauge({
+      name: 'gateway_event_viewers',
+      help: 'Viewer event streams open on this replica',
+      registers: [registry],
+    }),
+    upstreamStreams: new Gauge({
+      name: 'gateway_event_upstream_streams',
+      help: 'Live upstream event streams (one per watched session)',
+      registers: [registry],
+    }),
+    reconnects: new Counter({
+      name: 'gateway_event_upstream_reconnects_total',
+      help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, bad_status, new_run, rotated',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    upstreamErrors,
+    slowConsumers: new Counter({
+      name: 'gateway_event_slow_consumers_dropped_total',
+      help: 'Viewers disconnected because their queued bytes passed GATEWAY_VIEWER_MAX_QUEUED_BYTES',
+      registers: [registry],
+    }),
+    gapsUnfilled: new Counter({
+      name: 'gateway_event_gaps_unfilled_total',
+      help: 'Gaps in a run that neither the buffer nor artifacts/trace.jsonl could fill',
+      registers: [registry],
+    }),
+    countDeliveries(n: number) {
+      delivered += n
+    },
+  }
+}

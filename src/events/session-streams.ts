@@ -1,0 +1,476 @@
+import type { Socket } from 'node:net'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Dispatcher } from 'undici'
+import { type Operator, seesTeam } from '../auth/operator.ts'
+import { TooManyStreams } from '../errors.ts'
+import type { SessionRegistry } from '../sessions/types.ts'
+import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
+import type { EventMetrics } from './metrics.ts'
+import { Heartbeat } from './sse.ts'
+import type { TraceBackfill } from './trace-backfill.ts'
+import { type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
+import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream.ts'
+
+/** Limits and intervals of the event path (from the environment; tests shorten them). */
+export interface SessionStreamsLimits {
+  readonly maxQueuedBytes: number
+  readonly maxStreamsPerOperator: number
+  readonly lingerMs: number
+  readonly eager: boolean
+  readonly authRecheckMs: number
+  readonly pingIntervalMs: number
+  /** Lease length; renewed every third of it, re-acquired every half of it while another replica holds it. */
+  readonly leaseMs: number
+}
+
+/** What {@link SessionStreams} works with; it owns the readers, viewers and timers, none of these. */
+export interface SessionStreamsOptions {
+  readonly bus: EventBus
+  readonly lease: ReaderLease
+  readonly sessions: SessionRegistry
+  readonly agent: Dispatcher
+  readonly backfill: TraceBackfill
+  readonly timing: ReaderTiming
+  readonly limits: SessionStreamsLimits
+  /** Whether the operator's credential is still good (cookie not revoked, token not expired). */
+  readonly stillValid: (operator: Operator) => Promise<boolean>
+  readonly log: FastifyBaseLogger
+  readonly metrics: EventMetrics
+}
+
+/** One session watched on this replica: its viewers here, and its reader if this replica holds the lease. */
+interface Watch {
+  readonly kasmId: string
+  readonly viewers: Set<ViewerStream>
+  reader: UpstreamReader | null
+  fence: number | null
+  /** Session version the reader connects with (a new one restarts it). */
+  version: number
+  /** Renews the lease while reading, or retries acquiring it while another replica reads. */
+  leaseTimer: NodeJS.Timeout | null
+  lingerTimer: NodeJS.Timeout | null
+  acquiring: boolean
+  eager: boolean
+}
+
+/**
+ * The coordinator of the event path. Counts viewers per session, runs exactly one {@link UpstreamReader}
+ * per watched session (while this replica holds its {@link ReaderLease}; the others only subscribe and keep
+ * trying to take the lease over), keeps it a while after the last viewer leaves, restarts it when the
+ * session's token rotates, and ends viewers whose credential was revoked or whose session went away.
+ */
+export class SessionStreams {
+  readonly #o: SessionStreamsOptions
+  readonly #watches = new Map<string, Watch>()
+  readonly #perOperator = new Map<string, number>()
+  readonly #viewers = new Set<ViewerStream>()
+  readonly #heartbeat: Heartbeat
+  #authTimer: NodeJS.Timeout | null = null
+  #authCheckRunning = false
+  #closing = false
+  #allGone: (() => void) | null = null
+  readonly #offChange: () => void
+  readonly #shared: ViewerShared
+
+  constructor(options: SessionStreamsOptions) {
+    this.#o = options
+    this.#shared = {
+      maxQueuedBytes: options.limits.maxQueuedBytes,
+      metrics: options.metrics,
+      log: options.log,
+      owner: {
+        fillGap: (viewer, run, from, to) => this.#fillGap(viewer.kasmId, run, from, to),
+        viewerEnded: (viewer, why) => {
+          this.release(viewer.operator)
+          this.#viewerGone(viewer, why)
+        },
+      },
+    }
+    this.#heartbeat = new Heartbeat(options.limits.pingIntervalMs)
+    this.#offChange = options.sessions.onChange((kasmId) => {
+      void this.#sessionChanged(kasmId).catch((err: unknown) => {
+        options.log.error({ err, kasmId }, 'event stream update after a session change failed')
+      })
+    })
+  }
+
+  /** Counts for tests and metrics: viewers, watched sessions, readers, timers. Nothing may outlive its use. */
+  stats(): { viewers: number; sessions: number; readers: number; heartbeatTargets: number; timers: number } {
+    let readers = 0
+    let timers = 0
+    for (const w of this.#watches.values()) {
+      if (w.reader !== null) readers++
+      if (w.leaseTimer !== null) timers++
+      if (w.lingerTimer !== null) timers++
+    }
+    if (this.#authTimer !== null) timers++
+    if (this.#heartbeat.running) timers++
+    return {
+      viewers: this.#viewers.size,
+      sessions: this.#watches.size,
+      readers,
+      heartbeatTargets: this.#heartbeat.size,
+      timers,
+    }
+  }
+
+  /** The open viewer streams, of one session or all (tests, admin tooling). */
+  viewers(kasmId?: string): ViewerStream[] {
+    if (kasmId === undefined) return [...this.#viewers]
+    return [...(this.#watches.get(kasmId)?.viewers ?? [])]
+  }
+
+  /** The reader of a session on this replica, if it reads (tests). */
+  reader(kasmId: string): UpstreamReader | null {
+    return this.#watches.get(kasmId)?.reader ?? null
+  }
+
+  /**
+   * Reserves one of the operator's streams; throws 429 `too_many_streams` at the cap. Call before hijacking
+   * the response; the reservation is released when the viewer ends, or by {@link release} if the stream is
+   * never opened.
+   */
+  reserve(operator: Operator): void {
+    const held = this.#perOperator.get(operator.sub) ?? 0
+    if (held >= this.#o.limits.maxStreamsPerOperator) throw new TooManyStreams(String(held))
+    this.#perOperator.set(operator.sub, held + 1)
+  }
+
+  /** Gives back a reservation of a stream that was not opened. */
+  release(operator: Operator): void {
+    const now = (this.#perOperator.get(operator.sub) ?? 1) - 1
+    if (now <= 0) this.#perOperator.delete(operator.sub)
+    else this.#perOperator.set(operator.sub, now)
+  }
+
+  /**
+   * Opens a viewer stream on a taken-over socket: replay from `position`, then live. The operator's
+   * reservation ({@link reserve}) is released when the stream ends.
+   */
+  async open(
+    kasmId: string,
+    operator: Operator,
+    socket: Socket,
+    position: StreamPosition,
+  ): Promise<ViewerStream> {
+    const viewer = new ViewerStream(this.#shared, socket, kasmId, operator, position)
+    this.#viewers.add(viewer)
+    this.#o.metrics.viewers.inc()
+    this.#heartbeat.add(viewer)
+    this.#ensureAuthTimer()
+    const watch = this.#watch(kasmId)
+    watch.viewers.add(viewer)
+    if (watch.lingerTimer !== null) {
+      clearTimeout(watch.lingerTimer)
+      watch.lingerTimer = null
+    }
+    this.#ensureReading(watch)
+    if (this.#closing) viewer.end('shutdown')
+    try {
+      viewer.attach(await this.#o.bus.subscribe(kasmId, position, viewer))
+    } catch (err) {
+      this.#o.log.error({ err, kasmId }, 'event bus subscribe failed')
+      viewer.end('shutdown')
+    }
+    return viewer
+  }
+
+  /** Watches every registered session with its reader kept running (GATEWAY_STREAM_EAGER). */
+  async watchAll(): Promise<void> {
+    for (const view of await this.#o.sessions.list()) {
+      const watch = this.#watch(view.kasmId)
+      watch.eager = true
+      this.#ensureReading(watch)
+    }
+  }
+
+  /**
+   * Ends every viewer cleanly (they reconnect elsewhere at once), stops every reader and frees the leases.
+   * Waits up to `graceMs` for the viewers' sockets to close, then destroys the rest.
+   */
+  async close(graceMs = 2000): Promise<void> {
+    this.#closing = true
+    this.#offChange()
+    const allGone = new Promise<void>((resolve) => {
+      this.#allGone = resolve
+    })
+    for (const viewer of this.#viewers) viewer.end('shutdown')
+    if (this.#authTimer !== null) clearInterval(this.#authTimer)
+    this.#authTimer = null
+    this.#heartbeat.stop()
+    await Promise.all([...this.#watches.values()].map((w) => this.#stopReading(w)))
+    if (this.#viewers.size > 0) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([
+        allGone,
+        new Promise((r) => {
+          timer = setTimeout(r, graceMs)
+          timer.unref()
+        }),
+      ])
+      clearTimeout(timer)
+      for (const viewer of this.#viewers) viewer.destroy()
+    }
+    for (const w of this.#watches.values()) this.#clearTimers(w)
+    this.#watches.clear()
+  }
+
+  #watch(kasmId: string): Watch {
+    let watch = this.#watches.get(kasmId)
+    if (watch === undefined) {
+      watch = {
+        kasmId,
+        viewers: new Set(),
+        reader: null,
+        fence: null,
+        version: 0,
+        leaseTimer: null,
+        lingerTimer: null,
+        acquiring: false,
+        eager: this.#o.limits.eager,
+      }
+      this.#watches.set(kasmId, watch)
+    }
+    return watch
+  }
+
+  #wanted(watch: Watch): boolean {
+    return !this.#closing && (watch.viewers.size > 0 || watch.eager || watch.lingerTimer !== null)
+  }
+
+  /** Becomes the session's reader if the lease allows; otherwise retries while the session is wanted. */
+  #ensureReading(watch: Watch): void {
+    if (watch.reader !== null || watch.acquiring || !this.#wanted(watch)) return
+    watch.acquiring = true
+    void this.#acquire(watch)
+      .catch((err: unknown) => {
+        // The registry or the lease store failed: try again while the session is still wanted.
+        this.#o.log.warn({ err, kasmId: watch.kasmId }, 'event reader could not start; retrying')
+        this.#setLeaseTimer(watch, this.#o.limits.leaseMs / 2, () => {
+          watch.leaseTimer = null
+          this.#ensureReading(watch)
+        })
+      })
+      .finally(() => {
+        watch.acquiring = false
+      })
+  }
+
+  async #acquire(watch: Watch): Promise<void> {
+    const { lease, limits, log } = this.#o
+    let fence: number | null = null
+    try {
+      fence = await lease.acquire(watch.kasmId)
+    } catch (err) {
+      log.warn({ err, kasmId: watch.kasmId }, 'reader lease unavailable; retrying')
+    }
+    if (!this.#wanted(watch)) {
+      if (fence !== null) await lease.release(watch.kasmId, fence).catch(() => {})
+      return
+    }
+    if (fence === null) {
+      // Another replica reads (or the store is down): keep trying, so a failover needs no viewer to reconnect.
+      this.#setLeaseTimer(watch, limits.leaseMs / 2, () => {
+        watch.leaseTimer = null
+        this.#ensureReading(watch)
+      })
+      return
+    }
+    const session = await this.#o.sessions.get(watch.kasmId)
+    if (session === undefined) {
+      await lease.release(watch.kasmId, fence).catch(() => {})
+      this.#endViewers(watch, 'removed')
+      return
+    }
+    const current = fence
+    watch.fence = current
+    watch.version = session.version
+    const reader = new UpstreamReader({
+      kasmId: watch.kasmId,
+      session: () => this.#o.sessions.get(watch.kasmId),
+      bus: this.#o.bus,
+      fence: current,
+      agent: this.#o.agent,
+      backfill: this.#o.backfill,
+      timing: this.#o.timing,
+      log,
+      metrics: this.#o.metrics,
+      onStop: (why) => {
+        if (watch.reader !== reader) return
+        watch.reader = null
+        watch.fence = null
+        this.#clearLeaseTimer(watch)
+        if (why === 'session_removed') this.#endViewers(watch, 'removed')
+        else this.#ensureReading(watch)
+      },
+    })
+    watch.reader = reader
+    reader.start()
+    log.info({ kasmId: watch.kasmId }, 'upstream event reader started')
+    this.#setLeaseTimer(watch, limits.leaseMs / 3, () => void this.#renew(watch, reader, current))
+  }
+
+  async #renew(watch: Watch, reader: UpstreamReader, fence: number): Promise<void> {
+    watch.leaseTimer = null
+    let held = false
+    try {
+      held = await this.#o.lease.renew(watch.kasmId, fence)
+    } catch (err) {
+      this.#o.log.warn({ err, kasmId: watch.kasmId }, 'reader lease renewal failed')
+    }
+    if (watch.reader !== reader) return
+    if (held) {
+      this.#setLeaseTimer(watch, this.#o.limits.leaseMs / 3, () => void this.#renew(watch, reader, fence))
+      return
+    }
+    this.#o.log.warn({ kasmId: watch.kasmId }, 'reader lease lost; another replica reads now')
+    watch.reader = null
+    watch.fence = null
+    await reader.stop()
+    this.#ensureReading(watch)
+  }
+
+  async #stopReading(watch: Watch): Promise<void> {
+    this.#clearLeaseTimer(watch)
+    const { reader, fence } = watch
+    watch.reader = null
+    watch.fence = null
+    if (reader !== null) {
+      await reader.stop()
+      this.#o.log.info({ kasmId: watch.kasmId }, 'upstream event reader stopped')
+    }
+    if (fence !== null) await this.#o.lease.release(watch.kasmId, fence).catch(() => {})
+  }
+
+  #viewerGone(viewer: ViewerStream, why: ViewerEnd): void {
+    if (!this.#viewers.delete(viewer)) return
+    this.#o.metrics.viewers.dec()
+    this.#heartbeat.delete(viewer)
+    if (this.#viewers.size === 0 && this.#authTimer !== null) {
+      clearInterval(this.#authTimer)
+      this.#authTimer = null
+    }
+    this.#o.log.debug({ kasmId: viewer.kasmId, why }, 'viewer stream ended')
+    if (this.#viewers.size === 0) this.#allGone?.()
+    const watch = this.#watches.get(viewer.kasmId)
+    if (watch === undefined) return
+    watch.viewers.delete(viewer)
+    if (watch.viewers.size > 0 || watch.eager || this.#closing) return
+    const linger = this.#o.limits.lingerMs
+    if (linger === 0 || watch.reader === null) {
+      void this.#retire(watch)
+      return
+    }
+    watch.lingerTimer = setTimeout(() => {
+      watch.lingerTimer = null
+      void this.#retire(watch)
+    }, linger)
+    watch.lingerTimer.unref()
+  }
+
+  /** The last viewer left (and the linger passed): stop reading and forget the watch. */
+  async #retire(watch: Watch): Promise<void> {
+    if (watch.viewers.size > 0 || watch.eager) return
+    this.#clearTimers(watch)
+    if (this.#watches.get(watch.kasmId) === watch) this.#watches.delete(watch.kasmId)
+    await this.#stopReading(watch)
+  }
+
+  async #sessionChanged(kasmId: string): Promise<void> {
+    if (this.#closing) return
+    const session = await this.#o.sessions.get(kasmId)
+    const watch = this.#watches.get(kasmId)
+    if (session === undefined) {
+      if (watch !== undefined) {
+        this.#endViewers(watch, 'removed')
+        watch.eager = false
+        await this.#retire(watch)
+      }
+      await this.#o.bus.drop?.(kasmId)
+      return
+    }
+    if (watch === undefined) {
+      if (this.#o.limits.eager) this.#ensureReading(this.#watch(kasmId))
+      return
+    }
+    // A session moved to another team: its viewers who cannot see that team lose the stream.
+    for (const viewer of watch.viewers) if (!seesTeam(viewer.operator, session.team)) viewer.end('revoked')
+    if (watch.reader !== null && session.version !== watch.version) {
+      watch.version = session.version
+      this.#o.metrics.reconnects.inc({ reason: 'rotated' })
+      this.#o.log.info({ kasmId }, 'session token or upstream changed; reconnecting the event reader')
+      watch.reader.restart()
+    }
+  }
+
+  #endViewers(watch: Watch, why: ViewerEnd): void {
+    for (const viewer of watch.viewers) viewer.end(why)
+  }
+
+  async #fillGap(kasmId: string, run: string, from: number, to: number) {
+    const session = await this.#o.sessions.get(kasmId)
+    if (session === undefined) return null
+    return this.#o.backfill.fill(session, run, from, to)
+  }
+
+  /** One timer for all viewers: ends streams whose credential expired or was revoked. */
+  #ensureAuthTimer(): void {
+    if (this.#authTimer !== null) return
+    this.#authTimer = setInterval(() => void this.#recheckAuth(), this.#o.limits.authRecheckMs)
+    this.#authTimer.unref()
+  }
+
+  async #recheckAuth(): Promise<void> {
+    if (this.#authCheckRunning) return
+    this.#authCheckRunning = true
+    try {
+      const now = Date.now()
+      // Viewers usually share a credential (one cookie session, many tabs): ask once per credential.
+      const verdicts = new Map<string, Promise<boolean>>()
+      const checks: Promise<void>[] = []
+      for (const viewer of this.#viewers) {
+        const op = viewer.operator
+        if (now >= op.expiresAt) {
+          viewer.end('revoked')
+          continue
+        }
+        const key = op.via === 'cookie' ? `c:${op.cookieSessionId ?? ''}` : `b:${op.sub}:${op.expiresAt}`
+        let verdict = verdicts.get(key)
+        if (verdict === undefined) {
+          // A check that cannot be made (the store is down) keeps the stream: expiry is still enforced
+          // above, and the next round asks again.
+          verdict = this.#o.stillValid(op).catch((err: unknown) => {
+            this.#o.log.warn({ err }, 'credential recheck failed; streams kept until the next check')
+            return true
+          })
+          verdicts.set(key, verdict)
+        }
+        checks.push(
+          verdict.then((ok) => {
+            if (!ok) viewer.end('revoked')
+          }),
+        )
+      }
+      await Promise.all(checks)
+    } finally {
+      this.#authCheckRunning = false
+    }
+  }
+
+  #setLeaseTimer(watch: Watch, ms: number, fn: () => void): void {
+    this.#clearLeaseTimer(watch)
+    watch.leaseTimer = setTimeout(fn, Math.max(1, Math.round(ms)))
+    watch.leaseTimer.unref()
+  }
+
+  #clearLeaseTimer(watch: Watch): void {
+    if (watch.leaseTimer !== null) clearTimeout(watch.leaseTimer)
+    watch.leaseTimer = null
+  }
+
+  #clearTimers(watch: Watch): void {
+    this.#clearLeaseTimer(watch)
+    if (watch.lingerTimer !== null) clearTimeout(watch.lingerTimer)
+    watch.lingerTimer = null
+  }
+}

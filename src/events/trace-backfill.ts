@@ -1,0 +1,136 @@
+import { type Dispatcher, request } from 'undici'
+import type { Session } from '../sessions/types.ts'
+import { TOKEN_HEADER } from '../upstream/agent.ts'
+import type { Delivery } from './bus.ts'
+import { eventFrame } from './sse.ts'
+
+/** The most events one fill returns (a viewer a million events behind gets the newest part, then live). */
+export const MAX_FILL = 50_000
+
+/** Options of {@link TraceBackfill}. */
+export interface TraceBackfillOptions {
+  readonly agent: Dispatcher
+  /** Stop reading a trace.jsonl after this many bytes (a runaway file must not exhaust memory). */
+  readonly maxBytes?: number
+}
+
+/**
+ * Fills a gap in a run's events from the runtime's `artifacts/trace.jsonl`, whose lines are exactly the
+ * `data` of the events (so the filled frames are byte-identical to the live ones).
+ *
+ * trace.jsonl belongs to whatever run the runtime serves now, and its lines carry no run id: the fill is
+ * used only when an `info` line at or before the gap names the wanted run; otherwise it answers null and
+ * the viewer sees the gap rather than another run's events. Identical concurrent requests (many viewers
+ * reconnecting at once) share one download.
+ */
+export class TraceBackfill {
+  readonly #agent: Dispatcher
+  readonly #maxBytes: number
+  readonly #inFlight = new Map<string, Promise<Delivery[] | null>>()
+
+  constructor(options: TraceBackfillOptions) {
+    this.#agent = options.agent
+    this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024
+  }
+
+  /**
+   * The events `wantedFrom`..`to` (inclusive; at most the newest {@link MAX_FILL}) of `run`, in order; null
+   * when the trace cannot be read or is not that run's. Events missing from the file are simply absent.
+   */
+  fill(session: Session, run: string, wantedFrom: number, to: number): Promise<Delivery[] | null> {
+    // The newest MAX_FILL events of a longer gap: the rest stays a visible gap, order is kept either way.
+    const from = Math.max(wantedFrom, to - MAX_FILL + 1)
+    // The session version is part of the key: a rotated token or moved upstream must not reuse a failure.
+    const key = `${session.kasmId}\u0000${session.version}\u0000${run}\u0000${from}\u0000${to}`
+    let pending = this.#inFlight.get(key)
+    if (pending === undefined) {
+      pending = this.#read(session, run, from, to)
+        .catch(() => null)
+        .finally(() => this.#inFlight.delete(key))
+      this.#inFlight.set(key, pending)
+    }
+    return pending
+  }
+
+  async #read(session: Session, run: string, from: number, to: number): Promise<Delivery[] | null> {
+    const url = new URL('artifacts/trace.jsonl', session.upstream)
+    const res = await request(url, {
+      dispatcher: this.#agent,
+      method: 'GET',
+      headers: { [TOKEN_HEADER]: session.messagingToken.reveal() },
+    })
+    if (res.statusCode !== 200) {
+      await res.body.dump()
+      return null
+    }
+    const out: Delivery[] = []
+    let runConfirmed = false
+    let rest = ''
+    let read = 0
+    const decoder = new TextDecoder()
+    try {
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        read += chunk.length
+        if (read > this.#maxBytes) return null
+        rest += decoder.decode(chunk, { stream: true })
+        let start = 0
+        for (let nl = rest.indexOf('\n'); nl !== -1; nl = rest.indexOf('\n', start)) {
+          const line = rest.slice(start, nl).replace(/\r$/, '')
+          start = nl + 1
+          const verdict = this.#take(line, run, from, to, runConfirmed, out)
+          if (verdict === 'wrong-run') return null
+          if (verdict === 'confirmed') runConfirmed = true
+          if (verdict === 'done') return runConfirmed ? out : null
+        }
+        rest = rest.slice(start)
+      }
+      rest += decoder.decode()
+      if (rest.length > 0) {
+        const verdict = this.#take(rest.replace(/\r$/, ''), run, from, to, runConfirmed, out)
+        if (verdict === 'wrong-run') return null
+        if (verdict === 'confirmed') runConfirmed = true
+      }
+      return runConfirmed ? out : null
+    } finally {
+      // Stops the download once the range is read (or on any early return).
+      res.body.destroy()
+    }
+  }
+
+  /** Handles one trace line; says whether it confirmed or contradicted the run, or passed the range. */
+  #take(
+    line: string,
+    run: string,
+    from: number,
+    to: number,
+    runConfirmed: boolean,
+    out: Delivery[],
+  ): 'confirmed' | 'wrong-run' | 'done' | 'next' {
+    if (line.length === 0) return 'next'
+    let record: unknown
+    try {
+      record = JSON.parse(line)
+    } catch {
+      return 'next'
+    }
+    if (typeof record !== 'object' || record === null) return 'next'
+    const { seq, type, info } = record as { seq?: unknown; type?: unknown; info?: unknown }
+    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || typeof type !== 'string') return 'next'
+    if (seq > to) return 'done'
+    let verdict: 'confirmed' | 'wrong-run' | 'next' = 'next'
+    if (type === 'info' && typeof info === 'object' && info !== null) {
+      const runId = (info as { run_id?: unknown }).run_id
+      if (typeof runId === 'string') verdict = runId === run ? 'confirmed' : 'wrong-run'
+    }
+    if (seq >= from && (runConfirmed || verdict === 'confirmed')) {
+      out.push({
+        message: { kind: 'event', run, seq, type, data: line },
+        frame: eventFrame(run, seq, type, line),
+      })
+    } else if (seq >= from && verdict !== 'wrong-run') {
+      // An event inside the range before any info line: its run cannot be confirmed, so nothing is filled.
+      return 'wrong-run'
+    }
+    return verdict
+  }
+}

@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { bearer } from '../helpers/jwt.ts'
+import { eventsAtLeast, openSse, startStack, until } from './helpers.ts'
+
+test('per-operator cap: the stream over the limit gets 429 too_many_streams; closing one frees a slot', async (t) => {
+  const { gw, token, eventsUrl } = await startStack(t, { GATEWAY_MAX_STREAMS_PER_OPERATOR: '2' })
+  const auth = { authorization: `Bearer ${token}` }
+  const a = await openSse(eventsUrl, auth)
+  const b = await openSse(eventsUrl, auth)
+  t.after(() => {
+    a.close()
+    b.close()
+  })
+  const refused = await openSse(eventsUrl, auth)
+  assert.equal(refused.status, 429)
+  assert.equal((refused.body as { error: string }).error, 'too_many_streams')
+  // Another operator is not affected.
+  const bob = await openSse(eventsUrl, { authorization: `Bearer ${await bearer({ sub: 'bob' })}` })
+  t.after(() => bob.close())
+  assert.equal(bob.status, 200)
+  a.close()
+  await until('the slot to be released', () => gw.app.events.streams.viewers().length === 2)
+  const again = await openSse(eventsUrl, auth)
+  t.after(() => again.close())
+  assert.equal(again.status, 200)
+})
+
+test('refusals: no credential 401, unknown or foreign session 404, viewer role is enough', async (t) => {
+  const { gw, token, eventsUrl } = await startStack(t)
+  const none = await openSse(eventsUrl)
+  assert.equal(none.status, 401)
+  const badToken = await openSse(eventsUrl, {
+    authorization: `Bearer ${await bearer({}, { secret: 'x'.repeat(64) })}`,
+  })
+  assert.equal(badToken.status, 401)
+  const unknown = await openSse(`${gw.url}/desktop/nope/mcp/events`, { authorization: `Bearer ${token}` })
+  assert.equal(unknown.status, 404)
+  const foreign = await openSse(eventsUrl, {
+    authorization: `Bearer ${await bearer({ teams: ['red'] })}`,
+  })
+  assert.equal(foreign.status, 404)
+  assert.deepEqual(foreign.body, unknown.body, 'a foreign session looks exactly like an unknown one')
+  const viewerRole = await openSse(eventsUrl, {
+    authorization: `Bearer ${await bearer({ roles: ['viewer'], teams: ['blue'] })}`,
+  })
+  t.after(() => viewerRole.close())
+  assert.equal(viewerRole.status, 200)
+  const noRole = await openSse(eventsUrl, { authorization: `Bearer ${await bearer({ roles: [] })}` })
+  assert.equal(noRole.status, 403)
+  assert.equal(gw.app.events.streams.stats().viewers, 1)
+})
+
+test('a revoked cookie ends the stream; an expired token ends it too', async (t) => {
+  const { gw, token, eventsUrl } = await startStack(t)
+  const login = await fetch(`${gw.url}/auth/session`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+  })
+  assert.equal(login.status, 201)
+  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  assert.ok(cookie.includes('='))
+  const byCookie = await openSse(eventsUrl, { cookie })
+  t.after(() => byCookie.close())
+  assert.equal(byCookie.status, 200)
+  await eventsAtLeast(byCookie, 1)
+
+  const shortToken = await bearer({}, { expiresIn: '3s' })
+  const byShortToken = await openSse(eventsUrl, { authorization: `Bearer ${shortToken}` })
+  t.after(() => byShortToken.close())
+  assert.equal(byShortToken.status, 200)
+
+  const signOut = await fetch(`${gw.url}/auth/session`, {
+    method: 'DELETE',
+    headers: { cookie, origin: 'http://gateway.test' },
+  })
+  assert.equal(signOut.status, 204)
+  // GATEWAY_STREAM_AUTH_RECHECK_MS is 1000 here.
+  assert.equal(await byCookie.ended, 'end')
+  assert.equal(byShortToken.isEnded, false)
+  assert.equal(await byShortToken.ended, 'end')
+  // The revoked cookie cannot open a new stream.
+  const again = await openSse(eventsUrl, { cookie })
+  assert.equal(again.status, 401)
+  await until('both viewers gone', () => gw.app.events.streams.stats().viewers === 0)
+})
+
+test('shutdown ends every viewer stream cleanly and at once', async (t) => {
+  const { gw, token, eventsUrl } = await startStack(t)
+  const auth = { authorization: `Bearer ${token}` }
+  const viewers = await Promise.all(Array.from({ length: 10 }, () => openSse(eventsUrl, auth)))
+  await Promise.all(viewers.map((v) => eventsAtLeast(v, 1)))
+  const started = Date.now()
+  await gw.close()
+  const ends = await Promise.all(viewers.map((v) => v.ended))
+  assert.deepEqual(new Set(ends), new Set(['end']))
+  assert.ok(Date.now() - started < 5000, 'close did not wait for a timeout')
+  assert.deepEqual(gw.app.events.streams.stats(), {
+    viewers: 0,
+    sessions: 0,
+    readers: 0,
+    heartbeatTargets: 0,
+    timers: 0,
+  })
+})
