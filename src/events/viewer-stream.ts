@@ -131,6 +131,9 @@ export class ViewerStream implements Subscriber {
     const viewer = this[VIEWER]
     if (viewer !== undefined) viewer.#gone()
   }
+  static readonly #onEnd = function (this: ViewerSocket): void {
+    this.destroy()
+  }
   static readonly #onDrain = function (this: ViewerSocket): void {
     const viewer = this[VIEWER]
     if (viewer === undefined) return
@@ -155,6 +158,9 @@ export class ViewerStream implements Subscriber {
     socket.setTimeout(0)
     socket.on('error', noop)
     socket.on('close', ViewerStream.#onClose)
+    // HTTP sockets allow half-open connections: a viewer's FIN alone would not close the socket until the
+    // next write failed, keeping a departed viewer counted (and in presence) until the next ping.
+    socket.on('end', ViewerStream.#onEnd)
     // Queued, not written: the head and the replay leave in one write at the end of this turn.
     this.#enqueue(HEAD, true)
     this.#markDirty()

@@ -8,6 +8,7 @@ import {
 } from '../../src/dev/runtime/index.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { waitFor as until } from '../helpers/wait.ts'
 
 export const TOKEN = 'messaging-token-for-event-tests'
 
@@ -55,14 +56,7 @@ export async function startStack(
   return { rt, gw, token: await bearer(), eventsUrl: `${gw.url}/desktop/s1/mcp/events` }
 }
 
-/** Polls `check` until it holds; fails after `timeoutMs` with `what`. */
-export async function until(what: string, check: () => boolean, timeoutMs = 8000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 15))
-  }
-}
+export { until }
 
 /** A raw node:http SSE reader (parsing with eventsource-parser), recording everything it receives. */
 export interface SseClient {
@@ -164,8 +158,8 @@ export function idRange(run: string, from: number, to: number): string[] {
 }
 
 /** Waits until `client` holds `count` events. */
-export function eventsAtLeast(client: SseClient, count: number, timeoutMs = 8000): Promise<void> {
-  return until(
+export async function eventsAtLeast(client: SseClient, count: number, timeoutMs = 8000): Promise<void> {
+  await until(
     `${count} events (have ${client.events.length})`,
     () => client.events.length >= count,
     timeoutMs,

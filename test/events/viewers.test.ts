@@ -26,6 +26,15 @@ test('per-operator cap: the stream over the limit gets 429 too_many_streams; clo
   assert.equal(again.status, 200)
 })
 
+test('a viewer that hangs up is freed at once, not at the next heartbeat', async (t) => {
+  // Pings every minute: only the client's FIN can tell the gateway the viewer left.
+  const { gw, token, eventsUrl } = await startStack(t, { GATEWAY_PING_INTERVAL_MS: '60000' })
+  const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
+  await until('the viewer to be counted', () => gw.app.events.streams.viewers().length === 1)
+  viewer.close()
+  await until('the viewer to be freed', () => gw.app.events.streams.viewers().length === 0, 3000)
+})
+
 test('refusals: no credential 401, unknown or foreign session 404, viewer role is enough', async (t) => {
   const { gw, token, eventsUrl } = await startStack(t)
   const none = await openSse(eventsUrl)
