@@ -22,13 +22,21 @@ function item(list, text) {
 function describe(type, data) {
   const p = data[type === 'delivery' ? 'message' : type] ?? {}
   switch (type) {
-    case 'step': return `step ${p.n ?? ''} ${p.action ?? ''} ${p.result ?? ''}`
-    case 'status': return `status ${p.phase ?? ''} ${p.detail ?? ''}`
-    case 'log': return `log ${p.level ?? ''} ${p.msg ?? ''}`
-    case 'message': case 'delivery': return `${type} ${p.id ?? ''} ${p.state ?? ''} ${p.text ?? ''}`
-    case 'request': return `request ${p.request_id ?? ''} ${p.state ?? ''} ${p.title ?? ''}`
-    case 'info': return `info ${p.goal ?? p.app ?? ''}`
-    default: return type
+    case 'step':
+      return `step ${p.n ?? ''} ${p.action ?? ''} ${p.result ?? ''}`
+    case 'status':
+      return `status ${p.phase ?? ''} ${p.detail ?? ''}`
+    case 'log':
+      return `log ${p.level ?? ''} ${p.msg ?? ''}`
+    case 'message':
+    case 'delivery':
+      return `${type} ${p.id ?? ''} ${p.state ?? ''} ${p.text ?? ''}`
+    case 'request':
+      return `request ${p.request_id ?? ''} ${p.state ?? ''} ${p.title ?? ''}`
+    case 'info':
+      return `info ${p.goal ?? p.app ?? ''}`
+    default:
+      return type
   }
 }
 
@@ -60,9 +68,12 @@ function requestForm(req) {
       input = Object.assign(document.createElement('input'), { type: 'checkbox' })
     } else if (f.type === 'string' && Array.isArray(f.enum)) {
       input = document.createElement('select')
-      for (const v of f.enum) input.append(Object.assign(document.createElement('option'), { value: v, textContent: v }))
+      for (const v of f.enum)
+        input.append(Object.assign(document.createElement('option'), { value: v, textContent: v }))
     } else if (f.type === 'string' || f.type === 'integer' || f.type === 'number') {
-      input = Object.assign(document.createElement('input'), { type: f.type === 'string' ? 'text' : 'number' })
+      input = Object.assign(document.createElement('input'), {
+        type: f.type === 'string' ? 'text' : 'number',
+      })
     } else {
       rich = true
       continue
@@ -71,7 +82,8 @@ function requestForm(req) {
     label.append(input)
     set.append(label, document.createElement('br'))
   }
-  if (rich) set.append(Object.assign(document.createElement('p'), { textContent: 'This request needs a richer UI' }))
+  if (rich)
+    set.append(Object.assign(document.createElement('p'), { textContent: 'This request needs a richer UI' }))
   const button = Object.assign(document.createElement('button'), { type: 'submit', textContent: 'Answer' })
   set.append(button)
   form.append(set)
@@ -125,8 +137,24 @@ function open(kasmId) {
     li.scrollIntoView({ block: 'nearest' })
     if (e.type === 'request' || e.type === 'info' || e.type === 'delivery') void refreshInbox()
   }
-  for (const t of ['info', 'status', 'iteration', 'step', 'screenshot', 'compact', 'escalation', 'log', 'message',
-    'delivery', 'request', 'action', 'transfer', 'input', 'done']) source.addEventListener(t, onEvent)
+  for (const t of [
+    'info',
+    'status',
+    'iteration',
+    'step',
+    'screenshot',
+    'compact',
+    'escalation',
+    'log',
+    'message',
+    'delivery',
+    'request',
+    'action',
+    'transfer',
+    'input',
+    'done',
+  ])
+    source.addEventListener(t, onEvent)
   source.addEventListener('closed', () => {
     item($('timeline'), 'the run closed its trace')
     source.close()

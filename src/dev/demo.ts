@@ -21,7 +21,13 @@ export async function startDemo(app: FastifyInstance): Promise<Demo> {
     kasmId: 'demo',
     autoplay: true,
   })
-  await app.sessions.put({ kasmId: 'demo', upstream: runtime.url, team: 'demo', messagingToken, source: 'demo' })
+  await app.sessions.put({
+    kasmId: 'demo',
+    upstream: runtime.url,
+    team: 'demo',
+    messagingToken,
+    source: 'demo',
+  })
   return {
     announce(app) {
       const address = app.server.address()
