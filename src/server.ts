@@ -35,13 +35,17 @@ async function main(): Promise<void> {
     if (stopping) return
     stopping = true
     app.log.info({ signal }, 'shutting down: draining streams')
-    app.readiness.drain()
+    const grace = config.env.GATEWAY_SHUTDOWN_GRACE_MS
     const timer = setTimeout(() => {
       app.log.error('shutdown grace period exceeded; exiting')
       process.exit(1)
-    }, config.env.GATEWAY_SHUTDOWN_GRACE_MS)
+    }, grace)
     timer.unref()
     try {
+      // Stop taking viewers (and fail /readyz), release the reader leases, then end the streams spread over
+      // a few seconds so their reconnects do not hit the other replicas in one burst.
+      app.readiness.drain()
+      await app.events.streams.close(grace / 2, Math.min(5000, grace / 4))
       await app.close()
       await demo?.close()
       process.exit(0)

@@ -69,6 +69,7 @@ export class SessionStreams {
   #authCheckRunning = false
   #closing = false
   #allGone: (() => void) | null = null
+  #closed: Promise<void> | null = null
   readonly #offChange: () => void
   readonly #shared: ViewerShared
 
@@ -185,20 +186,27 @@ export class SessionStreams {
   }
 
   /**
-   * Ends every viewer cleanly (they reconnect elsewhere at once), stops every reader and frees the leases.
-   * Waits up to `graceMs` for the viewers' sockets to close, then destroys the rest.
+   * Stops every reader and frees its lease first (another replica takes over at once), then ends every viewer
+   * cleanly so it reconnects elsewhere: all at once, or spread evenly over `spreadMs` so a replica's viewers
+   * do not land on the others in one burst. Waits up to `graceMs` more for their sockets to close, then
+   * destroys the rest. Calling it again returns the first call's promise.
    */
-  async close(graceMs = 2000): Promise<void> {
+  close(graceMs = 2000, spreadMs = 0): Promise<void> {
+    this.#closed ??= this.#close(graceMs, spreadMs)
+    return this.#closed
+  }
+
+  async #close(graceMs: number, spreadMs: number): Promise<void> {
     this.#closing = true
     this.#offChange()
     const allGone = new Promise<void>((resolve) => {
       this.#allGone = resolve
     })
-    for (const viewer of this.#viewers) viewer.end('shutdown')
     if (this.#authTimer !== null) clearInterval(this.#authTimer)
     this.#authTimer = null
-    this.#heartbeat.stop()
     await Promise.all([...this.#watches.values()].map((w) => this.#stopReading(w)))
+    await this.#endAllSpread(spreadMs)
+    this.#heartbeat.stop()
     if (this.#viewers.size > 0) {
       let timer: NodeJS.Timeout | undefined
       await Promise.race([
@@ -213,6 +221,17 @@ export class SessionStreams {
     }
     for (const w of this.#watches.values()) this.#clearTimers(w)
     this.#watches.clear()
+  }
+
+  /** Ends the viewers in equal slices, one slice every 100 ms over `spreadMs` (all now when 0). */
+  async #endAllSpread(spreadMs: number): Promise<void> {
+    const viewers = [...this.#viewers]
+    const slices = Math.max(1, Math.floor(spreadMs / 100))
+    const perSlice = Math.ceil(viewers.length / slices)
+    for (let i = 0; i < viewers.length; i += perSlice) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 100))
+      for (const viewer of viewers.slice(i, i + perSlice)) viewer.end('shutdown')
+    }
   }
 
   #watch(kasmId: string): Watch {

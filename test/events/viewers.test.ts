@@ -112,3 +112,29 @@ test('shutdown ends every viewer stream cleanly and at once', async (t) => {
     timers: 0,
   })
 })
+
+test('a draining replica stops reading first, then ends its viewers spread over the window', async (t) => {
+  const { gw, rt, token, eventsUrl } = await startStack(t)
+  const auth = { authorization: `Bearer ${token}` }
+  const viewers = await Promise.all(Array.from({ length: 20 }, () => openSse(eventsUrl, auth)))
+  await Promise.all(viewers.map((v) => eventsAtLeast(v, 1)))
+  const endedAt: number[] = []
+  let readersAtFirstEnd = -1
+  for (const v of viewers) {
+    void v.ended.then(() => {
+      if (endedAt.length === 0) readersAtFirstEnd = gw.app.events.streams.stats().readers
+      endedAt.push(Date.now())
+    })
+  }
+  gw.app.readiness.drain()
+  const refused = await openSse(eventsUrl, auth)
+  assert.equal(refused.status, 503)
+  assert.equal((refused.body as { error: string }).error, 'shutting_down')
+  await gw.app.events.streams.close(5000, 1000)
+  await until('every viewer to end', () => endedAt.length === viewers.length)
+  await until('the runtime to see its one reader gone', () => rt.openEventStreams === 0)
+  assert.deepEqual(new Set(await Promise.all(viewers.map((v) => v.ended))), new Set(['end']))
+  assert.equal(readersAtFirstEnd, 0, 'the upstream reader stopped before any viewer was told to go')
+  const span = Math.max(...endedAt) - Math.min(...endedAt)
+  assert.ok(span >= 600, `viewers ended within ${span} ms: not spread`)
+})
