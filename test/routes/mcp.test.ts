@@ -249,10 +249,11 @@ test("an attachment over the gateway's limit is 413 and never reaches the runtim
   })
   assert.equal(overChunked.status, 413)
   assert.equal(JSON.parse(overChunked.text).error, 'payload_too_large')
-  // The chunked one started upstream (it is streamed) and was cut before its end.
+  // The chunked one is streamed, so it may have started upstream (whether the runtime saw its head before
+  // the cut is a race); either way it was cut before its end.
   const forwarded = e.rt.received.filter((r) => r.url === '/attachments')
-  assert.equal(forwarded.length, 1)
-  assert.ok(forwarded[0]!.bodyBytes < 12 * chunk.length)
+  assert.ok(forwarded.length <= 1)
+  for (const r of forwarded) assert.ok(r.bodyBytes < 12 * chunk.length)
 })
 
 test('artifacts: files with their spec headers; traversal never reaches the runtime', async (t) => {
