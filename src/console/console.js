@@ -134,6 +134,14 @@ function open(kasmId) {
   const onEvent = (e) => {
     const data = JSON.parse(e.data)
     const li = item($('timeline'), `${data.seq ?? ''} ${describe(e.type, data)}`)
+    const file = e.type === 'screenshot' ? data.screenshot?.file : undefined
+    if (typeof file === 'string') {
+      // Served by the gateway with the cookie; the path is the runtime's, encoded segment by segment.
+      const src = `${current}artifacts/${file.split('/').map(encodeURIComponent).join('/')}`
+      li.append(
+        Object.assign(document.createElement('img'), { src, alt: data.screenshot.label ?? file, width: 160 }),
+      )
+    }
     li.scrollIntoView({ block: 'nearest' })
     if (e.type === 'request' || e.type === 'info' || e.type === 'delivery') void refreshInbox()
   }
