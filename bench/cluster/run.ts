@@ -8,16 +8,14 @@
  * directly); `--rate` is events per second per session, all sessions fed by one simulated runtime. Reports
  * delivered/expected, p50/p99 delay from the runtime's write to the viewer's read, Redis commands per event
  * read from a runtime (INFO total_commands_processed), and CPU per delivered event of the gateways (and of
- * redis-server). Reuses the events bench's IPC and /proc helpers (bench/events/ipc.ts, proc.ts).
+ * redis-server). Shares its emitter, gateway setup, viewers and helpers with the events bench (bench/common).
  */
 import { spawn } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
-import { cpus, totalmem } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
-import { Child } from '../events/ipc.ts'
-import { cpuOf } from '../events/proc.ts'
+import { Child } from '../common/ipc.ts'
+import { freePort, logger, machine, readFlags, sleep, writeResult } from '../common/orchestrator.ts'
+import { cpuOf } from '../common/proc.ts'
 
 interface Options {
   viewers: number
@@ -54,8 +52,7 @@ interface Result {
   perCommand: Record<string, number>
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const log = (line: string) => process.stdout.write(`[bench cluster] ${line}\n`)
+const log = logger('cluster')
 
 function parse(argv: string[]): Options {
   const opts: Options = {
@@ -65,30 +62,16 @@ function parse(argv: string[]): Options {
     sessions: [1, 50],
     modes: ['embedded', 'cluster'],
   }
-  for (let i = 0; i < argv.length; i += 2) {
-    const value = Number(argv[i + 1])
-    if (argv[i] === '--sessions')
-      opts.sessions = String(argv[i + 1])
-        .split(',')
-        .map(Number)
-    else if (argv[i] === '--modes') opts.modes = String(argv[i + 1]).split(',') as Options['modes']
-    else if (argv[i] === '--viewers') opts.viewers = value
-    else if (argv[i] === '--seconds') opts.seconds = value
-    else if (argv[i] === '--rate') opts.rate = value
-    else throw new Error(`unknown option ${argv[i]}`)
+  const flags = readFlags(argv, ['--sessions', '--modes', '--viewers', '--seconds', '--rate'], true)
+  for (const [flag, given] of flags) {
+    const value = Number(given)
+    if (flag === '--sessions') opts.sessions = String(given).split(',').map(Number)
+    else if (flag === '--modes') opts.modes = String(given).split(',') as Options['modes']
+    else if (flag === '--viewers') opts.viewers = value
+    else if (flag === '--seconds') opts.seconds = value
+    else opts.rate = value
   }
   return opts
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port
-      srv.close(() => resolve(port))
-    })
-  })
 }
 
 /** A throwaway redis-server without persistence. */
@@ -144,7 +127,7 @@ async function scenario(
   const gateways: Child[] = []
   for (let i = 0; i < replicas; i++) {
     gateways.push(
-      new Child('../cluster/gateway-replica.ts', {
+      new Child('cluster/gateway-replica.ts', {
         BENCH_UPSTREAM: emitterUrl,
         BENCH_SESSIONS: String(sessions),
         BENCH_REGISTER: i === 0 ? '1' : '0',
@@ -159,7 +142,7 @@ async function scenario(
   for (const g of gateways) {
     for (let i = 0; i < 100 && (await g.call<number>('known')) < sessions; i++) await sleep(50)
   }
-  const viewers = new Child('../cluster/viewers.ts')
+  const viewers = new Child('cluster/viewers.ts')
   let connected = 0
   for (const [r, info] of infos.entries()) {
     for (let s = 0; s < sessions; s++) {
@@ -249,7 +232,7 @@ function report(opts: Options, results: Result[], seconds: number, argv: string[
     `# Cluster fan-out benchmark, ${new Date().toISOString()}`,
     '',
     `Command: \`node --import tsx bench/cluster/run.ts ${argv.join(' ')}\` (${seconds.toFixed(0)} s).`,
-    `Machine: ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Node ${process.version}; shared with other work while it ran.`,
+    `Machine: ${machine()}; Node ${process.version}; shared with other work while it ran.`,
     '',
     `${opts.viewers} viewers per gateway process; ${opts.rate} events/s per session for ${opts.seconds} s, one simulated runtime feeding every session.`,
     'Delay: from the runtime writing an event to a viewer reading it (all processes on one machine).',
@@ -281,7 +264,7 @@ export async function main(argv: string[]): Promise<void> {
   const opts = parse(argv)
   const started = Date.now()
   const redis = await startRedis()
-  const emitter = new Child('../cluster/emitter.ts')
+  const emitter = new Child('common/emitter.ts')
   const { url } = await emitter.call<{ url: string }>('info')
   const results: Result[] = []
   try {
@@ -299,10 +282,7 @@ export async function main(argv: string[]): Promise<void> {
     await redis.stop()
   }
   const out = report(opts, results, (Date.now() - started) / 1000, argv)
-  const dir = fileURLToPath(new URL('../results/', import.meta.url))
-  mkdirSync(dir, { recursive: true })
-  const file = `${dir}cluster-${new Date().toISOString().slice(0, 10)}.md`
-  writeFileSync(file, out)
+  const file = writeResult('cluster', new Date().toISOString().slice(0, 10), out)
   log(`wrote ${file}`)
 }
 

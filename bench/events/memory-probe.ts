@@ -5,18 +5,18 @@
  *
  *   npx tsx bench/events/memory-probe.ts [viewers=2000] [gateway|raw] [snapshot-path]
  */
-import { Child } from './ipc.ts'
-import { rssOf } from './proc.ts'
+import { Child } from '../common/ipc.ts'
+import { sleep } from '../common/orchestrator.ts'
+import { rssOf } from '../common/proc.ts'
 
 const viewers = Number(process.argv[2] ?? 2000)
 const raw = process.argv[3] === 'raw'
 const snapshot = process.argv[4]
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-const emitter = new Child('emitter.ts')
+const emitter = new Child('common/emitter.ts')
 const { url } = await emitter.call<{ url: string }>('info')
-const server = new Child(raw ? 'raw-fanout.ts' : 'gateway-server.ts', { BENCH_UPSTREAM: url })
-const client = new Child('viewers.ts')
+const server = new Child(raw ? 'events/raw-fanout.ts' : 'events/gateway-server.ts', { BENCH_UPSTREAM: url })
+const client = new Child('events/viewers.ts')
 try {
   const info = await server.call<{ port: number; pid: number; token?: string }>('info')
   await sleep(300)

@@ -5,8 +5,8 @@
  */
 import http from 'node:http'
 import type { Socket } from 'node:net'
-import { collectAll, serve } from './ipc.ts'
-import { profileFor } from './profile.ts'
+import { serve } from '../common/ipc.ts'
+import { probeHandlers } from '../common/probes.ts'
 
 const upstream = process.env.BENCH_UPSTREAM ?? ''
 const HEAD = Buffer.from(
@@ -51,20 +51,5 @@ await new Promise((r) => server.once('listening', r))
 serve({
   info: () => ({ port: (server.address() as { port: number }).port, pid: process.pid }),
   viewers: () => sockets.size,
-  mem: () => {
-    collectAll()
-    return process.memoryUsage()
-  },
-  snapshot: async (args) => {
-    const { writeHeapSnapshot } = await import('node:v8')
-    return writeHeapSnapshot((args as { path: string }).path)
-  },
-  profile: (args) => {
-    const { seconds, path } = args as { seconds: number; path: string }
-    return profileFor(seconds, path)
-  },
-  gc: () => {
-    collectAll()
-    return null
-  },
+  ...probeHandlers(),
 })

@@ -8,13 +8,11 @@
  * Every server under test is a separate process; CPU is read from /proc (user + system), memory as RSS
  * (Node servers after a full GC). Only loopback traffic. See bench/README.md for the method.
  */
-import { mkdirSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
-import { cpus, loadavg, totalmem } from 'node:os'
-import { fileURLToPath } from 'node:url'
-import { Child } from './ipc.ts'
+import { loadavg } from 'node:os'
+import { Child } from '../common/ipc.ts'
+import { freePort, logger, machine, readFlags, sleep, writeResult } from '../common/orchestrator.ts'
+import { cpuOf, rssOf } from '../common/proc.ts'
 import { ensureNginx, Nginx, nginxVersion } from './nginx.ts'
-import { cpuOf, rssOf } from './proc.ts'
 
 interface Options {
   viewers: number[]
@@ -89,19 +87,7 @@ interface Entry {
 
 type Kind = 'steady' | 'full'
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const log = (line: string) => process.stdout.write(`[bench events] ${line}\n`)
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once('error', reject)
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port
-      srv.close(() => resolve(port))
-    })
-  })
-}
+const log = logger('events')
 
 async function emitterStreams(emitter: Child): Promise<number> {
   return (await emitter.call<{ openEventStreams: number }>('stats')).openEventStreams
@@ -166,8 +152,8 @@ function nginxServer(name: string, label: string, mode: 'nchan' | 'naive'): Cont
 }
 
 const contestants: Contestant[] = [
-  nodeServer('raw', 'raw node:http (ceiling)', 'raw-fanout.ts', '/events', false),
-  nodeServer('gateway', 'gateway', 'gateway-server.ts', '/desktop/bench/mcp/events', true),
+  nodeServer('raw', 'raw node:http (ceiling)', 'events/raw-fanout.ts', '/events', false),
+  nodeServer('gateway', 'gateway', 'events/gateway-server.ts', '/desktop/bench/mcp/events', true),
   nginxServer('nchan', 'nginx + nchan', 'nchan'),
   nginxServer('naive', 'nginx proxy to runtime (naive)', 'naive'),
 ]
@@ -199,7 +185,7 @@ interface ClientStats {
 async function connect(e: Entry, n: number): Promise<void> {
   await e.emitter.call('newRun') // a fresh run: nothing to replay to the new viewers
   const server = await e.c.start(e.emitter, e.emitterPid, e.emitterUrl)
-  const client = new Child('viewers.ts')
+  const client = new Child('events/viewers.ts')
   e.server = server
   e.client = client
   const target = { port: server.port, path: server.path, headers: server.headers, batch: 250 }
@@ -327,16 +313,14 @@ function parseOptions(argv: string[]): Options {
     only: contestants.map((c) => c.name),
     fullLoadDeliveries: 100_000,
   }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    const value = argv[i + 1] ?? ''
-    if (arg === '--viewers') o.viewers = value.split(',').map(Number)
-    else if (arg === '--seconds') o.seconds = Number(value)
-    else if (arg === '--rounds') o.rounds = Number(value)
-    else if (arg === '--only') o.only = value.split(',')
-    else if (arg === '--full-load') o.fullLoadDeliveries = Number(value)
-    else continue
-    i++
+  const flags = readFlags(argv, ['--viewers', '--seconds', '--rounds', '--only', '--full-load'], false)
+  for (const [flag, given] of flags) {
+    const value = given ?? ''
+    if (flag === '--viewers') o.viewers = value.split(',').map(Number)
+    else if (flag === '--seconds') o.seconds = Number(value)
+    else if (flag === '--rounds') o.rounds = Number(value)
+    else if (flag === '--only') o.only = value.split(',')
+    else o.fullLoadDeliveries = Number(value)
   }
   // Bounded: a full run stays under ten minutes.
   o.viewers = o.viewers.filter((n) => Number.isInteger(n) && n > 0 && n <= 6000)
@@ -397,7 +381,7 @@ export async function main(argv: string[]): Promise<void> {
   const rows: Row[] = []
   try {
     for (const c of chosen) {
-      const emitter = new Child('emitter.ts')
+      const emitter = new Child('common/emitter.ts')
       const info = await emitter.call<{ url: string; pid: number }>('info')
       entries.push({
         c,
@@ -423,7 +407,7 @@ export async function main(argv: string[]): Promise<void> {
     `# Event fan-out benchmark, ${new Date().toISOString()}`,
     '',
     `Command: \`${command}\` (${((Date.now() - started) / 1000).toFixed(0)} s).`,
-    `Machine: ${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, load average before the run ${loadavg()[0]?.toFixed(2)}; Node ${process.version}; ${withNginx ? nginxVersion() : 'no nginx'}.`,
+    `Machine: ${machine()}, load average before the run ${loadavg()[0]?.toFixed(2)}; Node ${process.version}; ${withNginx ? nginxVersion() : 'no nginx'}.`,
     '',
     `Each contestant has its own runtime, server and viewers, all connected at once; phases of ${o.seconds} s run one contestant at a time, interleaved over ${o.rounds} rounds (figures are totals over the rounds).`,
     `"10 ev/s" emits one event every 100 ms; full load emits ${o.fullLoadDeliveries / 1000}k deliveries/s in bursts of 5 events.`,
@@ -441,9 +425,6 @@ export async function main(argv: string[]): Promise<void> {
     '</details>',
     '',
   ].join('\n')
-  const dir = fileURLToPath(new URL('../results/', import.meta.url))
-  mkdirSync(dir, { recursive: true })
-  const file = `${dir}events-${date}.md`
-  writeFileSync(file, report)
+  const file = writeResult('events', date, report)
   process.stdout.write(`\n${table(rows, labels)}\nwritten to ${file}\n`)
 }

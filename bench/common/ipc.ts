@@ -30,7 +30,10 @@ export function serve(handlers: Record<string, (args: unknown) => unknown>): voi
   process.on('disconnect', () => process.exit(0))
 }
 
-/** A bench child process started with tsx (and --expose-gc so memory is measured after a collection). */
+/**
+ * A bench child process started with tsx (and --expose-gc so memory is measured after a collection).
+ * `script` is a path under bench/, e.g. `common/emitter.ts`.
+ */
 export class Child {
   readonly process: ChildProcess
   readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
@@ -38,7 +41,7 @@ export class Child {
   readonly exited: Promise<number | null>
 
   constructor(script: string, env: Record<string, string> = {}, execArgv: string[] = []) {
-    const file = fileURLToPath(new URL(script, import.meta.url))
+    const file = fileURLToPath(new URL(`../${script}`, import.meta.url))
     this.process = fork(file, [], {
       execArgv: ['--import', 'tsx', '--expose-gc', ...execArgv],
       env: { ...process.env, ...env },
@@ -77,15 +80,4 @@ export class Child {
     await this.exited
     clearTimeout(timer)
   }
-}
-
-/**
- * A full, last-resort collection (what V8 does under memory pressure: it also gives free pages back), so a
- * process's RSS afterwards is its live memory rather than what earlier bursts left reserved.
- */
-export function collectAll(): void {
-  const gc = (globalThis as { gc?: (options?: object) => void }).gc
-  if (gc === undefined) return
-  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
-  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' })
 }

@@ -3,7 +3,8 @@
  * wall-clock time of its emission in milliseconds with microsecond precision (performance.timeOrigin +
  * performance.now(), comparable across processes on one machine), as its last field, so a viewer measures
  * the delay from the runtime's write to its own read. In nchan mode every event is also POSTed to nchan's
- * publisher location (the fan-out a user would otherwise pick).
+ * publisher location (the fan-out a user would otherwise pick). Both benches use it: the events bench starts
+ * one per contestant, the cluster bench one that feeds every session.
  */
 import { Pool } from 'undici'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
