@@ -13,6 +13,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Filled by the route that handles a write (session, v1 route, key, action, upstream status). */
     auditDetail: AuditDetail
+    /** `performance.now()` when the request arrived, for the latency of an aborted request. */
+    auditStartedAt: number
   }
 }
 
@@ -27,30 +29,37 @@ export const auditPlugin = fp(
     app.decorate('audit', log)
     // Fastify refuses an object default (it would be shared by every request): null, then one per request.
     app.decorateRequest('auditDetail', null as unknown as AuditDetail)
+    app.decorateRequest('auditStartedAt', 0)
     app.addHook('onRequest', async (request) => {
       request.auditDetail = {}
+      request.auditStartedAt = performance.now()
     })
     app.addHook('onError', async (request, _reply, error) => {
       if (request.auditDetail) request.auditDetail.error ??= toErrorBody(error).body.error
     })
-    app.addHook('onResponse', async (request, reply) => {
-      const record = buildRecord(request, reply)
-      if (record === null) return
+    const write = (request: FastifyRequest, record: AuditRecord | null): void => {
+      if (record === null || request.auditDetail?.recorded) return
+      if (request.auditDetail) request.auditDetail.recorded = true
       log.record(record)
       request.log.info({ audit: record }, 'audit')
-    })
+    }
+    app.addHook('onResponse', async (request, reply) => write(request, buildRecord(request, reply)))
+    // A client that goes away mid-request (an upload given up) gets no response, so no onResponse either.
+    app.addHook('onRequestAbort', async (request) => write(request, buildRecord(request, null)))
   },
   { name: 'audit' },
 )
 
-function buildRecord(request: FastifyRequest, reply: FastifyReply): AuditRecord | null {
+/** The record of a request; `reply` is null when the client aborted before any answer. */
+function buildRecord(request: FastifyRequest, reply: FastifyReply | null): AuditRecord | null {
   const target = auditTarget(request.method, request.url)
   if (target === null) return null
   const detail: AuditDetail = request.auditDetail ?? {}
-  const status = reply.statusCode
+  const status = reply === null ? 499 : reply.statusCode
   let error = detail.error
   // The not-found handler answers without throwing, so no onError hook saw it.
-  if (
+  if (reply === null) error ??= 'client_aborted'
+  else if (
     error === undefined &&
     status === 404 &&
     detail.upstreamStatus === undefined &&
@@ -58,15 +67,16 @@ function buildRecord(request: FastifyRequest, reply: FastifyReply): AuditRecord 
   )
     error = 'route_not_found'
   const refused = status >= 400 && detail.upstreamStatus === undefined
-  const latencyMs = Math.round(reply.elapsedTime * 10) / 10
+  const elapsed = reply === null ? performance.now() - request.auditStartedAt : reply.elapsedTime
+  const latencyMs = Math.round(elapsed * 10) / 10
   const record: AuditRecord = {
-    at: new Date(Date.now() - reply.elapsedTime).toISOString(),
+    at: new Date(Date.now() - elapsed).toISOString(),
     requestId: request.id,
     sub: request.operator?.sub ?? null,
     kasmId: detail.kasmId ?? target.kasmId,
     method: request.method,
     route: detail.route ?? target.route,
-    outcome: refused ? 'refused' : 'forwarded',
+    outcome: reply === null ? 'aborted' : refused ? 'refused' : 'forwarded',
     status,
     latencyMs,
   }

@@ -17,9 +17,12 @@ export interface AuditRecord {
   key?: string
   /** The control action (`stop`, `finish_handoff`) or the admin change (`create`, `replace`, `delete`). */
   action?: string
-  /** `forwarded`: the runtime (or, for admin routes, the gateway) handled it; `refused`: the gateway refused. */
-  outcome: 'forwarded' | 'refused'
-  /** The status the client got. */
+  /**
+   * `forwarded`: the runtime (or, for admin routes, the gateway) handled it; `refused`: the gateway refused;
+   * `aborted`: the client went away before an answer (an upload cut short), recorded with status 499.
+   */
+  outcome: 'forwarded' | 'refused' | 'aborted'
+  /** The status the client got (499 when it went away first). */
   status: number
   /** The runtime's status, when the request reached it. */
   upstreamStatus?: number
@@ -30,6 +33,8 @@ export interface AuditRecord {
 
 /** Detail a route adds for the audit record of its request (see `request.auditDetail`). */
 export interface AuditDetail {
+  /** Set once the request's record is written, so an abort and a late response do not write two. */
+  recorded?: boolean
   kasmId?: string
   route?: string
   key?: string

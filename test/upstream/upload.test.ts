@@ -151,6 +151,15 @@ test('a client aborting mid-upload aborts the upstream request and is not counte
   assert.equal(echo.received[0]!.complete, false)
   const errors = await gw.app.metrics.upstreamErrors.get()
   assert.deepEqual(errors.values, [])
+  // No response went out, yet the attempt is on record.
+  const record = await waitFor('the abort to be audited', async () =>
+    (await gw.app.audit.recent({ limit: 10 })).find((r) => r.route === 'attachments'),
+  )
+  assert.deepEqual(
+    [record.outcome, record.status, record.error, record.kasmId, typeof record.sub],
+    ['aborted', 499, 'client_aborted', 'k1', 'string'],
+  )
+  assert.equal((await gw.app.audit.recent({ limit: 10 })).length, 1)
 })
 
 test('a compressed upload is refused (the gateway does not decode bodies)', async (t) => {
