@@ -74,15 +74,8 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async put(session: Session): Promise<void> {
-    const { command, keys, vault } = this.#o
-    const stored: StoredSession = {
-      kasmId: session.kasmId,
-      upstream: session.upstream,
-      team: session.team,
-      source: session.source,
-      version: session.version,
-      token: await vault.seal(session.kasmId, session.messagingToken),
-    }
+    const { command, keys } = this.#o
+    const stored = await this.#seal(session)
     try {
       await command
         .multi()
@@ -173,21 +166,25 @@ export class RedisSessionStore implements SessionStore {
     }
   }
 
+  /** The stored form of a session: its token sealed (JWE) so a Redis dump holds no token. */
+  async #seal(session: Session): Promise<StoredSession> {
+    return {
+      kasmId: session.kasmId,
+      upstream: session.upstream,
+      team: session.team,
+      source: session.source,
+      version: session.version,
+      token: await this.#o.vault.seal(session.kasmId, session.messagingToken),
+    }
+  }
+
   async #restoreIfLost(): Promise<void> {
-    const { command, keys, vault, log } = this.#o
+    const { command, keys, log } = this.#o
     if ((await command.exists(keys.sessionsEpoch)) === 1) return
     const restore = command.multi()
     // HSETNX: a session another replica wrote (or restored) meanwhile is never overwritten.
     for (const session of this.#mirror.values()) {
-      const stored: StoredSession = {
-        kasmId: session.kasmId,
-        upstream: session.upstream,
-        team: session.team,
-        source: session.source,
-        version: session.version,
-        token: await vault.seal(session.kasmId, session.messagingToken),
-      }
-      restore.hsetnx(keys.sessions, session.kasmId, JSON.stringify(stored))
+      restore.hsetnx(keys.sessions, session.kasmId, JSON.stringify(await this.#seal(session)))
     }
     restore.set(keys.sessionsEpoch, randomUUID(), 'NX')
     const results = await restore.exec()
