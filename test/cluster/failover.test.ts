@@ -66,8 +66,8 @@ describe('failover', () => {
     return Date.now() - since
   }
 
-  function finish(group: RoamingViewer[], last: number): Promise<void> {
-    return until('every viewer has every event', () => group.every((v) => v.seqs().at(-1) === last), 20_000)
+  async function finish(group: RoamingViewer[], last: number): Promise<void> {
+    await until('every viewer has every event', () => group.every((v) => v.seqs().at(-1) === last), 20_000)
   }
 
   test('SIGKILL of the owner: a survivor takes the lease, no viewer sees a gap or a duplicate', async (t) => {

@@ -9,6 +9,7 @@ import { type ClusterKeys, clusterKeys } from '../../src/cluster/keys.ts'
 import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
 import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.ts'
 import { StreamFanout } from '../../src/cluster/stream-fanout.ts'
+import { waitFor as until } from '../helpers/wait.ts'
 
 /** The Redis the unit tests use: REDIS_TEST_URL, default the local one CI starts. */
 export const REDIS_TEST_URL = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379'
@@ -33,14 +34,7 @@ export async function deletePrefix(url: string, prefix: string): Promise<void> {
   }
 }
 
-/** Polls `condition` until it holds or `timeoutMs` passes (then throws with `what`). */
-export async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`)
-    await new Promise((r) => setTimeout(r, 20))
-  }
-}
+export { until }
 
 /** A free TCP port on 127.0.0.1. */
 export async function freePort(): Promise<number> {
