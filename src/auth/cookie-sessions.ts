@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import type { OperatorClaims } from './claims.ts'
 import type { CookieSessionRecord, CookieSessionStore } from './cookie-store.ts'
 
-/** Why a cookie was refused; also the `reason` label of `gateway_auth_failures_total`. */
+/** Why a cookie was refused; also the `reason` label of `krg_auth_failures_total`. */
 export type CookieRefusalReason = 'cookie_invalid' | 'cookie_expired' | 'cookie_idle' | 'cookie_revoked'
 
 /** The outcome of checking a cookie session. */

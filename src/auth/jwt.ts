@@ -9,7 +9,7 @@ import {
 } from 'jose'
 import { ConfigError } from '../config.ts'
 
-/** Why a bearer token was refused; also the `reason` label of `gateway_auth_failures_total`. */
+/** Why a bearer token was refused; also the `reason` label of `krg_auth_failures_total`. */
 export type TokenRefusalReason =
   | 'malformed'
   | 'expired'

@@ -22,7 +22,7 @@ import { type Access, allows, type Operator, type Role } from './operator.ts'
 import { registerRateLimit } from './rate-limit.ts'
 import { resolveAuthSecrets } from './secrets.ts'
 
-/** Every reason a request is refused by auth: the `reason` label of `gateway_auth_failures_total`. */
+/** Every reason a request is refused by auth: the `reason` label of `krg_auth_failures_total`. */
 export type AuthRefusalReason =
   | 'missing'
   | TokenRefusalReason

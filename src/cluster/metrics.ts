@@ -18,46 +18,46 @@ export function createClusterMetrics(registry: Registry, watched: () => number):
   const registers = [registry]
   return {
     connected: new Gauge({
-      name: 'gateway_redis_connected',
+      name: 'krg_redis_connected',
       help: 'Whether each fixed Redis connection of this replica is ready (1) or not (0)',
       labelNames: ['connection'],
       registers,
     }),
     reconnects: new Counter({
-      name: 'gateway_redis_reconnects_total',
+      name: 'krg_redis_reconnects_total',
       help: 'Reconnect attempts of each fixed Redis connection',
       labelNames: ['connection'],
       registers,
     }),
     appends: new Counter({
-      name: 'gateway_cluster_appends_total',
+      name: 'krg_cluster_appends_total',
       help: 'Fenced appends to a session stream by result: stored, fenced (stale owner refused), error',
       labelNames: ['result'],
       registers,
     }),
     appended: new Counter({
-      name: 'gateway_cluster_entries_appended_total',
+      name: 'krg_cluster_entries_appended_total',
       help: 'Stream entries added by this replica (duplicates dropped by the append script not counted)',
       registers,
     }),
     read: new Counter({
-      name: 'gateway_cluster_entries_read_total',
+      name: 'krg_cluster_entries_read_total',
       help: 'Stream entries read by the XREAD loop (each is framed once and offered to local viewers)',
       registers,
     }),
     leases: new Gauge({
-      name: 'gateway_cluster_leases_held',
+      name: 'krg_cluster_leases_held',
       help: 'Reader leases this replica holds (sessions whose upstream it reads)',
       registers,
     }),
     leaseChanges: new Counter({
-      name: 'gateway_cluster_lease_changes_total',
+      name: 'krg_cluster_lease_changes_total',
       help: 'Reader leases acquired, lost (expired or taken) and released by this replica',
       labelNames: ['event'],
       registers,
     }),
     watched: new Gauge({
-      name: 'gateway_cluster_watched_streams',
+      name: 'krg_cluster_watched_streams',
       help: 'Session streams the XREAD loop follows for local viewers',
       registers,
       collect() {

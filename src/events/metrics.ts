@@ -23,7 +23,7 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
   let delivered = 0
   let reported = 0
   new Counter({
-    name: 'gateway_event_deliveries_total',
+    name: 'krg_event_deliveries_total',
     help: 'Event frames delivered to viewers (one per event per viewer)',
     registers: [registry],
     collect() {
@@ -33,29 +33,29 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
   })
   return {
     viewers: new Gauge({
-      name: 'gateway_event_viewers',
+      name: 'krg_event_viewers',
       help: 'Viewer event streams open on this replica',
       registers: [registry],
     }),
     upstreamStreams: new Gauge({
-      name: 'gateway_event_upstream_streams',
+      name: 'krg_event_upstream_streams',
       help: 'Live upstream event streams (one per watched session)',
       registers: [registry],
     }),
     reconnects: new Counter({
-      name: 'gateway_event_upstream_reconnects_total',
+      name: 'krg_event_upstream_reconnects_total',
       help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, bad_status, new_run, rotated',
       labelNames: ['reason'],
       registers: [registry],
     }),
     upstreamErrors,
     slowConsumers: new Counter({
-      name: 'gateway_event_slow_consumers_dropped_total',
+      name: 'krg_event_slow_consumers_dropped_total',
       help: 'Viewers disconnected because their queued bytes passed GATEWAY_VIEWER_MAX_QUEUED_BYTES',
       registers: [registry],
     }),
     gapsUnfilled: new Counter({
-      name: 'gateway_event_gaps_unfilled_total',
+      name: 'krg_event_gaps_unfilled_total',
       help: 'Gaps in a run that neither the buffer nor artifacts/trace.jsonl could fill',
       registers: [registry],
     }),

@@ -27,26 +27,26 @@ export function createMetrics(): GatewayMetrics {
   return {
     registry,
     requests: new Counter({
-      name: 'gateway_http_requests_total',
+      name: 'krg_http_requests_total',
       help: 'Requests answered by the gateway, by matched route, method and status',
       labelNames: ['route', 'method', 'status'],
       registers: [registry],
     }),
     upstreamLatency: new Histogram({
-      name: 'gateway_upstream_request_duration_seconds',
+      name: 'krg_upstream_request_duration_seconds',
       help: 'Time until the runtime answered with headers, by v1 route and status',
       labelNames: ['route', 'status'],
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15],
       registers: [registry],
     }),
     upstreamErrors: new Counter({
-      name: 'gateway_upstream_errors_total',
+      name: 'krg_upstream_errors_total',
       help: 'Upstream failures: unreachable, timeout, token_refused, stream_dropped, stream_stalled',
       labelNames: ['reason'],
       registers: [registry],
     }),
     authFailures: new Counter({
-      name: 'gateway_auth_failures_total',
+      name: 'krg_auth_failures_total',
       help: 'Refused credentials and requests, by reason',
       labelNames: ['reason'],
       registers: [registry],

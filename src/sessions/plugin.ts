@@ -45,7 +45,7 @@ export const sessionsPlugin = fp(
     if (file === undefined) return
 
     const reloads = new Counter({
-      name: 'gateway_sessions_file_reloads_total',
+      name: 'krg_sessions_file_reloads_total',
       help: 'Reloads of GATEWAY_SESSIONS_FILE on SIGHUP, by outcome (applied, failed)',
       labelNames: ['outcome'],
       registers: [app.metrics.registry],

@@ -13,7 +13,7 @@ import {
  * at fault. Everything else the runtime answers passes through as sent.
  */
 
-/** The `reason` label of `gateway_upstream_errors_total` for a failure. */
+/** The `reason` label of `krg_upstream_errors_total` for a failure. */
 export type FailureReason = 'unreachable' | 'timeout' | 'token_refused'
 
 /** A gateway error to answer with, and the metric reason when the runtime (not the client) is at fault. */

@@ -83,7 +83,7 @@ export function cookiePair(answer: Answer, name = 'krg_session'): string {
   return line.split(';')[0]!
 }
 
-/** The value of one `gateway_auth_failures_total` series. */
+/** The value of one `krg_auth_failures_total` series. */
 export async function failures(app: FastifyInstance, reason: string): Promise<number> {
   const metric = await app.metrics.authFailures.get()
   return metric.values.find((v) => v.labels.reason === reason)?.value ?? 0

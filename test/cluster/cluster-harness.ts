@@ -296,14 +296,14 @@ export function contiguity(seqs: readonly number[], from: number, to: number): s
   return problems.length === 0 ? 'ok' : problems.slice(0, 10).join(', ')
 }
 
-/** Which replicas hold a reader lease now, from their /metrics (gateway_cluster_leases_held). */
+/** Which replicas hold a reader lease now, from their /metrics (krg_cluster_leases_held). */
 export async function leaseHolders(replicas: readonly Replica[]): Promise<number[]> {
   const held: number[] = []
   for (const r of replicas) {
     if (!r.alive()) continue
     try {
       const res = await request(`${r.url}/metrics`)
-      const m = /^gateway_cluster_leases_held (\d+)/m.exec(res.body)
+      const m = /^krg_cluster_leases_held (\d+)/m.exec(res.body)
       if (m && Number(m[1]) > 0) held.push(r.index)
     } catch {
       // a replica going down answers nothing

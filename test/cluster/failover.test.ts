@@ -107,8 +107,8 @@ describe('failover', () => {
     // The old owner noticed: its renewal was refused or its append fenced off, and its reader stopped.
     await until('the old owner stopped reading', () => c.runtime.openEventStreams === 1, 10_000)
     const metrics = (await request(`${owner.url}/metrics`)).body
-    const fenced = Number(/gateway_cluster_appends_total\{result="fenced"\} (\d+)/.exec(metrics)?.[1] ?? 0)
-    const lost = Number(/gateway_cluster_lease_changes_total\{event="lost"\} (\d+)/.exec(metrics)?.[1] ?? 0)
+    const fenced = Number(/krg_cluster_appends_total\{result="fenced"\} (\d+)/.exec(metrics)?.[1] ?? 0)
+    const lost = Number(/krg_cluster_lease_changes_total\{event="lost"\} (\d+)/.exec(metrics)?.[1] ?? 0)
     assert.ok(fenced + lost >= 1, `old owner saw it lost the lease (fenced ${fenced}, lost ${lost})`)
     // What Redis holds for the run: each seq exactly once.
     const entries = (await redis.xrange(`${c.prefix}ev:{stall}`, '-', '+')) as [string, string[]][]

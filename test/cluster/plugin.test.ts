@@ -59,7 +59,7 @@ test('cluster mode: ready with Redis, metrics per connection, everything closed 
   assert.equal(JSON.parse(ready.body).checks.redis, 'ok')
   const metrics = (await app.inject('/metrics')).body
   for (const role of ['command', 'blocking', 'subscriber']) {
-    assert.match(metrics, new RegExp(`gateway_redis_connected\\{connection="${role}"\\} 1`))
+    assert.match(metrics, new RegExp(`krg_redis_connected\\{connection="${role}"\\} 1`))
   }
   const fence = await cluster.lease.acquire('held')
   assert.ok(fence !== null)

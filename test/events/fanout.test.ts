@@ -113,8 +113,8 @@ test('viewer disconnects free everything: no viewer, reader, subscriber, timer o
   assert.equal(bus.stats().subscribers, 0)
   await until('the upstream connection to close', () => rt.openEventStreams === 0)
   await until('no timers left beyond the baseline', () => countTimers() <= timersBefore)
-  const metrics = await gw.app.metrics.registry.getSingleMetricAsString('gateway_event_viewers')
-  assert.match(metrics, /gateway_event_viewers 0/)
+  const metrics = await gw.app.metrics.registry.getSingleMetricAsString('krg_event_viewers')
+  assert.match(metrics, /krg_event_viewers 0/)
 })
 
 /** Timers alive in this process (node:test and the apps own a few; the test compares before and after). */

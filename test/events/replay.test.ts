@@ -115,6 +115,6 @@ test('a gap that neither the buffer nor the trace can fill is shown, never reord
   rt.emit('log', { level: 'info', msg: 'still live' })
   await eventsAtLeast(behind, 17)
   assert.deepEqual(behind.ids(), idRange(run, 25, 41))
-  const metric = await gw.app.metrics.registry.getSingleMetricAsString('gateway_event_gaps_unfilled_total')
-  assert.match(metric, /gateway_event_gaps_unfilled_total 1/)
+  const metric = await gw.app.metrics.registry.getSingleMetricAsString('krg_event_gaps_unfilled_total')
+  assert.match(metric, /krg_event_gaps_unfilled_total 1/)
 })

@@ -24,8 +24,8 @@ test('a slow viewer is disconnected at the queued-bytes bound and catches up wit
   await eventsAtLeast(fast, 257, 15_000)
   await until('the slow viewer to be dropped', () => gw.app.events.streams.stats().viewers === 1, 15_000)
   assert.match(
-    await gw.app.metrics.registry.getSingleMetricAsString('gateway_event_slow_consumers_dropped_total'),
-    /gateway_event_slow_consumers_dropped_total 1/,
+    await gw.app.metrics.registry.getSingleMetricAsString('krg_event_slow_consumers_dropped_total'),
+    /krg_event_slow_consumers_dropped_total 1/,
   )
   assert.deepEqual(fast.ids(), idRange(rt.run, 1, 257), 'the fast viewer was not held back')
 

@@ -23,8 +23,8 @@ test('upstream drops while events are emitted: no gap, no duplicate, order kept'
   await eventsAtLeast(viewer, 151)
   assert.deepEqual(viewer.ids(), idRange(rt.run, 1, 151))
   assert.ok(rt.eventConnections >= 6)
-  assert.match(await metric(gw.app, 'gateway_event_upstream_reconnects_total'), /reason="dropped"\} [1-9]/)
-  assert.match(await metric(gw.app, 'gateway_upstream_errors_total'), /reason="stream_dropped"\} [1-9]/)
+  assert.match(await metric(gw.app, 'krg_event_upstream_reconnects_total'), /reason="dropped"\} [1-9]/)
+  assert.match(await metric(gw.app, 'krg_upstream_errors_total'), /reason="stream_dropped"\} [1-9]/)
 })
 
 test('runtime down (502) then up: the reader polls, then streams; viewers get everything', async (t) => {
@@ -40,7 +40,7 @@ test('runtime down (502) then up: the reader polls, then streams; viewers get ev
   rt.setDown(null)
   await eventsAtLeast(viewer, 2)
   assert.deepEqual(viewer.ids(), idRange(rt.run, 1, 2))
-  assert.match(await metric(gw.app, 'gateway_event_upstream_reconnects_total'), /reason="not_up"\} [1-9]/)
+  assert.match(await metric(gw.app, 'krg_event_upstream_reconnects_total'), /reason="not_up"\} [1-9]/)
 })
 
 test('a stalled upstream (no byte, no ping) is detected and replaced without loss', async (t) => {
@@ -63,8 +63,8 @@ test('a stalled upstream (no byte, no ping) is detected and replaced without los
   rt.emit('step', { n: 'after' })
   await eventsAtLeast(viewer, 3)
   assert.deepEqual(viewer.ids(), idRange(rt.run, 1, 3))
-  assert.match(await metric(gw.app, 'gateway_event_upstream_reconnects_total'), /reason="stalled"\} [1-9]/)
-  assert.match(await metric(gw.app, 'gateway_upstream_errors_total'), /reason="stream_stalled"\} [1-9]/)
+  assert.match(await metric(gw.app, 'krg_event_upstream_reconnects_total'), /reason="stalled"\} [1-9]/)
+  assert.match(await metric(gw.app, 'krg_upstream_errors_total'), /reason="stream_stalled"\} [1-9]/)
 })
 
 test('a refused token (401) is counted and logged without the token, retried until rotated', async (t) => {
@@ -91,7 +91,7 @@ test('a refused token (401) is counted and logged without the token, retried unt
   rt.dropStreams()
   rt.emit('input', { kind: 'key', key: 'PAYLOAD-MARKER-typed-by-a-person' })
   await until('token_refused in metrics', () => lines.some((l) => l.includes('refused the messaging token')))
-  assert.match(await metric(gw.app, 'gateway_upstream_errors_total'), /reason="token_refused"\} [1-9]/)
+  assert.match(await metric(gw.app, 'krg_upstream_errors_total'), /reason="token_refused"\} [1-9]/)
   assert.equal(viewer.events.length, 1, 'nothing arrives while the token is refused')
   await new Promise((r) => setTimeout(r, 300))
   const refusedAttempts = rt.received.filter((r) => r.url.startsWith('/events')).length

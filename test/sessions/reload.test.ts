@@ -118,8 +118,8 @@ test('SIGHUP reloads the sessions file as a set; admin sessions untouched; a bad
   assert.deepEqual(heard, [])
 
   const metrics = await (await fetch(`${gw.url}/metrics`)).text()
-  assert.match(metrics, /gateway_sessions_file_reloads_total\{outcome="applied"\} 2/)
-  assert.match(metrics, /gateway_sessions_file_reloads_total\{outcome="failed"\} 1/)
+  assert.match(metrics, /krg_sessions_file_reloads_total\{outcome="applied"\} 2/)
+  assert.match(metrics, /krg_sessions_file_reloads_total\{outcome="failed"\} 1/)
   const ready = (await (await fetch(`${gw.url}/readyz`)).json()) as { checks: Record<string, string> }
   assert.equal(ready.checks.sessions, 'ok', 'a failed reload keeps the replica ready with the old set')
 

@@ -395,5 +395,5 @@ test('upstream latency is recorded per v1 route and status', async (t) => {
   const { gw, auth } = await startProxy(t)
   await send(gw.url, { path: '/desktop/k1/mcp/inbox', headers: { authorization: auth.viewer } })
   const text = await gw.app.metrics.registry.metrics()
-  assert.match(text, /gateway_upstream_request_duration_seconds_count\{route="inbox",status="200"\} 1/)
+  assert.match(text, /krg_upstream_request_duration_seconds_count\{route="inbox",status="200"\} 1/)
 })

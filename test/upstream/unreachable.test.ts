@@ -63,10 +63,7 @@ test('a closed port is 502 upstream_unreachable, counted', async (t) => {
   })
   assert.equal(write.status, 502)
   const metrics = await setup.gw.app.metrics.registry.metrics()
-  assert.match(
-    metrics,
-    /gateway_upstream_request_duration_seconds_count\{route="inbox",status="unreachable"\} 1/,
-  )
+  assert.match(metrics, /krg_upstream_request_duration_seconds_count\{route="inbox",status="unreachable"\} 1/)
 })
 
 test('a runtime that drops the connection is 502 upstream_unreachable', async (t) => {
