@@ -70,12 +70,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(eventsPlugin)
 
   await app.register(healthRoutes)
-  await app.register(authRoutes)
-  await app.register(adminRoutes)
-  await app.register(presenceRoutes)
   await app.register(eventsRoutes)
   await app.register(mcpRoutes)
-  await app.register(consoleRoutes)
+  // The gateway's own routes live under GATEWAY_BASE_PATH (e.g. /gateway/ on Kasm's host); the v1 routes and
+  // the probes above keep their fixed paths.
+  const prefix = { prefix: config.routePrefix }
+  await app.register(authRoutes, prefix)
+  await app.register(adminRoutes, prefix)
+  await app.register(presenceRoutes, prefix)
+  await app.register(consoleRoutes, prefix)
   return app
 }
 

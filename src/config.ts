@@ -58,6 +58,17 @@ const envSchema = z.object({
   GATEWAY_COOKIE_IDLE_S: int(60).default(30 * 60),
   GATEWAY_PUBLIC_ORIGIN: origin.optional(),
   GATEWAY_ALLOWED_ORIGINS: list.pipe(z.array(origin)).default(''),
+  GATEWAY_BASE_PATH: z
+    .string()
+    .regex(
+      /^\/(?:[A-Za-z0-9._~-]+\/)*$/,
+      'must start and end with / and hold only letters, digits, ".", "_", "~", "-" between (e.g. /gateway/)',
+    )
+    .refine(
+      (v) => !/^\/(?:desktop|healthz|readyz|metrics)\//.test(v),
+      'must not start with /desktop/, /healthz/, /readyz/ or /metrics/ (those paths are not under the base)',
+    )
+    .default('/'),
   GATEWAY_TRUST_PROXY: z.string().default('false'),
 
   GATEWAY_UPSTREAM_CONNECT_TIMEOUT_MS: int(100).default(5000),
@@ -114,6 +125,13 @@ export interface Config {
   readonly demo: boolean
   readonly cookieSecure: boolean
   readonly cookieName: string
+  /**
+   * GATEWAY_BASE_PATH: where the gateway's own routes (console, `auth/`, `admin/`, console APIs) live, with a
+   * leading and trailing `/`. The v1 routes stay at `/desktop/<kasm_id>/mcp/`, probes at the root.
+   */
+  readonly basePath: string
+  /** The Fastify `prefix` for the gateway's own route plugins: {@link basePath} without its trailing `/`. */
+  readonly routePrefix: string
 }
 
 /** Thrown at boot when a variable is wrong; its message names every bad variable. */
@@ -162,5 +180,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cookieSecure,
     // The __Host- prefix makes browsers refuse the cookie unless Secure, Path=/ and no Domain: only over HTTPS.
     cookieName: cookieSecure ? '__Host-krg_session' : 'krg_session',
+    basePath: env.GATEWAY_BASE_PATH,
+    routePrefix: env.GATEWAY_BASE_PATH.slice(0, -1),
   }
 }

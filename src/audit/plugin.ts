@@ -43,16 +43,21 @@ export const auditPlugin = fp(
       log.record(record)
       request.log.info({ audit: record }, 'audit')
     }
-    app.addHook('onResponse', async (request, reply) => write(request, buildRecord(request, reply)))
+    const base = app.config.basePath
+    app.addHook('onResponse', async (request, reply) => write(request, buildRecord(request, reply, base)))
     // A client that goes away mid-request (an upload given up) gets no response, so no onResponse either.
-    app.addHook('onRequestAbort', async (request) => write(request, buildRecord(request, null)))
+    app.addHook('onRequestAbort', async (request) => write(request, buildRecord(request, null, base)))
   },
   { name: 'audit' },
 )
 
 /** The record of a request; `reply` is null when the client aborted before any answer. */
-function buildRecord(request: FastifyRequest, reply: FastifyReply | null): AuditRecord | null {
-  const target = auditTarget(request.method, request.url)
+function buildRecord(
+  request: FastifyRequest,
+  reply: FastifyReply | null,
+  basePath: string,
+): AuditRecord | null {
+  const target = auditTarget(request.method, request.url, basePath)
   if (target === null) return null
   const detail: AuditDetail = request.auditDetail ?? {}
   const status = reply === null ? 499 : reply.statusCode

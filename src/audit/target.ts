@@ -11,12 +11,19 @@ const V1_ROUTES = new Set(['messages', 'actions', 'attachments', 'requests', 'ev
 const ADMIN_ROUTES = new Set(['sessions', 'audit'])
 
 /**
- * The target of a write under `/desktop/` or `/admin/`; null for anything the audit does not record (reads,
- * other paths). Names come from fixed lists, never from the URL text, so a record cannot carry arbitrary input.
+ * The target of a write under `/desktop/` or `<basePath>admin/`; null for anything the audit does not record
+ * (reads, other paths). Names come from fixed lists, never from the URL text, so a record cannot carry
+ * arbitrary input.
  */
-export function auditTarget(method: string, url: string): AuditTarget | null {
+export function auditTarget(method: string, url: string, basePath = '/'): AuditTarget | null {
   if (!WRITE_METHODS.has(method)) return null
-  const segments = (url.split('?')[0] ?? '').split('/')
+  let path = url.split('?')[0] ?? ''
+  // The admin API lives under the base path; the v1 routes never do.
+  if (basePath !== '/' && !path.startsWith('/desktop/')) {
+    if (!path.startsWith(basePath)) return null
+    path = path.slice(basePath.length - 1)
+  }
+  const segments = path.split('/')
   const [, area, id, ...rest] = segments
   if (area === 'desktop') {
     const kasmId = id !== undefined && KASM_ID.test(id) ? id : null

@@ -4,6 +4,8 @@ const $ = (id) => document.getElementById(id)
 let current = null
 let source = null
 let run = null
+// The console is served under GATEWAY_BASE_PATH; its script sits at <base>console/console.js.
+const base = new URL('../', import.meta.url).pathname
 
 async function api(path, init = {}) {
   const res = await fetch(path, { credentials: 'same-origin', ...init })
@@ -173,7 +175,7 @@ function open(kasmId) {
 async function main() {
   let me
   try {
-    me = await api('/auth/me')
+    me = await api(`${base}auth/me`)
   } catch {
     $('signin').hidden = false
     return
@@ -181,10 +183,10 @@ async function main() {
   $('who').textContent = `${me.name ?? me.sub} (${[...me.roles].join(', ')})`
   $('logout').hidden = false
   $('logout').onclick = async () => {
-    await api('/auth/session', { method: 'DELETE' })
+    await api(`${base}auth/session`, { method: 'DELETE' })
     location.reload()
   }
-  const { sessions } = await api('/sessions')
+  const { sessions } = await api(`${base}sessions`)
   for (const s of sessions) {
     const li = item($('sessions'), s.kasmId)
     li.dataset.id = s.kasmId

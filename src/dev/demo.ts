@@ -42,7 +42,7 @@ export async function startDemo(app: FastifyInstance): Promise<Demo> {
       // stdout, not the logger: the ticket is a one-time credential meant for the person at this terminal.
       process.stdout.write(
         `\nkasm-runtime-gateway demo: session "demo" is a simulated runtime.\n` +
-          `Open this one-time link within 10 minutes to sign in as an operator:\n\n  ${origin}/auth/login?ticket=${ticket}\n\n`,
+          `Open this one-time link within 10 minutes to sign in as an operator:\n\n  ${origin}${app.config.basePath}auth/login?ticket=${ticket}\n\n`,
       )
     },
     close: () => runtime.close(),

@@ -68,7 +68,7 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
       const claims = app.auth.cookies.consumeTicket(request, request.query.ticket ?? '')
       await app.auth.cookies.start(reply, claims)
       // The ticket must not linger in history or a Referer: leave its URL at once.
-      return reply.header('referrer-policy', 'no-referrer').redirect('/', 303)
+      return reply.header('referrer-policy', 'no-referrer').redirect(app.config.basePath, 303)
     },
   )
 }

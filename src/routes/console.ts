@@ -22,15 +22,18 @@ const files: ReadonlyArray<[route: string, file: string, type: string]> = [
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   for (const [route, file, type] of files) {
     const body = await readFile(new URL(file, assets))
-    app.get(route, async (_request, reply) =>
-      reply
+    app.get(route, async (request, reply) => {
+      // `<base>` without its slash would resolve the page's relative asset URLs one level too high.
+      if (route === '/' && !request.url.split('?')[0]?.endsWith('/'))
+        return reply.redirect(app.config.basePath, 308)
+      return reply
         .header('content-type', type)
         .header('content-security-policy', CSP)
         .header('x-content-type-options', 'nosniff')
         .header('referrer-policy', 'no-referrer')
         .header('cache-control', 'no-cache')
-        .send(body),
-    )
+        .send(body)
+    })
   }
 
   app.get('/sessions', { preHandler: app.requireAccess('read') }, async (request) => {
