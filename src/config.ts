@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { z } from 'zod'
 
 /**
@@ -118,6 +119,17 @@ export type Env = z.infer<typeof envSchema>
 /** Names of every environment variable the gateway reads (for docs and chart checks). */
 export const configVariables: readonly string[] = Object.keys(envSchema.shape)
 
+/**
+ * Secret variables that may instead be read from a file named by `<NAME>_FILE` (a mounted Kubernetes or
+ * Docker secret), so the value never sits in the process environment. Add a secret here when you add one.
+ */
+export const secretFileVariables: readonly string[] = [
+  'REDIS_URL',
+  'GATEWAY_JWT_SECRET',
+  'GATEWAY_COOKIE_SECRET',
+  'GATEWAY_ENCRYPTION_KEY',
+]
+
 /** Validated gateway configuration, derived from {@link Env}. */
 export interface Config {
   readonly env: Env
@@ -140,6 +152,31 @@ export class ConfigError extends Error {
 }
 
 /**
+ * Fills `raw` from `<NAME>_FILE` for each of {@link secretFileVariables}: the file's content with one trailing
+ * newline removed (what `echo` or `kubectl create secret --from-file` leaves). Setting both is refused, as is a
+ * file that cannot be read or is empty; the message names the variable, never the content.
+ */
+function readSecretFiles(source: NodeJS.ProcessEnv, raw: Record<string, string>): void {
+  const bad: string[] = []
+  for (const name of secretFileVariables) {
+    const path = source[`${name}_FILE`]
+    if (path === undefined || path === '') continue
+    if (raw[name] !== undefined) {
+      bad.push(`${name}_FILE: set either ${name} or ${name}_FILE, not both`)
+      continue
+    }
+    try {
+      const value = readFileSync(path, 'utf8').replace(/\r?\n$/, '')
+      if (value === '') bad.push(`${name}_FILE: ${path} is empty`)
+      else raw[name] = value
+    } catch (err) {
+      bad.push(`${name}_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+    }
+  }
+  if (bad.length > 0) throw new ConfigError(`invalid configuration: ${bad.join('; ')}`)
+}
+
+/**
  * Parses and validates the environment once. Throws {@link ConfigError} naming the bad variables.
  * Empty strings count as unset so that `FOO=` in a compose file means the default.
  */
@@ -149,6 +186,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     const value = source[key]
     if (value !== undefined && value !== '') raw[key] = value
   }
+  readSecretFiles(source, raw)
   const parsed = envSchema.safeParse(raw)
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`)

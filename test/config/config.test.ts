@@ -103,3 +103,29 @@ test('configVariables names every variable once', () => {
     assert.ok(configVariables.includes(name), name)
   }
 })
+
+test('a secret can be read from <NAME>_FILE, never from both, never from a missing or empty file', async (t) => {
+  const { mkdtemp, rm, writeFile } = await import('node:fs/promises')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const dir = await mkdtemp(join(tmpdir(), 'krg-secret-'))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const file = join(dir, 'jwt')
+  await writeFile(file, `${'s'.repeat(40)}\n`)
+  assert.equal(loadConfig({ GATEWAY_JWT_SECRET_FILE: file }).env.GATEWAY_JWT_SECRET, 's'.repeat(40))
+  // The file's value is validated like the variable's.
+  const short = join(dir, 'short')
+  await writeFile(short, 'too-short')
+  assert.throws(() => loadConfig({ GATEWAY_JWT_SECRET_FILE: short }), /GATEWAY_JWT_SECRET: must be at least/)
+  assert.throws(
+    () => loadConfig({ GATEWAY_JWT_SECRET_FILE: file, GATEWAY_JWT_SECRET: 'x'.repeat(40) }),
+    (err: unknown) => err instanceof ConfigError && /not both/.test(err.message),
+  )
+  assert.throws(() => loadConfig({ GATEWAY_COOKIE_SECRET_FILE: join(dir, 'absent') }), /ENOENT/)
+  const empty = join(dir, 'empty')
+  await writeFile(empty, '\n')
+  assert.throws(
+    () => loadConfig({ GATEWAY_ENCRYPTION_KEY_FILE: empty }),
+    /GATEWAY_ENCRYPTION_KEY_FILE: .* is empty/,
+  )
+})

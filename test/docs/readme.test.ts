@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { readFile } from 'node:fs/promises'
 import { test } from 'node:test'
-import { configVariables, loadConfig } from '../../src/config.ts'
+import { configVariables, loadConfig, secretFileVariables } from '../../src/config.ts'
 
 /** The default as the README should show it: the parsed value, lists comma-joined, unset as an em dash. */
 function shown(value: unknown): string {
@@ -24,4 +24,12 @@ test('the README documents every configuration variable with its real default, a
   }
   for (const name of rows.keys())
     assert.ok(configVariables.includes(name), `README documents unknown ${name}`)
+})
+
+test('the README lists exactly the secret variables that accept <NAME>_FILE', async () => {
+  const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8')
+  const paragraph = /for any of these secret variables: ([^.]+)\./.exec(readme.replace(/\n/g, ' '))?.[1]
+  assert.ok(paragraph, 'README lacks the <NAME>_FILE paragraph')
+  const listed = [...paragraph.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1])
+  assert.deepEqual(listed.sort(), [...secretFileVariables].sort())
 })
