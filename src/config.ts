@@ -92,11 +92,20 @@ const envSchema = z.object({
   GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: int(100).default(45_000),
   GATEWAY_CLOSED_POLL_MS: int(100).default(10_000),
 
-  GATEWAY_ENCRYPTION_KEY: z
-    .string()
-    .regex(
-      /^[A-Za-z0-9_-]{43}$/,
-      'must be 32 bytes, base64url (openssl rand -base64 32 | tr "+/" "-_" | tr -d =)',
+  // Comma list: the first key seals, every key opens (rotation: `new,old`, see docs/cluster.md).
+  GATEWAY_ENCRYPTION_KEY: list
+    .pipe(
+      z
+        .array(
+          z
+            .string()
+            .regex(
+              /^[A-Za-z0-9_-]{43}$/,
+              'must be 32 bytes, base64url (openssl rand -base64 32 | tr "+/" "-_" | tr -d =)',
+            ),
+        )
+        .min(1, 'must name at least one key')
+        .refine((keys) => new Set(keys).size === keys.length, 'lists the same key twice'),
     )
     .optional(),
   GATEWAY_LEASE_MS: int(1000).default(5000),
