@@ -108,6 +108,7 @@ const envSchema = z.object({
         .refine((keys) => new Set(keys).size === keys.length, 'lists the same key twice'),
     )
     .optional(),
+  GATEWAY_RESEAL_PER_S: int(1, 10_000).default(50),
   GATEWAY_LEASE_MS: int(1000).default(5000),
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
   GATEWAY_REDIS_PREFIX: z

@@ -78,6 +78,35 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
+  // Records no configured GATEWAY_ENCRYPTION_KEY opens (cluster mode): ids, teams and why, never content.
+  // A record whose team cannot be read is shown only to admins of every team (`*`).
+  app.get('/admin/unreadable-sessions', { preHandler }, async (request) => {
+    const operator = operatorOf(request)
+    const sessions = (await app.sessions.unreadable()).filter((s) =>
+      s.team === null ? operator.teams.has('*') : seesTeam(operator, s.team),
+    )
+    return { sessions }
+  })
+
+  // Nothing is deleted automatically: an admin decides, and the deletion is audited.
+  app.delete<{ Params: { kasmId: string } }>(
+    '/admin/unreadable-sessions/:kasmId',
+    { preHandler },
+    async (request, reply) => {
+      const operator = operatorOf(request)
+      request.auditDetail.route = 'admin/unreadable-sessions'
+      request.auditDetail.action = 'delete'
+      const record = (await app.sessions.unreadable()).find((s) => s.kasmId === request.params.kasmId)
+      const visible =
+        record !== undefined &&
+        (record.team === null ? operator.teams.has('*') : seesTeam(operator, record.team))
+      if (!visible) throw new SessionNotFound()
+      request.auditDetail.kasmId = record.kasmId
+      if (!(await app.sessions.dropUnreadable(record.kasmId))) throw new SessionNotFound()
+      return reply.code(204).send()
+    },
+  )
+
   app.get('/admin/audit', { preHandler }, async (request) => {
     operatorOf(request)
     const query = auditQuerySchema.safeParse(request.query)

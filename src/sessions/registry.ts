@@ -4,7 +4,14 @@ import { BadRequest, SessionConflict, SessionNotFound } from '../errors.ts'
 import type { FileSession } from './file.ts'
 import { Secret } from './secret.ts'
 import type { SessionStore } from './store.ts'
-import { KASM_ID, type Session, type SessionInput, type SessionRegistry, type SessionView } from './types.ts'
+import {
+  KASM_ID,
+  type Session,
+  type SessionInput,
+  type SessionRegistry,
+  type SessionView,
+  type UnreadableSession,
+} from './types.ts'
 import { formatIssues, registrationSchema, upstreamFromTemplate } from './validate.ts'
 
 /** What a sessions-file load changed, by kasmId (for the log line). */
@@ -98,6 +105,15 @@ export class StoreSessionRegistry implements SessionRegistry {
         )
       return this.#store.remove(kasmId)
     })
+  }
+
+  unreadable(): Promise<UnreadableSession[]> {
+    return this.#store.unreadable()
+  }
+
+  dropUnreadable(kasmId: string): Promise<boolean> {
+    if (!KASM_ID.test(kasmId)) return Promise.resolve(false)
+    return this.#serialised(() => this.#store.dropUnreadable(kasmId))
   }
 
   onChange(listener: (kasmId: string) => void): () => void {

@@ -25,6 +25,17 @@ export interface SessionView {
   version: number
 }
 
+/**
+ * A stored session record that does not open with the configured keys (wrong or removed key, tampering): what
+ * the admin API shows of it, never its content.
+ */
+export interface UnreadableSession {
+  kasmId: string
+  /** The team the record names; null when the record is not even readable JSON. */
+  team: string | null
+  reason: import('./token-vault.ts').UnsealFailure
+}
+
 /** A session id is a strict token; anything else is refused before any lookup. */
 export const KASM_ID = /^[A-Za-z0-9_-]{1,128}$/
 
@@ -50,6 +61,10 @@ export interface SessionRegistry {
   /** Registers or replaces (token rotation) a session; returns its public view. */
   put(input: SessionInput): Promise<SessionView>
   remove(kasmId: string): Promise<boolean>
+  /** Stored records that cannot be opened (cluster mode; none in memory), in kasmId order. */
+  unreadable(): Promise<UnreadableSession[]>
+  /** Deletes an unreadable record; false when there is none (or it became readable meanwhile). */
+  dropUnreadable(kasmId: string): Promise<boolean>
   /** Called after any change to a session (put, remove, reload), on this replica or another. */
   onChange(listener: (kasmId: string) => void): () => void
 }
