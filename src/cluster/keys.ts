@@ -25,6 +25,8 @@ export interface ClusterKeys {
   jobLease(name: string): string
   /** Counter the job's fences come from. */
   jobFence(name: string): string
+  /** Hash kasmId -> ISO time: hand-registered sessions the Kasm sync did not find in Kasm, since when. */
+  readonly kasmStale: string
   /** String: a cookie session by the SHA-256 of its id. */
   cookie(idHash: string): string
   /** Set of a subject's cookie session hashes (logout everywhere). */
@@ -54,6 +56,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     keyrings: `${p}sessions:keyrings`,
     jobLease: (name) => `${p}job:{${name}}`,
     jobFence: (name) => `${p}jobfence:{${name}}`,
+    kasmStale: `${p}kasm:stale`,
     cookie: (hash) => `${p}cookie:${hash}`,
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
     audit: `${p}audit`,

@@ -2,10 +2,12 @@ import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import { MemoryReaderLease } from '../events/memory-bus.ts'
+import { MemoryStaleSessions, type StaleSessions } from '../kasm/stale.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { RedisAuditLog } from './audit-log.ts'
 import { RedisCookieStore } from './cookie-store.ts'
 import type { JobLease } from './job-lease.ts'
+import { RedisStaleSessions } from './kasm-stale.ts'
 import type { Cluster } from './plugin.ts'
 import { Resealer } from './reseal.ts'
 import { RedisSessionStore } from './session-store.ts'
@@ -86,4 +88,10 @@ export function redisAuditLog(app: FastifyInstance): AuditLog | null {
     capacity: cluster.env.GATEWAY_AUDIT_RECORDS,
     log: cluster.log,
   })
+}
+
+/** Sessions the Kasm sync flagged stale: one Redis hash shared by every replica, or in memory. */
+export function staleSessions(app: FastifyInstance): StaleSessions {
+  const cluster = clusterOf(app)
+  return cluster ? new RedisStaleSessions(cluster.redis, cluster.keys.kasmStale) : new MemoryStaleSessions()
 }
