@@ -126,9 +126,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // A record whose team cannot be read is shown only to admins of every team (`*`).
   app.get('/admin/unreadable-sessions', { preHandler }, async (request) => {
     const operator = operatorOf(request)
-    const sessions = (await app.sessions.unreadable()).filter((s) =>
-      s.team === null ? operator.teams.has('*') : seesTeam(operator, s.team),
-    )
+    const sessions = (await app.sessions.unreadable()).filter((s) => seesRecord(operator, s.team))
     return { sessions }
   })
 
@@ -141,10 +139,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       request.auditDetail.route = 'admin/unreadable-sessions'
       request.auditDetail.action = 'delete'
       const record = (await app.sessions.unreadable()).find((s) => s.kasmId === request.params.kasmId)
-      const visible =
-        record !== undefined &&
-        (record.team === null ? operator.teams.has('*') : seesTeam(operator, record.team))
-      if (!visible) throw new SessionNotFound()
+      if (record === undefined || !seesRecord(operator, record.team)) throw new SessionNotFound()
       request.auditDetail.kasmId = record.kasmId
       if (!(await app.sessions.dropUnreadable(record.kasmId))) throw new SessionNotFound()
       return reply.code(204).send()
@@ -163,6 +158,11 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     })
     return { records }
   })
+}
+
+/** Whether the operator sees a stored record; one whose team cannot be read only with every team (`*`). */
+function seesRecord(operator: Operator, team: string | null): boolean {
+  return team === null ? operator.teams.has('*') : seesTeam(operator, team)
 }
 
 /** The authenticated operator; requireAccess guarantees one, this keeps a missing one from passing silently. */
