@@ -162,6 +162,7 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
     await replace(0, [NEW, OLD])
     await replace(1, [NEW, OLD])
     // 3. Wait for the metric to reach zero on every replica.
+    const agreedAt = Date.now()
     await until(
       'every record on the new key',
       async () => {
@@ -170,6 +171,7 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
       },
       20_000,
     )
+    t.diagnostic(`every record on the new key ${Date.now() - agreedAt} ms after the last replica restarted`)
     // 4. The old key removed.
     await replace(0, [NEW])
     await replace(1, [NEW])
