@@ -5,6 +5,7 @@ import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
 import { toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
+import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -68,6 +69,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(authPlugin)
   await app.register(upstreamPlugin)
   await app.register(eventsPlugin)
+  await app.register(kasmPlugin)
 
   await app.register(healthRoutes)
   await app.register(eventsRoutes)

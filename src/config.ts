@@ -43,6 +43,46 @@ const envSchema = z.object({
     .optional(),
   GATEWAY_DEMO: z.enum(['auto', 'on', 'off']).default('auto'),
 
+  // Kasm's Developer API: launch through the gateway, sync with Kasm's sessions (docs: deploy/kasm/README.md).
+  GATEWAY_KASM_API_URL: z
+    .string()
+    .url()
+    .regex(/^https?:\/\//, 'must be an http(s) URL')
+    .refine((v) => {
+      const url = new URL(v)
+      return url.username === '' && url.password === '' && url.search === '' && url.hash === ''
+    }, 'must not carry credentials, a query or a fragment (the key and secret are separate variables)')
+    .optional(),
+  GATEWAY_KASM_API_KEY: z.string().min(1).optional(),
+  GATEWAY_KASM_API_SECRET: z.string().min(1).optional(),
+  // 1.7 to 1.18 document the key and secret as JSON body fields; the current reference documents HTTP Basic.
+  GATEWAY_KASM_API_AUTH: z.enum(['body', 'basic']).default('body'),
+  GATEWAY_KASM_API_TIMEOUT_MS: int(1000, 600_000).default(30_000),
+  GATEWAY_KASM_SYNC_S: int(0, 86_400).default(30),
+  GATEWAY_KASM_UPSTREAM: z.enum(['template', 'status', 'zone']).default('template'),
+  GATEWAY_KASM_STATUS_UPSTREAM: z
+    .string()
+    .regex(
+      /^https?:\/\/.*\{(container_ip|hostname|host)\}/,
+      'must be an http(s) URL with {container_ip}, {hostname} or {host}',
+    )
+    .default('http://{container_ip}:9434/'),
+  GATEWAY_KASM_ZONE_UPSTREAMS: list
+    .pipe(
+      z.array(
+        z.string().regex(/^[^=\s]+=https?:\/\/\S+$/, 'must be zone=http(s)://… pairs, comma-separated'),
+      ),
+    )
+    .default(''),
+  GATEWAY_KASM_LAUNCH_TIMEOUT_S: int(1, 3600).default(120),
+  GATEWAY_KASM_SIDEBAR: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be a sidebar name (letters, digits, ".", "_", "-")')
+    .optional(),
+  GATEWAY_KASM_PUBLIC_URL: origin.optional(),
+  // Kasm returns session ids with and without dashes depending on the call and release; /desktop/ paths use one.
+  GATEWAY_KASM_ID_FORM: z.enum(['dashed', 'plain']).default('dashed'),
+
   GATEWAY_JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   GATEWAY_JWKS_URL: z.string().url().optional(),
   GATEWAY_JWT_ISSUER: z.string().min(1).optional(),
@@ -92,13 +132,23 @@ const envSchema = z.object({
   GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: int(100).default(45_000),
   GATEWAY_CLOSED_POLL_MS: int(100).default(10_000),
 
-  GATEWAY_ENCRYPTION_KEY: z
-    .string()
-    .regex(
-      /^[A-Za-z0-9_-]{43}$/,
-      'must be 32 bytes, base64url (openssl rand -base64 32 | tr "+/" "-_" | tr -d =)',
+  // Comma list: the first key seals, every key opens (rotation: `new,old`, see docs/cluster.md).
+  GATEWAY_ENCRYPTION_KEY: list
+    .pipe(
+      z
+        .array(
+          z
+            .string()
+            .regex(
+              /^[A-Za-z0-9_-]{43}$/,
+              'must be 32 bytes, base64url (openssl rand -base64 32 | tr "+/" "-_" | tr -d =)',
+            ),
+        )
+        .min(1, 'must name at least one key')
+        .refine((keys) => new Set(keys).size === keys.length, 'lists the same key twice'),
     )
     .optional(),
+  GATEWAY_RESEAL_PER_S: int(1, 10_000).default(50),
   GATEWAY_LEASE_MS: int(1000).default(5000),
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
   GATEWAY_REDIS_PREFIX: z
@@ -128,6 +178,8 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_JWT_SECRET',
   'GATEWAY_COOKIE_SECRET',
   'GATEWAY_ENCRYPTION_KEY',
+  'GATEWAY_KASM_API_KEY',
+  'GATEWAY_KASM_API_SECRET',
 ]
 
 /** Validated gateway configuration, derived from {@link Env}. */
@@ -204,6 +256,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cross.push('GATEWAY_JWT_SECRET or GATEWAY_JWKS_URL: one is required in production')
   if (env.REDIS_URL && !env.GATEWAY_ENCRYPTION_KEY)
     cross.push('GATEWAY_ENCRYPTION_KEY: required with REDIS_URL (messaging tokens are stored encrypted)')
+  if (env.GATEWAY_KASM_API_URL && !(env.GATEWAY_KASM_API_KEY && env.GATEWAY_KASM_API_SECRET))
+    cross.push('GATEWAY_KASM_API_KEY and GATEWAY_KASM_API_SECRET: required with GATEWAY_KASM_API_URL')
+  if (env.GATEWAY_KASM_API_URL && env.GATEWAY_KASM_UPSTREAM === 'template' && !env.GATEWAY_UPSTREAM_TEMPLATE)
+    cross.push(
+      'GATEWAY_UPSTREAM_TEMPLATE: required with GATEWAY_KASM_UPSTREAM=template (or set GATEWAY_KASM_UPSTREAM to status or zone)',
+    )
+  if (env.GATEWAY_KASM_UPSTREAM === 'zone' && env.GATEWAY_KASM_ZONE_UPSTREAMS.length === 0)
+    cross.push('GATEWAY_KASM_ZONE_UPSTREAMS: required with GATEWAY_KASM_UPSTREAM=zone')
   if (env.GATEWAY_DEMO === 'on' && (production || env.GATEWAY_SESSIONS_FILE))
     cross.push('GATEWAY_DEMO: cannot be on in production or with GATEWAY_SESSIONS_FILE')
   if (cross.length > 0) throw new ConfigError(`invalid configuration: ${cross.join('; ')}`)

@@ -57,6 +57,29 @@ export const UpstreamTimeout = createError(
   504,
 )
 
+// Kasm's Developer API (launch, sync): Kasm's faults, never the client's
+export const KasmNotConfigured = createError(
+  'kasm_not_configured',
+  'this gateway has no Kasm Developer API configured (GATEWAY_KASM_API_URL)',
+  501,
+)
+export const KasmUnreachable = createError(
+  'kasm_unreachable',
+  "Kasm's Developer API cannot be reached: %s",
+  502,
+)
+export const KasmRefused = createError('kasm_refused', 'Kasm refused %s: %s', 502)
+export const KasmBadAnswer = createError(
+  'kasm_bad_answer',
+  'Kasm answered %s with something unusable: %s',
+  502,
+)
+export const KasmLaunchTimeout = createError(
+  'kasm_launch_timeout',
+  'the Kasm session did not report its address within %s s; it was destroyed',
+  504,
+)
+
 // The gateway's own state
 export const NotReady = createError('not_ready', '%s', 503)
 export const StoreUnavailable = createError('store_unavailable', 'shared state is unavailable: %s', 503)

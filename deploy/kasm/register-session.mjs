@@ -1,28 +1,41 @@
 /**
- * What an orchestrator does right after it asks Kasm for a session: register the session, the team that may
- * see it and its messaging token with the gateway's admin API, so operators can follow it at
- * /desktop/<kasm_id>/mcp/ through the gateway. Shipped in the image as deploy/kasm/register-session.mjs.
+ * What an orchestrator runs around a Kasm session's life, against the gateway's admin API. Shipped in the
+ * image as deploy/kasm/register-session.mjs.
  *
- *   node deploy/kasm/register-session.mjs            register (or rotate the token of) a session
- *   node deploy/kasm/register-session.mjs --remove   unregister it when the Kasm session is destroyed
+ *   node deploy/kasm/register-session.mjs            launch a session through the gateway, or register one
+ *   node deploy/kasm/register-session.mjs --remove   unregister it (a gateway with Kasm's API does this itself)
+ *
+ * Three ways, chosen by what is set:
+ *   - KASM_ID set: register that existing session (or rotate its token): PUT /admin/sessions/<KASM_ID>
+ *     with the token you gave it (MESSAGING_TOKEN or MESSAGING_TOKEN_FILE).
+ *   - KASM_ID not set, KASM_API_URL not set: launch through the gateway (POST /admin/sessions): the gateway,
+ *     configured with Kasm's Developer API, mints the token, asks Kasm for the session and registers it.
+ *   - KASM_ID not set, KASM_API_URL set (the orchestrator has Kasm API access and the gateway has not): this
+ *     script asks Kasm for the session itself (request_kasm) with a fresh token in its environment, then
+ *     registers it with `lifecycle: "kasm"`.
  *
  * Environment (secrets come from the environment or a file, never from argv, which `ps` shows):
- *   GATEWAY_URL            the gateway's base URL inside the cluster, e.g. http://kasm-runtime-gateway.kasm.svc
- *   KASM_ID                the Kasm session id (not needed when KASM_API_URL requests the session here)
+ *   GATEWAY_URL            the gateway's admin base URL inside the cluster, e.g. http://kasm-runtime-gateway.kasm.svc
+ *                          (with GATEWAY_BASE_PATH, include it: http://…svc/gateway/)
  *   SESSION_TEAM           the team whose operators may see the session
+ *   KASM_ID                the Kasm session id, when registering an existing session (and for --remove)
  *   SESSION_UPSTREAM       the runtime's base URL as the gateway reaches it, ending with `/`; omit it when the
- *                          gateway builds it from GATEWAY_UPSTREAM_TEMPLATE
- *   MESSAGING_TOKEN        the session's KASM_RUNTIME_INBOX_TOKEN (or MESSAGING_TOKEN_FILE: a file holding it);
- *                          generated here when KASM_API_URL requests the session
+ *                          gateway builds it (GATEWAY_UPSTREAM_TEMPLATE, or Kasm's answers when it launches)
+ *   SESSION_LIFECYCLE      `kasm`: a gateway with Kasm's API removes the session when Kasm no longer has it;
+ *                          default `manual` (only flagged stale)
+ *   MESSAGING_TOKEN        the session's KASM_RUNTIME_INBOX_TOKEN (or MESSAGING_TOKEN_FILE: a file holding it)
+ *   KASM_IMAGE_ID or KASM_IMAGE   the image to launch (Kasm image id, or its name / friendly name)
+ *   KASM_USER_ID           optional: the Kasm user the launched session runs as
+ *   SESSION_ENVIRONMENT    optional: a JSON object of extra environment variables for the launched session
+ *   KASM_API_URL, KASM_API_KEY, KASM_API_KEY_SECRET, KASM_API_AUTH (`body` or `basic`)
+ *                          only for the third way: Kasm's Developer API as this script reaches it
  *   GATEWAY_ADMIN_TOKEN    a bearer token with the `admin` role from your identity provider; or, when the gateway
  *                          verifies HS256 tokens, GATEWAY_JWT_SECRET (+ GATEWAY_JWT_ISSUER, GATEWAY_JWT_AUDIENCE,
  *                          GATEWAY_ROLES_CLAIM, GATEWAY_TEAMS_CLAIM) to sign a two-minute admin token here
- *   KASM_API_URL, KASM_API_KEY, KASM_API_KEY_SECRET, KASM_IMAGE_ID, KASM_USER_ID
- *                          optional: request the Kasm session first (Developer API `request_kasm`), passing the
- *                          messaging token into the session's environment
  *   REGISTER_ATTEMPTS      tries while the gateway is unreachable or answers 5xx, one second apart (default 30)
  *
- * Prints one JSON line: the session's public view from the gateway (never the token).
+ * Prints one JSON line: the session's public view from the gateway (never the messaging token; a launch adds
+ * Kasm's viewer URL).
  */
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -45,8 +58,22 @@ function fail(message) {
 function messagingToken() {
   if (env.MESSAGING_TOKEN) return env.MESSAGING_TOKEN
   if (env.MESSAGING_TOKEN_FILE) return readFileSync(env.MESSAGING_TOKEN_FILE, 'utf8').trim()
-  if (env.KASM_API_URL) return randomBytes(32).toString('base64url')
   return fail('MESSAGING_TOKEN or MESSAGING_TOKEN_FILE is required')
+}
+
+/** What to launch: the image, the user, extra environment. */
+function launchRequest() {
+  const image = env.KASM_IMAGE_ID ? { image_id: env.KASM_IMAGE_ID } : { image: need('KASM_IMAGE') }
+  const request = { ...image, team: need('SESSION_TEAM') }
+  if (env.KASM_USER_ID) request.user_id = env.KASM_USER_ID
+  if (env.SESSION_ENVIRONMENT) {
+    try {
+      request.environment = JSON.parse(env.SESSION_ENVIRONMENT)
+    } catch {
+      fail('SESSION_ENVIRONMENT must be a JSON object')
+    }
+  }
+  return request
 }
 
 async function adminToken() {
@@ -65,25 +92,43 @@ async function adminToken() {
   return jwt.sign(new TextEncoder().encode(env.GATEWAY_JWT_SECRET))
 }
 
-/** Kasm's Developer API: creates the session with the messaging token in its environment. */
-async function requestKasm(token) {
-  const response = await fetch(new URL('/api/public/request_kasm', need('KASM_API_URL')), {
+/**
+ * Kasm's Developer API: creates the session with the messaging token in its environment. The key and secret
+ * go as JSON fields (documented 1.7 to 1.18) or, with KASM_API_AUTH=basic, as HTTP Basic (current reference).
+ */
+async function requestKasm(token, request) {
+  const base = new URL(need('KASM_API_URL'))
+  if (base.pathname === '/') base.pathname = '/api/public/'
+  if (!base.pathname.endsWith('/')) base.pathname += '/'
+  if (!request.image_id) fail('KASM_IMAGE_ID is required when this script asks Kasm itself')
+  const headers = { 'content-type': 'application/json' }
+  const body = {
+    image_id: request.image_id,
+    user_id: request.user_id,
+    environment: {
+      ...request.environment,
+      KASM_RUNTIME_OBSERVE_TOKEN_REQUIRED: 'true',
+      KASM_RUNTIME_INBOX_TOKEN: token,
+    },
+  }
+  if (env.KASM_API_AUTH === 'basic') {
+    const pair = `${need('KASM_API_KEY')}:${need('KASM_API_KEY_SECRET')}`
+    headers.authorization = `Basic ${Buffer.from(pair).toString('base64')}`
+  } else {
+    body.api_key = need('KASM_API_KEY')
+    body.api_key_secret = need('KASM_API_KEY_SECRET')
+  }
+  const response = await fetch(new URL('request_kasm', base), {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      api_key: need('KASM_API_KEY'),
-      api_key_secret: need('KASM_API_KEY_SECRET'),
-      image_id: need('KASM_IMAGE_ID'),
-      user_id: env.KASM_USER_ID || undefined,
-      environment: { KASM_RUNTIME_INBOX_TOKEN: token },
-    }),
+    headers,
+    body: JSON.stringify(body),
     signal: AbortSignal.timeout(60_000),
   })
-  const body = await response.json().catch(() => ({}))
+  const answer = await response.json().catch(() => ({}))
   // Versions differ: the session comes flat or under `kasm`.
-  const kasmId = body.kasm?.kasm_id ?? body.kasm_id
-  if (!response.ok || typeof kasmId !== 'string') {
-    fail(`request_kasm failed (${response.status}): ${body.error_message ?? 'no kasm_id in the answer'}`)
+  const kasmId = answer.kasm?.kasm_id ?? answer.kasm_id
+  if (!response.ok || answer.error_message || typeof kasmId !== 'string') {
+    fail(`request_kasm failed (${response.status}): ${answer.error_message ?? 'no kasm_id in the answer'}`)
   }
   return kasmId
 }
@@ -121,12 +166,31 @@ if (remove) {
   if (!response.ok && response.status !== 404)
     fail(`unregister failed: ${response.status} ${await response.text()}`)
   process.stdout.write(`${JSON.stringify({ kasmId, removed: response.ok })}\n`)
+} else if (!env.KASM_ID && !env.KASM_API_URL) {
+  // Launch through the gateway: it mints the token and asks Kasm; the token never passes through here.
+  const response = await send('POST', new URL('admin/sessions', withSlash(gateway)), launchRequest())
+  const text = await response.text()
+  if (response.status === 501)
+    fail(
+      `launch failed: the gateway has no Kasm API configured; set KASM_ID (register) or KASM_API_URL: ${text}`,
+    )
+  if (!response.ok) fail(`launch failed: ${response.status} ${text}`)
+  process.stdout.write(`${text.trim()}\n`)
 } else {
   const team = need('SESSION_TEAM')
-  const token = messagingToken()
-  const kasmId = env.KASM_API_URL ? await requestKasm(token) : need('KASM_ID')
+  let kasmId = env.KASM_ID
+  let token
+  let lifecycle = env.SESSION_LIFECYCLE
+  if (kasmId) {
+    token = messagingToken()
+  } else {
+    token = randomBytes(32).toString('base64url')
+    kasmId = await requestKasm(token, launchRequest())
+    lifecycle ??= 'kasm'
+  }
   const session = { team, messagingToken: token }
   if (env.SESSION_UPSTREAM) session.upstream = env.SESSION_UPSTREAM
+  if (lifecycle) session.lifecycle = lifecycle
   const response = await send(
     'PUT',
     new URL(`admin/sessions/${encodeURIComponent(kasmId)}`, withSlash(gateway)),

@@ -8,7 +8,9 @@ export interface AuditTarget {
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 const V1_ROUTES = new Set(['messages', 'actions', 'attachments', 'requests', 'events', 'inbox', 'artifacts'])
-const ADMIN_ROUTES = new Set(['sessions', 'audit'])
+const ADMIN_ROUTES = new Set(['sessions', 'unreadable-sessions', 'audit'])
+/** Admin routes whose next segment is a session id. */
+const ADMIN_SESSION_ROUTES = new Set(['sessions', 'unreadable-sessions'])
 
 /**
  * The target of a write under `/desktop/` or `<basePath>admin/`; null for anything the audit does not record
@@ -32,7 +34,7 @@ export function auditTarget(method: string, url: string, basePath = '/'): AuditT
   }
   if (area === 'admin') {
     const route = id !== undefined && ADMIN_ROUTES.has(id) ? `admin/${id}` : 'admin/unknown'
-    const sessionId = id === 'sessions' ? rest[0] : undefined
+    const sessionId = id !== undefined && ADMIN_SESSION_ROUTES.has(id) ? rest[0] : undefined
     return { kasmId: sessionId !== undefined && KASM_ID.test(sessionId) ? sessionId : null, route }
   }
   return null

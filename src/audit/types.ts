@@ -29,6 +29,8 @@ export interface AuditRecord {
   latencyMs: number
   /** The gateway's error code when it refused (`unauthenticated`, `forbidden`, `rate_limited`, …). */
   error?: string
+  /** Why the gateway itself made a change no request asked for (the Kasm sync's removals). */
+  reason?: string
 }
 
 /** Detail a route adds for the audit record of its request (see `request.auditDetail`). */

@@ -19,6 +19,14 @@ export interface ClusterKeys {
   readonly sessionsChannel: string
   /** String: a random id written once per Redis dataset; its absence means Redis lost its data. */
   readonly sessionsEpoch: string
+  /** Hash replicaId -> `<kid> <expires ms>`: the key each replica seals with (the re-seal waits for agreement). */
+  readonly keyrings: string
+  /** String: the lease of a cluster-wide job (one replica runs it); its value is the holder's fence. */
+  jobLease(name: string): string
+  /** Counter the job's fences come from. */
+  jobFence(name: string): string
+  /** Hash kasmId -> ISO time: hand-registered sessions the Kasm sync did not find in Kasm, since when. */
+  readonly kasmStale: string
   /** String: a cookie session by the SHA-256 of its id. */
   cookie(idHash: string): string
   /** Set of a subject's cookie session hashes (logout everywhere). */
@@ -45,6 +53,10 @@ export function clusterKeys(prefix: string): ClusterKeys {
     sessions: `${p}sessions`,
     sessionsChannel: `${p}sessions:changed`,
     sessionsEpoch: `${p}sessions:epoch`,
+    keyrings: `${p}sessions:keyrings`,
+    jobLease: (name) => `${p}job:{${name}}`,
+    jobFence: (name) => `${p}jobfence:{${name}}`,
+    kasmStale: `${p}kasm:stale`,
     cookie: (hash) => `${p}cookie:${hash}`,
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
     audit: `${p}audit`,

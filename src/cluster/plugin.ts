@@ -28,6 +28,8 @@ export interface Cluster {
   readonly vault: TokenVault
   readonly bus: RedisEventBus
   readonly lease: RedisReaderLease
+  /** Leases of cluster-wide jobs (one replica runs each: token re-seal, Kasm sync), fenced like reader leases. */
+  readonly jobLease: RedisReaderLease
   /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
   readonly feed: ChangeFeed
   readonly metrics: ClusterMetrics
@@ -133,6 +135,12 @@ export const clusterPlugin = fp(
         if (event === 'lost') app.log.warn({ kasmId }, 'reader lease lost')
       },
     })
+    const jobLease = new RedisReaderLease({
+      command,
+      keys,
+      leaseMs: env.GATEWAY_LEASE_MS,
+      keyspace: { lease: keys.jobLease, fence: keys.jobFence },
+    })
     const presence = new RedisPresence({
       command,
       keys,
@@ -148,6 +156,7 @@ export const clusterPlugin = fp(
       vault: TokenVault.fromBase64url(env.GATEWAY_ENCRYPTION_KEY),
       bus,
       lease,
+      jobLease,
       feed: new ChangeFeed(connections.subscriber, app.log),
       metrics,
       log: app.log,
@@ -167,6 +176,7 @@ export const clusterPlugin = fp(
 
     app.addHook('preClose', async () => {
       const released = await lease.releaseAll()
+      await jobLease.releaseAll()
       if (released > 0) app.log.info({ released }, 'reader leases released for shutdown')
       await presence.close()
     })

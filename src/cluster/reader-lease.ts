@@ -3,12 +3,23 @@ import type { ReaderLease } from '../events/bus.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
+/** Where the leases of one kind live: the lease key of an id and the counter its fences come from. */
+export interface LeaseKeyspace {
+  lease(id: string): string
+  fence(id: string): string
+}
+
 /** Options of {@link RedisReaderLease}. */
 export interface RedisReaderLeaseOptions {
   readonly command: Redis & ClusterCommands
   readonly keys: ClusterKeys
   /** GATEWAY_LEASE_MS: how long a lease lives without renewal. */
   readonly leaseMs: number
+  /**
+   * Which keys: a session's reader lease by default; cluster-wide jobs pass `{lease: keys.jobLease, fence:
+   * keys.jobFence}` and get the same fencing for a job name (see `job-lease.ts`).
+   */
+  readonly keyspace?: LeaseKeyspace
   /** Called on every change of what this replica holds (metrics, logs). */
   readonly onChange?: (event: 'acquired' | 'lost' | 'released', kasmId: string, held: number) => void
 }
@@ -26,12 +37,14 @@ const COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
  */
 export class RedisReaderLease implements ReaderLease {
   readonly #o: RedisReaderLeaseOptions
+  readonly #keys: LeaseKeyspace
   /** kasmId -> fence and the time of its last confirmed acquire/renew. */
   readonly #held = new Map<string, { fence: number; confirmedAt: number }>()
   #closing = false
 
   constructor(options: RedisReaderLeaseOptions) {
     this.#o = options
+    this.#keys = options.keyspace ?? { lease: options.keys.lease, fence: options.keys.fence }
   }
 
   /** Leases this replica holds now. */
@@ -43,8 +56,8 @@ export class RedisReaderLease implements ReaderLease {
     if (this.#closing) return null
     const started = Date.now()
     const fence = await this.#o.command.krgAcquire(
-      this.#o.keys.lease(kasmId),
-      this.#o.keys.fence(kasmId),
+      this.#keys.lease(kasmId),
+      this.#keys.fence(kasmId),
       this.#o.leaseMs,
       COUNTER_TTL_MS,
     )
@@ -52,7 +65,7 @@ export class RedisReaderLease implements ReaderLease {
     const value = Number(fence)
     if (this.#closing) {
       // Shutdown began while the script ran: hand it straight back.
-      await this.#o.command.krgRelease(this.#o.keys.lease(kasmId), String(value)).catch(() => 0)
+      await this.#o.command.krgRelease(this.#keys.lease(kasmId), String(value)).catch(() => 0)
       return null
     }
     this.#held.set(kasmId, { fence: value, confirmedAt: started })
@@ -65,7 +78,7 @@ export class RedisReaderLease implements ReaderLease {
     const started = Date.now()
     let ok: boolean
     try {
-      ok = (await this.#o.command.krgRenew(this.#o.keys.lease(kasmId), String(fence), this.#o.leaseMs)) === 1
+      ok = (await this.#o.command.krgRenew(this.#keys.lease(kasmId), String(fence), this.#o.leaseMs)) === 1
     } catch (err) {
       const mine = this.#held.get(kasmId)
       if (mine?.fence === fence && started - mine.confirmedAt < this.#o.leaseMs) throw err
@@ -88,7 +101,7 @@ export class RedisReaderLease implements ReaderLease {
       this.#held.delete(kasmId)
       this.#o.onChange?.('released', kasmId, this.#held.size)
     }
-    await this.#o.command.krgRelease(this.#o.keys.lease(kasmId), String(fence))
+    await this.#o.command.krgRelease(this.#keys.lease(kasmId), String(fence))
   }
 
   /**

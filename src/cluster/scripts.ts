@@ -121,6 +121,22 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 `
 
+/**
+ * Compare-and-set of one session registry record, announced on the change channel when it happened: the
+ * re-seal of a record never overwrites a write made since it was read, and deleting an unreadable record
+ * never deletes a readable one written meanwhile.
+ * KEYS: sessions hash, lease (checked only with a fence). ARGV: fence ('' for none), kasmId, the value read,
+ * the new value ('' deletes), channel, announcement. Returns 1 when set, 0 when the record changed, -1 when
+ * the fence no longer holds the lease.
+ */
+const casRecord = `
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+if redis.call('HGET', KEYS[1], ARGV[2]) ~= ARGV[3] then return 0 end
+if ARGV[4] == '' then redis.call('HDEL', KEYS[1], ARGV[2]) else redis.call('HSET', KEYS[1], ARGV[2], ARGV[4]) end
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return 1
+`
+
 /** What {@link replay} returns (see there). */
 export type ReplayReply =
   | [lastId: string]
@@ -140,6 +156,16 @@ export interface ClusterCommands {
   krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
   krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
   krgRelease(lease: string, fence: string): Promise<number>
+  krgCasRecord(
+    sessions: string,
+    lease: string,
+    fence: string,
+    kasmId: string,
+    expected: string,
+    next: string,
+    channel: string,
+    announcement: string,
+  ): Promise<number>
 }
 
 /** Defines the scripts on the command connection (idempotent) and returns it typed. */
@@ -151,6 +177,7 @@ export function defineScripts(redis: Redis): Redis & ClusterCommands {
     redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
+    redis.defineCommand('krgCasRecord', { numberOfKeys: 2, lua: casRecord })
   }
   return redis as Redis & ClusterCommands
 }

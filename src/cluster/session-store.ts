@@ -3,10 +3,11 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import { StoreUnavailable } from '../errors.ts'
 import type { SessionStore } from '../sessions/store.ts'
-import type { TokenVault } from '../sessions/token-vault.ts'
-import type { Session, SessionSource } from '../sessions/types.ts'
+import { type TokenVault, TokenVaultError, type UnsealFailure } from '../sessions/token-vault.ts'
+import type { Session, SessionSource, UnreadableSession } from '../sessions/types.ts'
 import type { ChangeFeed } from './change-feed.ts'
 import type { ClusterKeys } from './keys.ts'
+import type { ClusterCommands } from './scripts.ts'
 
 /** A session as stored in Redis: everything public, the token only as a JWE. */
 interface StoredSession {
@@ -15,13 +16,28 @@ interface StoredSession {
   team: string
   source: SessionSource
   version: number
-  /** Compact JWE (`dir`/`A256GCM`) of the messaging token, bound to kasmId. */
+  /** Compact JWE (`dir`/`A256GCM`) of the messaging token, bound to kasmId, naming its key (`kid`). */
   token: string
 }
 
+/** What the mirror keeps of a readable record besides the session: its stored form, for compare-and-set. */
+interface Sealed {
+  readonly raw: string
+  /** Sealed with the first key of GATEWAY_ENCRYPTION_KEY (false: an older key, or a 0.1.0 record). */
+  readonly current: boolean
+}
+
+/** An unreadable record, with its stored form so that deleting it never deletes a record written since. */
+interface Unreadable extends UnreadableSession {
+  readonly raw: string
+}
+
+/** What {@link RedisSessionStore.reseal} did with one record. */
+export type ResealResult = 'resealed' | 'current' | 'changed' | 'fenced'
+
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions {
-  readonly command: Redis
+  readonly command: Redis & ClusterCommands
   readonly feed: ChangeFeed
   readonly keys: ClusterKeys
   readonly vault: TokenVault
@@ -42,8 +58,10 @@ export class RedisSessionStore implements SessionStore {
   readonly #o: RedisSessionStoreOptions
   readonly #mirror = new Map<string, Session>()
   readonly #listeners = new Set<(kasmId: string) => void>()
-  /** kasmIds whose record cannot be decrypted (wrong key, tampering): readiness names the count. */
-  readonly #unreadable = new Set<string>()
+  /** The stored form of each readable record, and whether it is on the sealing key. */
+  readonly #sealed = new Map<string, Sealed>()
+  /** Records that cannot be opened (wrong key, tampering): readiness names the count, the admin API lists them. */
+  readonly #unreadable = new Map<string, Unreadable>()
   #loaded: Promise<void> | undefined
   #isLoaded = false
   #unlisten: (() => void) | undefined
@@ -75,17 +93,18 @@ export class RedisSessionStore implements SessionStore {
 
   async put(session: Session): Promise<void> {
     const { command, keys } = this.#o
-    const stored = await this.#seal(session)
+    const raw = JSON.stringify(await this.#seal(session))
     try {
       await command
         .multi()
-        .hset(keys.sessions, session.kasmId, JSON.stringify(stored))
+        .hset(keys.sessions, session.kasmId, raw)
         .publish(keys.sessionsChannel, this.#announce(session.kasmId))
         .exec()
     } catch (err) {
       throw new StoreUnavailable('the session registry cannot be written', { cause: err })
     }
     this.#unreadable.delete(session.kasmId)
+    this.#sealed.set(session.kasmId, { raw, current: true })
     this.#mirror.set(session.kasmId, session)
     this.#notify(session.kasmId)
   }
@@ -103,10 +122,75 @@ export class RedisSessionStore implements SessionStore {
     } catch (err) {
       throw new StoreUnavailable('the session registry cannot be written', { cause: err })
     }
-    const had = this.#mirror.delete(kasmId)
-    this.#unreadable.delete(kasmId)
+    const had = this.#forget(kasmId)
     if (removed > 0 || had) this.#notify(kasmId)
     return removed > 0
+  }
+
+  async unreadable(): Promise<UnreadableSession[]> {
+    return [...this.#unreadable.values()]
+      .map(({ kasmId, team, reason }) => ({ kasmId, team, reason }))
+      .sort((a, b) => (a.kasmId < b.kasmId ? -1 : a.kasmId > b.kasmId ? 1 : 0))
+  }
+
+  async dropUnreadable(kasmId: string): Promise<boolean> {
+    const record = this.#unreadable.get(kasmId)
+    if (record === undefined) return false
+    const { command, keys } = this.#o
+    let result: number
+    try {
+      result = await command.krgCasRecord(
+        keys.sessions,
+        keys.sessions,
+        '',
+        kasmId,
+        record.raw,
+        '',
+        keys.sessionsChannel,
+        this.#announce(kasmId),
+      )
+    } catch (err) {
+      throw new StoreUnavailable('the session registry cannot be written', { cause: err })
+    }
+    if (result !== 1) return false
+    this.#unreadable.delete(kasmId)
+    return true
+  }
+
+  /** Sessions whose record is sealed with an older key (or by 0.1.0, with none named): the re-seal's work. */
+  onOldKey(): string[] {
+    return [...this.#sealed].filter(([, sealed]) => !sealed.current).map(([kasmId]) => kasmId)
+  }
+
+  /** How many records cannot be opened (metrics). */
+  get unreadableCount(): number {
+    return this.#unreadable.size
+  }
+
+  /**
+   * Seals one record again with the sealing key, compare-and-set against the record as read (a write made
+   * since wins) and fenced by the caller's job lease (a holder that lost it writes nothing).
+   */
+  async reseal(kasmId: string, lease: { key: string; fence: number }): Promise<ResealResult> {
+    const sealed = this.#sealed.get(kasmId)
+    const session = this.#mirror.get(kasmId)
+    if (sealed === undefined || session === undefined || sealed.current) return 'current'
+    const raw = JSON.stringify(await this.#seal(session))
+    const { command, keys } = this.#o
+    const result = await command.krgCasRecord(
+      keys.sessions,
+      lease.key,
+      String(lease.fence),
+      kasmId,
+      sealed.raw,
+      raw,
+      keys.sessionsChannel,
+      this.#announce(kasmId),
+    )
+    if (result === -1) return 'fenced'
+    if (result === 0) return 'changed'
+    if (this.#sealed.get(kasmId) === sealed) this.#sealed.set(kasmId, { raw, current: true })
+    return 'resealed'
   }
 
   subscribe(listener: (kasmId: string) => void): () => void {
@@ -118,7 +202,8 @@ export class RedisSessionStore implements SessionStore {
     if (!this.#isLoaded) throw new Error('sessions not loaded from redis')
     if (this.#unreadable.size > 0) {
       throw new Error(
-        `${this.#unreadable.size} stored session token(s) cannot be decrypted (wrong GATEWAY_ENCRYPTION_KEY?)`,
+        `${this.#unreadable.size} stored session token(s) cannot be decrypted (wrong GATEWAY_ENCRYPTION_KEY?); ` +
+          'GET /admin/unreadable-sessions lists them',
       )
     }
   }
@@ -207,10 +292,9 @@ export class RedisSessionStore implements SessionStore {
       seen.add(kasmId)
       if (await this.#apply(kasmId, json)) changed.push(kasmId)
     }
-    for (const kasmId of [...this.#mirror.keys()]) {
-      if (!seen.has(kasmId) && this.#mirror.delete(kasmId)) changed.push(kasmId)
+    for (const kasmId of [...this.#mirror.keys(), ...this.#unreadable.keys()]) {
+      if (!seen.has(kasmId) && this.#forget(kasmId)) changed.push(kasmId)
     }
-    for (const kasmId of this.#unreadable) if (!seen.has(kasmId)) this.#unreadable.delete(kasmId)
     this.#isLoaded = true
     for (const kasmId of changed) this.#notify(kasmId)
   }
@@ -223,8 +307,7 @@ export class RedisSessionStore implements SessionStore {
       const json = await this.#o.command.hget(this.#o.keys.sessions, kasmId)
       let changed: boolean
       if (json === null) {
-        this.#unreadable.delete(kasmId)
-        changed = this.#mirror.delete(kasmId)
+        changed = this.#forget(kasmId)
       } else {
         changed = await this.#apply(kasmId, json)
       }
@@ -235,26 +318,49 @@ export class RedisSessionStore implements SessionStore {
     }
   }
 
+  /** Drops a session from the mirror and every side table; true when the mirror had it. */
+  #forget(kasmId: string): boolean {
+    this.#sealed.delete(kasmId)
+    this.#unreadable.delete(kasmId)
+    return this.#mirror.delete(kasmId)
+  }
+
   /** Puts a stored record into the mirror; true when that changed anything a reader cares about. */
   async #apply(kasmId: string, json: string): Promise<boolean> {
     let session: Session
+    let current: boolean
+    let stored: StoredSession | undefined
     try {
-      const stored = JSON.parse(json) as StoredSession
+      stored = JSON.parse(json) as StoredSession
+      if (typeof stored?.token !== 'string') throw new TokenVaultError('record without a token', 'malformed')
+      const opened = await this.#o.vault.unseal(kasmId, stored.token)
+      current = opened.current
       session = {
         kasmId,
         upstream: stored.upstream,
         team: stored.team,
         source: stored.source,
         version: stored.version,
-        messagingToken: await this.#o.vault.open(kasmId, stored.token),
+        messagingToken: opened.secret,
       }
     } catch (err) {
-      if (!this.#unreadable.has(kasmId))
-        this.#o.log.error({ err, kasmId }, 'stored session unreadable; ignored')
-      this.#unreadable.add(kasmId)
+      const reason: UnsealFailure = err instanceof TokenVaultError ? err.reason : 'malformed'
+      const team = typeof stored?.team === 'string' ? stored.team : null
+      const known = this.#unreadable.get(kasmId)
+      if (known?.raw !== json) {
+        // Reasons and ids only: the error's cause never carries the record, and the record never reaches a log.
+        const detail = err instanceof TokenVaultError ? err.message : 'not a session record'
+        this.#o.log.error(
+          { kasmId, team, reason, detail },
+          'stored session unreadable; ignored until fixed or deleted',
+        )
+      }
+      this.#sealed.delete(kasmId)
+      this.#unreadable.set(kasmId, { kasmId, team, reason, raw: json })
       return this.#mirror.delete(kasmId)
     }
     this.#unreadable.delete(kasmId)
+    this.#sealed.set(kasmId, { raw: json, current })
     const old = this.#mirror.get(kasmId)
     this.#mirror.set(kasmId, session)
     return (

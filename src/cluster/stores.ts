@@ -1,10 +1,15 @@
 import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
+import { MemoryReaderLease } from '../events/memory-bus.ts'
+import { MemoryStaleSessions, type StaleSessions } from '../kasm/stale.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { RedisAuditLog } from './audit-log.ts'
 import { RedisCookieStore } from './cookie-store.ts'
+import type { JobLease } from './job-lease.ts'
+import { RedisStaleSessions } from './kasm-stale.ts'
 import type { Cluster } from './plugin.ts'
+import { Resealer } from './reseal.ts'
 import { RedisSessionStore } from './session-store.ts'
 
 /**
@@ -17,7 +22,10 @@ export function clusterOf(app: FastifyInstance): Cluster | null {
   return app.hasDecorator('cluster') ? app.cluster : null
 }
 
-/** The session registry's store: Redis hash, tokens encrypted, mirrored in memory, changes announced. */
+/**
+ * The session registry's store: Redis hash, tokens encrypted, mirrored in memory, changes announced; its
+ * records kept on the first GATEWAY_ENCRYPTION_KEY by the re-seal job.
+ */
 export async function redisSessionStore(
   app: FastifyInstance,
   onListenerError: (err: unknown) => void = () => {},
@@ -34,7 +42,29 @@ export async function redisSessionStore(
     onListenerError,
   })
   await store.start()
+  const resealer = new Resealer({
+    store,
+    vault: cluster.vault,
+    command: cluster.redis,
+    keys: cluster.keys,
+    replicaId: cluster.replicaId,
+    lease: cluster.jobLease,
+    leaseMs: cluster.env.GATEWAY_LEASE_MS,
+    perSecond: cluster.env.GATEWAY_RESEAL_PER_S,
+    log: cluster.log,
+    registry: app.metrics.registry,
+  })
+  resealer.start()
+  app.addHook('preClose', () => resealer.stop())
   return store
+}
+
+/**
+ * The lease of a cluster-wide job (one replica runs it): the cluster's fenced job lease, or, embedded, the
+ * memory lease that always grants (the one process is the whole cluster).
+ */
+export function clusterJobLease(app: FastifyInstance): JobLease {
+  return clusterOf(app)?.jobLease ?? new MemoryReaderLease()
 }
 
 /** Cookie sessions: every lookup reads Redis, so a revocation is honoured by every replica at once. */
@@ -58,4 +88,10 @@ export function redisAuditLog(app: FastifyInstance): AuditLog | null {
     capacity: cluster.env.GATEWAY_AUDIT_RECORDS,
     log: cluster.log,
   })
+}
+
+/** Sessions the Kasm sync flagged stale: one Redis hash shared by every replica, or in memory. */
+export function staleSessions(app: FastifyInstance): StaleSessions {
+  const cluster = clusterOf(app)
+  return cluster ? new RedisStaleSessions(cluster.redis, cluster.keys.kasmStale) : new MemoryStaleSessions()
 }

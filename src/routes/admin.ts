@@ -1,7 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { type Operator, seesTeam } from '../auth/operator.ts'
-import { BadRequest, Forbidden, SessionNotFound, Unauthenticated } from '../errors.ts'
+import { BadRequest, Forbidden, KasmNotConfigured, SessionNotFound, Unauthenticated } from '../errors.ts'
+import { launchBodySchema } from '../kasm/launch.ts'
+import type { SessionView } from '../sessions/types.ts'
 import { adminBodySchema, formatIssues, kasmIdSchema } from '../sessions/validate.ts'
 
 const auditQuerySchema = z
@@ -23,10 +25,20 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     reply.header('cache-control', 'no-store')
   })
 
+  /** Adds `staleSince` to sessions the Kasm sync did not find in Kasm. */
+  const withStale = async (views: SessionView[]): Promise<SessionView[]> => {
+    const stale = app.kasm ? await app.kasm.stale.all() : undefined
+    if (stale === undefined || stale.size === 0) return views
+    return views.map((v) => {
+      const since = stale.get(v.kasmId)
+      return since === undefined ? v : { ...v, staleSince: since }
+    })
+  }
+
   app.get('/admin/sessions', { preHandler }, async (request) => {
     const operator = operatorOf(request)
     const sessions = (await app.sessions.list()).filter((s) => seesTeam(operator, s.team))
-    return { sessions }
+    return { sessions: await withStale(sessions) }
   })
 
   app.get<{ Params: { kasmId: string } }>('/admin/sessions/:kasmId', { preHandler }, async (request) => {
@@ -34,7 +46,34 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     const session = await app.sessions.get(request.params.kasmId)
     if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
     const { kasmId, upstream, team, source, version } = session
-    return { kasmId, upstream, team, source, version }
+    return (await withStale([{ kasmId, upstream, team, source, version }]))[0]
+  })
+
+  // Launch through the gateway: it mints the messaging token, Kasm starts the session with it, the session is
+  // registered under Kasm's id. The token never appears in the answer.
+  app.post('/admin/sessions', { preHandler }, async (request, reply) => {
+    const operator = operatorOf(request)
+    request.auditDetail.route = 'admin/sessions'
+    request.auditDetail.action = 'launch'
+    if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
+      throw new BadRequest('body must be a JSON object {image_id | image, user_id?, team, environment?}')
+    const body = launchBodySchema.safeParse(request.body)
+    if (!body.success) throw new BadRequest(formatIssues(body.error))
+    if (!seesTeam(operator, body.data.team)) throw new Forbidden(`team ${body.data.team} is not one of yours`)
+    if (app.kasm === null) throw new KasmNotConfigured()
+    const { image_id, image, user_id, team, environment } = body.data
+    const launched = await app.kasm.launcher.launch({
+      ...(image_id === undefined ? {} : { imageId: image_id }),
+      ...(image === undefined ? {} : { image }),
+      ...(user_id === undefined ? {} : { userId: user_id }),
+      team,
+      environment: environment ?? {},
+    })
+    request.auditDetail.kasmId = launched.session.kasmId
+    return reply.code(201).send({
+      ...launched.session,
+      ...(launched.viewerUrl === undefined ? {} : { viewerUrl: launched.viewerUrl }),
+    })
   })
 
   app.put<{ Params: { kasmId: string } }>(
@@ -48,7 +87,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       request.auditDetail.kasmId = kasmId
       request.auditDetail.route = 'admin/sessions'
       if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
-        throw new BadRequest('body must be a JSON object {upstream?, team, messagingToken}')
+        throw new BadRequest('body must be a JSON object {upstream?, team, messagingToken, lifecycle?}')
       const body = adminBodySchema.safeParse(request.body)
       if (!body.success) throw new BadRequest(formatIssues(body.error))
       if (!seesTeam(operator, body.data.team))
@@ -58,7 +97,12 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       if (existing !== undefined && !seesTeam(operator, existing.team))
         throw new Forbidden('the session belongs to a team that is not one of yours')
       request.auditDetail.action = existing === undefined ? 'create' : 'replace'
-      const view = await app.sessions.put({ kasmId, ...body.data, source: 'admin' })
+      const { lifecycle, ...registration } = body.data
+      const view = await app.sessions.put({
+        kasmId,
+        ...registration,
+        source: lifecycle === 'kasm' ? 'kasm' : 'admin',
+      })
       return reply.code(existing === undefined ? 201 : 200).send(view)
     },
   )
@@ -78,6 +122,30 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
+  // Records no configured GATEWAY_ENCRYPTION_KEY opens (cluster mode): ids, teams and why, never content.
+  // A record whose team cannot be read is shown only to admins of every team (`*`).
+  app.get('/admin/unreadable-sessions', { preHandler }, async (request) => {
+    const operator = operatorOf(request)
+    const sessions = (await app.sessions.unreadable()).filter((s) => seesRecord(operator, s.team))
+    return { sessions }
+  })
+
+  // Nothing is deleted automatically: an admin decides, and the deletion is audited.
+  app.delete<{ Params: { kasmId: string } }>(
+    '/admin/unreadable-sessions/:kasmId',
+    { preHandler },
+    async (request, reply) => {
+      const operator = operatorOf(request)
+      request.auditDetail.route = 'admin/unreadable-sessions'
+      request.auditDetail.action = 'delete'
+      const record = (await app.sessions.unreadable()).find((s) => s.kasmId === request.params.kasmId)
+      if (record === undefined || !seesRecord(operator, record.team)) throw new SessionNotFound()
+      request.auditDetail.kasmId = record.kasmId
+      if (!(await app.sessions.dropUnreadable(record.kasmId))) throw new SessionNotFound()
+      return reply.code(204).send()
+    },
+  )
+
   app.get('/admin/audit', { preHandler }, async (request) => {
     operatorOf(request)
     const query = auditQuerySchema.safeParse(request.query)
@@ -90,6 +158,11 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     })
     return { records }
   })
+}
+
+/** Whether the operator sees a stored record; one whose team cannot be read only with every team (`*`). */
+function seesRecord(operator: Operator, team: string | null): boolean {
+  return team === null ? operator.teams.has('*') : seesTeam(operator, team)
 }
 
 /** The authenticated operator; requireAccess guarantees one, this keeps a missing one from passing silently. */

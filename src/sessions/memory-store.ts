@@ -1,5 +1,5 @@
 import type { SessionStore } from './store.ts'
-import type { Session } from './types.ts'
+import type { Session, UnreadableSession } from './types.ts'
 
 /** The single-replica store: a map, with listeners called synchronously after each change. */
 export class MemorySessionStore implements SessionStore {
@@ -34,6 +34,14 @@ export class MemorySessionStore implements SessionStore {
   subscribe(listener: (kasmId: string) => void): () => void {
     this.#listeners.add(listener)
     return () => void this.#listeners.delete(listener)
+  }
+
+  async unreadable(): Promise<UnreadableSession[]> {
+    return []
+  }
+
+  async dropUnreadable(): Promise<boolean> {
+    return false
   }
 
   async ready(): Promise<void> {}

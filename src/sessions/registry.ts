@@ -4,8 +4,15 @@ import { BadRequest, SessionConflict, SessionNotFound } from '../errors.ts'
 import type { FileSession } from './file.ts'
 import { Secret } from './secret.ts'
 import type { SessionStore } from './store.ts'
-import { KASM_ID, type Session, type SessionInput, type SessionRegistry, type SessionView } from './types.ts'
-import { formatIssues, registrationSchema, upstreamFromTemplate } from './validate.ts'
+import {
+  KASM_ID,
+  type Session,
+  type SessionInput,
+  type SessionRegistry,
+  type SessionView,
+  type UnreadableSession,
+} from './types.ts'
+import { formatIssues, normaliseUpstream, registrationSchema, upstreamFromTemplate } from './validate.ts'
 
 /** What a sessions-file load changed, by kasmId (for the log line). */
 export interface FileApplyResult {
@@ -80,24 +87,53 @@ export class StoreSessionRegistry implements SessionRegistry {
         throw new SessionConflict(
           `session ${kasmId} comes from GATEWAY_SESSIONS_FILE: change it there and reload (SIGHUP)`,
         )
+      // Its token is in the session's environment, which only a new launch can change.
+      if (existing?.source === 'launch' && source !== 'launch')
+        throw new SessionConflict(
+          `session ${kasmId} was launched through the gateway with a token in its environment: launch a new one (POST /admin/sessions) to change it`,
+        )
       const session = next(existing, { kasmId, upstream, team, messagingToken, source })
       await this.#store.put(session)
       return toView(session)
     })
   }
 
+  relocate(kasmId: string, upstream: string, version: number): Promise<SessionView> {
+    const checked = normaliseUpstream(upstream)
+    if (!checked.ok) return Promise.reject(new BadRequest(`upstream: ${checked.reason}`))
+    return this.#serialised(async () => {
+      const existing = await this.#store.get(kasmId)
+      if (existing === undefined || existing.version !== version)
+        throw new SessionConflict(`session ${kasmId} changed meanwhile`)
+      if (existing.upstream === checked.url) return toView(existing)
+      const session = next(existing, { ...existing, upstream: checked.url })
+      await this.#store.put(session)
+      return toView(session)
+    })
+  }
+
   /** Removes a session; false when unknown. Throws SessionConflict for a sessions-file session. */
-  remove(kasmId: string): Promise<boolean> {
+  remove(kasmId: string, options: { version?: number } = {}): Promise<boolean> {
     if (!KASM_ID.test(kasmId)) return Promise.resolve(false)
     return this.#serialised(async () => {
       const existing = await this.#store.get(kasmId)
       if (existing === undefined) return false
+      if (options.version !== undefined && existing.version !== options.version) return false
       if (existing.source === 'file')
         throw new SessionConflict(
           `session ${kasmId} comes from GATEWAY_SESSIONS_FILE: remove it there and reload (SIGHUP)`,
         )
       return this.#store.remove(kasmId)
     })
+  }
+
+  unreadable(): Promise<UnreadableSession[]> {
+    return this.#store.unreadable()
+  }
+
+  dropUnreadable(kasmId: string): Promise<boolean> {
+    if (!KASM_ID.test(kasmId)) return Promise.resolve(false)
+    return this.#serialised(() => this.#store.dropUnreadable(kasmId))
   }
 
   onChange(listener: (kasmId: string) => void): () => void {

@@ -1,4 +1,4 @@
-import type { Session } from './types.ts'
+import type { Session, UnreadableSession } from './types.ts'
 
 /**
  * Where registered sessions live: in memory (one replica) or Redis (a cluster, tokens encrypted at rest).
@@ -17,6 +17,10 @@ export interface SessionStore {
    * by another replica. Returns the unsubscribe function.
    */
   subscribe(listener: (kasmId: string) => void): () => void
+  /** Records that cannot be opened with the configured keys; always none for a store that seals nothing. */
+  unreadable(): Promise<UnreadableSession[]>
+  /** Deletes an unreadable record (compare-and-delete); false when there is none. */
+  dropUnreadable(kasmId: string): Promise<boolean>
   /** Resolves when the store is usable; throws with a reason otherwise (readiness). */
   ready(): Promise<void>
   /** Frees connections and listeners. */

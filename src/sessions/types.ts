@@ -1,7 +1,15 @@
 import type { Secret } from './secret.ts'
 
-/** Where a session came from; file sessions are replaced on reload, admin ones only by the admin API. */
-export type SessionSource = 'file' | 'admin' | 'demo'
+/**
+ * Where a session came from; file sessions are replaced on reload, admin ones only by the admin API.
+ * `launch`: launched through the gateway (`POST /admin/sessions`, the gateway minted its token); `kasm`:
+ * registered through the admin API with `lifecycle: "kasm"`. Both follow Kasm's lifecycle: the Kasm sync
+ * removes them once Kasm no longer has them; every other source is only flagged stale.
+ */
+export type SessionSource = 'file' | 'admin' | 'demo' | 'launch' | 'kasm'
+
+/** Sources the Kasm sync may remove. */
+export const KASM_LIFECYCLE_SOURCES: ReadonlySet<SessionSource> = new Set(['launch', 'kasm'])
 
 /** A registered session: which runtime serves it, who may see it, and the token the gateway injects. */
 export interface Session {
@@ -23,6 +31,19 @@ export interface SessionView {
   team: string
   source: SessionSource
   version: number
+  /** Set by the admin API when the Kasm sync found no such session in Kasm (hand-registered sessions only). */
+  staleSince?: string
+}
+
+/**
+ * A stored session record that does not open with the configured keys (wrong or removed key, tampering): what
+ * the admin API shows of it, never its content.
+ */
+export interface UnreadableSession {
+  kasmId: string
+  /** The team the record names; null when the record is not even readable JSON. */
+  team: string | null
+  reason: import('./token-vault.ts').UnsealFailure
 }
 
 /** A session id is a strict token; anything else is refused before any lookup. */
@@ -49,7 +70,17 @@ export interface SessionRegistry {
   list(): Promise<SessionView[]>
   /** Registers or replaces (token rotation) a session; returns its public view. */
   put(input: SessionInput): Promise<SessionView>
-  remove(kasmId: string): Promise<boolean>
+  /**
+   * Moves a session to another upstream, token unchanged (the Kasm sync when Kasm reports a new address);
+   * SessionConflict when the session is gone or no longer at `version`.
+   */
+  relocate(kasmId: string, upstream: string, version: number): Promise<SessionView>
+  /** Removes a session; with `version`, only if it is still at that version (nothing re-registered it). */
+  remove(kasmId: string, options?: { version?: number }): Promise<boolean>
+  /** Stored records that cannot be opened (cluster mode; none in memory), in kasmId order. */
+  unreadable(): Promise<UnreadableSession[]>
+  /** Deletes an unreadable record; false when there is none (or it became readable meanwhile). */
+  dropUnreadable(kasmId: string): Promise<boolean>
   /** Called after any change to a session (put, remove, reload), on this replica or another. */
   onChange(listener: (kasmId: string) => void): () => void
 }

@@ -69,12 +69,20 @@ export const registrationSchema = z.object({
   upstream: upstreamSchema.optional(),
   team: teamSchema,
   messagingToken: tokenSchema,
-  source: z.enum(['file', 'admin', 'demo']),
+  source: z.enum(['file', 'admin', 'demo', 'launch', 'kasm']),
 })
 
-/** The body of `PUT /admin/sessions/:kasmId`; unknown fields refused. */
+/**
+ * The body of `PUT /admin/sessions/:kasmId`; unknown fields refused. `lifecycle: "kasm"` asks the Kasm sync
+ * to remove the session once Kasm no longer has it (default `manual`: only flagged stale).
+ */
 export const adminBodySchema = z
-  .object({ upstream: upstreamSchema.optional(), team: teamSchema, messagingToken: tokenSchema })
+  .object({
+    upstream: upstreamSchema.optional(),
+    team: teamSchema,
+    messagingToken: tokenSchema,
+    lifecycle: z.enum(['manual', 'kasm'], { invalid_type_error: 'must be "manual" or "kasm"' }).optional(),
+  })
   .strict()
 
 /** One entry of the sessions file; the token inline or in a file (a mounted Kubernetes secret). */

@@ -9,6 +9,8 @@ import { openConnection, waitReady } from '../../src/cluster/connections.ts'
 import { RedisCookieStore } from '../../src/cluster/cookie-store.ts'
 import { clusterKeys } from '../../src/cluster/keys.ts'
 import { RedisPresence, type WatchingViewer } from '../../src/cluster/presence.ts'
+import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
+import { defineScripts } from '../../src/cluster/scripts.ts'
 import { RedisSessionStore } from '../../src/cluster/session-store.ts'
 import { toErrorBody } from '../../src/errors.ts'
 import { Secret } from '../../src/sessions/secret.ts'
@@ -45,7 +47,7 @@ async function sessionStore(t: import('node:test').TestContext, prefix: string, 
   const command = await connection(t, 'command')
   const subscriber = await connection(t, 'subscriber')
   const store = new RedisSessionStore({
-    command,
+    command: defineScripts(command),
     feed: new ChangeFeed(subscriber, log),
     keys: clusterKeys(prefix),
     vault: TokenVault.fromBase64url(key),
@@ -310,4 +312,47 @@ test('presence: merged over replicas, a killed replica drops out after the TTL, 
   // c is "killed": it can no longer publish nor withdraw; its entry expires.
   c.command.disconnect()
   await until('c expired', async () => (await a.of('k1')).viewers === 2, 5000)
+})
+
+test('session store: re-sealing is a fenced compare-and-set that never overwrites a newer write', async (t) => {
+  const prefix = prefixFor(t)
+  const a = await sessionStore(t, prefix, KEY, 'a')
+  await a.store.put(session('s1', 'token-one-secret'))
+  await a.store.put(session('s2', 'token-two-secret'))
+  const b = await sessionStore(t, prefix, `${OTHER_KEY},${KEY}`, 'b')
+  assert.deepEqual(b.store.onOldKey().sort(), ['s1', 's2'])
+  await b.store.ready()
+
+  const keys = clusterKeys(prefix)
+  const lease = new RedisReaderLease({
+    command: defineScripts(b.command),
+    keys,
+    leaseMs: 5000,
+    keyspace: { lease: keys.jobLease, fence: keys.jobFence },
+  })
+  const fence = await lease.acquire('reseal')
+  assert.ok(fence !== null)
+  const held = { key: keys.jobLease('reseal'), fence }
+
+  // A stale holder's fence writes nothing.
+  assert.equal(await b.store.reseal('s1', { ...held, fence: fence - 1 }), 'fenced')
+  // s2 was rewritten since b read it (its announcement not yet in): the re-seal leaves the newer write alone.
+  const newer = await a.command.hget(keys.sessions, 's1')
+  await a.command.hset(keys.sessions, 's2', newer?.replace('"s1"', '"s2"') ?? '')
+  assert.equal(await b.store.reseal('s2', held), 'changed')
+  assert.equal(await a.command.hget(keys.sessions, 's2'), newer?.replace('"s1"', '"s2"'))
+
+  const before = await a.command.hget(keys.sessions, 's1')
+  assert.equal(await b.store.reseal('s1', held), 'resealed')
+  assert.equal(await b.store.reseal('s1', held), 'current')
+  const after = JSON.parse((await a.command.hget(keys.sessions, 's1')) ?? '{}') as {
+    token: string
+    version: number
+  }
+  assert.notEqual(JSON.stringify(after), before)
+  assert.equal(after.version, 1, 'a re-seal is not a change of the session')
+  const reopened = await TokenVault.fromBase64url(OTHER_KEY).unseal('s1', after.token)
+  assert.equal(reopened.secret.reveal(), 'token-one-secret')
+  assert.equal(reopened.current, true)
+  assert.deepEqual(b.store.onOldKey(), ['s2'])
 })

@@ -79,6 +79,17 @@ const refusals: Array<[string, Record<string, string>, RegExp]> = [
   ],
   ['redis without encryption key', { REDIS_URL: 'redis://127.0.0.1:6379' }, /GATEWAY_ENCRYPTION_KEY/],
   ['bad encryption key', { GATEWAY_ENCRYPTION_KEY: 'abc' }, /GATEWAY_ENCRYPTION_KEY/],
+  [
+    'second encryption key bad',
+    { GATEWAY_ENCRYPTION_KEY: `${'k'.repeat(43)},short` },
+    /GATEWAY_ENCRYPTION_KEY\.1: must be 32 bytes/,
+  ],
+  [
+    'encryption key listed twice',
+    { GATEWAY_ENCRYPTION_KEY: `${'k'.repeat(43)},${'k'.repeat(43)}` },
+    /GATEWAY_ENCRYPTION_KEY: lists the same key twice/,
+  ],
+  ['no encryption key in the list', { GATEWAY_ENCRYPTION_KEY: ' , ' }, /GATEWAY_ENCRYPTION_KEY/],
   ['bad boolean', { GATEWAY_STREAM_EAGER: 'maybe' }, /GATEWAY_STREAM_EAGER/],
 ]
 for (const [name, env, pattern] of refusals) {
@@ -89,6 +100,12 @@ for (const [name, env, pattern] of refusals) {
     )
   })
 }
+
+test('GATEWAY_ENCRYPTION_KEY is a comma list, the sealing key first', () => {
+  const [a, b] = ['a'.repeat(43), 'b'.repeat(43)]
+  assert.deepEqual(loadConfig({ GATEWAY_ENCRYPTION_KEY: ` ${b} , ${a}` }).env.GATEWAY_ENCRYPTION_KEY, [b, a])
+  assert.deepEqual(loadConfig({ GATEWAY_ENCRYPTION_KEY: a }).env.GATEWAY_ENCRYPTION_KEY, [a])
+})
 
 test('configVariables names every variable once', () => {
   assert.equal(new Set(configVariables).size, configVariables.length)

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { loadConfig } from '../../src/config.ts'
 import { chartDir, helm, type Manifest, only, parseManifests, templateArgs } from './helm.ts'
 import { schemaErrors, unknownFieldErrors } from './kube-validate.ts'
 import { gatewayContainer, render, scenarios } from './scenarios.ts'
@@ -155,6 +156,17 @@ describe('helm chart', { concurrency: 4 }, () => {
       data.GATEWAY_ENCRYPTION_KEY,
       'generated anew without a cluster',
     )
+  })
+
+  test('a rotation key list reaches the pods as the gateway reads it', async () => {
+    const [oldKey, newKey] = [Buffer.alloc(32, 1), Buffer.alloc(32, 2)].map((b) => b.toString('base64url'))
+    // `--set` separates values at commas: a list is escaped there (or given in a values file).
+    const data = secretData(
+      await renderWith({ setString: [`secret.env.GATEWAY_ENCRYPTION_KEY=${newKey}\\,${oldKey}`] }),
+    )
+    assert.equal(data.GATEWAY_ENCRYPTION_KEY, `${newKey},${oldKey}`)
+    const env = { REDIS_URL: 'redis://r:6379', GATEWAY_ENCRYPTION_KEY: data.GATEWAY_ENCRYPTION_KEY ?? '' }
+    assert.deepEqual(loadConfig(env).env.GATEWAY_ENCRYPTION_KEY, [newKey, oldKey])
   })
 
   test('with a JWKS URL the chart generates no JWT secret', async () => {
@@ -317,6 +329,7 @@ describe('helm chart', { concurrency: 4 }, () => {
       [['config.PORT=eighty'], /PORT/],
       [['config.GATEWAY_UPSTREAM_TEMPLATE=http://runtime/'], /GATEWAY_UPSTREAM_TEMPLATE/],
       [['secret.env.GATEWAY_ENCRYPTION_KEY=short'], /GATEWAY_ENCRYPTION_KEY/],
+      [[`secret.env.GATEWAY_ENCRYPTION_KEY=${'k'.repeat(43)}\\,short`], /GATEWAY_ENCRYPTION_KEY/],
       [['secret.env.REDIS_URL=http://redis:6379'], /REDIS_URL/],
       [['secret.env.GATEWAY_JWT_SECRET=too-short'], /GATEWAY_JWT_SECRET/],
     ]

@@ -16,6 +16,8 @@ const secretVariables = [
   'GATEWAY_ENCRYPTION_KEY',
   'REDIS_URL',
   'GATEWAY_SESSIONS_FILE',
+  'GATEWAY_KASM_API_KEY',
+  'GATEWAY_KASM_API_SECRET',
 ]
 
 /** Where the chart's defaults differ from the gateway's on purpose (a deployment is production). */

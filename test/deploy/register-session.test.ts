@@ -4,8 +4,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
+import { startFakeKasm } from '../fixtures/kasm-api.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { TEST_AUDIENCE, TEST_ISSUER, TEST_JWT_SECRET } from '../helpers/jwt.ts'
+import { API_KEY, API_SECRET, kasmSetup } from '../kasm/helpers.ts'
 import { root } from './helm.ts'
 
 const script = join(root, 'deploy/kasm/register-session.mjs')
@@ -112,5 +114,76 @@ describe('deploy/kasm/register-session.mjs against a real gateway', () => {
     })
     assert.equal(unreachable.code, 2)
     assert.match(unreachable.stderr, /gateway unreachable at http:\/\/127\.0\.0\.1:1/)
+  })
+})
+
+describe('deploy/kasm/register-session.mjs with Kasm', () => {
+  test('launches through the gateway when it has Kasm API access; the token never passes through the script', async (t) => {
+    const { kasm, gw } = await kasmSetup(t, {
+      env: {
+        GATEWAY_KASM_UPSTREAM: 'template',
+        GATEWAY_UPSTREAM_TEMPLATE: 'http://kasm-{kasmId}.sessions.internal:9434/',
+      },
+    })
+    const run = await register({
+      ...base(gw),
+      SESSION_TEAM: 'qa',
+      KASM_IMAGE: 'Chrome',
+      KASM_USER_ID: 'u-42',
+      SESSION_ENVIRONMENT: '{"TARGET_URL": "https://example.test/"}',
+    })
+    assert.equal(run.code, 0, run.stderr)
+    const view = JSON.parse(run.stdout) as { kasmId: string; source: string; team: string; viewerUrl: string }
+    const [session] = [...kasm.sessions.values()]
+    assert.ok(session)
+    assert.deepEqual([view.kasmId, view.source, view.team], [session.dashed, 'launch', 'qa'])
+    assert.match(view.viewerUrl, /#\/connect\/kasm\//)
+    assert.equal(session.userId, 'u-42')
+    assert.equal(session.environment.TARGET_URL, 'https://example.test/')
+    const token = session.environment.KASM_RUNTIME_INBOX_TOKEN ?? ''
+    assert.equal((await gw.app.sessions.get(session.dashed))?.messagingToken.reveal(), token)
+    assert.ok(!run.stdout.includes(token) && !run.stderr.includes(token))
+  })
+
+  test('asks Kasm itself (either authentication form) when only the script has API access', async (t) => {
+    for (const auth of ['body', 'basic'] as const) {
+      const kasm = await startFakeKasm({ auth })
+      t.after(() => kasm.close())
+      const gateway = await startGateway()
+      t.after(() => gateway.close())
+      const run = await register({
+        ...base(gateway),
+        SESSION_TEAM: 'qa',
+        SESSION_UPSTREAM: 'http://10.20.0.15:9434/',
+        KASM_API_URL: new URL(kasm.url).origin,
+        KASM_API_KEY: API_KEY,
+        KASM_API_KEY_SECRET: API_SECRET,
+        KASM_API_AUTH: auth,
+        KASM_IMAGE_ID: kasm.images[0]?.image_id ?? '',
+      })
+      assert.equal(run.code, 0, run.stderr)
+      const [session] = [...kasm.sessions.values()]
+      assert.ok(session)
+      const view = JSON.parse(run.stdout) as { kasmId: string; source: string }
+      assert.deepEqual([view.kasmId, view.source], [session.dashed, 'kasm'], 'registered to follow Kasm')
+      const token = session.environment.KASM_RUNTIME_INBOX_TOKEN ?? ''
+      assert.match(token, /^[A-Za-z0-9_-]{43}$/)
+      assert.equal((await gateway.app.sessions.get(session.dashed))?.messagingToken.reveal(), token)
+      assert.deepEqual(
+        kasm.calls.map((c) => c.auth),
+        [auth],
+      )
+    }
+  })
+
+  test('a launch against a gateway without Kasm API access says what to set instead', async (t) => {
+    const gateway = await startGateway()
+    t.after(() => gateway.close())
+    const run = await register({ ...base(gateway), SESSION_TEAM: 'qa', KASM_IMAGE: 'Chrome' })
+    assert.equal(run.code, 2)
+    assert.match(
+      run.stderr,
+      /the gateway has no Kasm API configured; set KASM_ID \(register\) or KASM_API_URL/,
+    )
   })
 })
