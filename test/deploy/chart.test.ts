@@ -1,6 +1,19 @@
 import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, test } from 'node:test'
-import { chartDir, helm, type Manifest, only, parseManifests, templateArgs } from './helm.ts'
+import {
+  chartDir,
+  fetchHelm,
+  helm,
+  helmSource,
+  helmUnavailable,
+  type Manifest,
+  only,
+  parseManifests,
+  templateArgs,
+} from './helm.ts'
 import { schemaErrors, unknownFieldErrors } from './kube-validate.ts'
 import { gatewayContainer, render, scenarios } from './scenarios.ts'
 
@@ -58,7 +71,14 @@ async function refusal(opts: { values?: string[]; set?: string[]; setString?: st
   return result.stderr
 }
 
-describe('helm chart', { concurrency: 4 }, () => {
+describe('helm chart', { concurrency: 4, skip: await helmUnavailable() }, () => {
+  test('the helm tarball is refused when its integrity is not the pinned one', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'krg-helm-'))
+    t.after(() => rm(dir, { recursive: true, force: true }))
+    const forged = { ...helmSource, integrity: `sha512-${Buffer.alloc(64).toString('base64')}` }
+    await assert.rejects(fetchHelm(forged, dir), /tarball integrity sha512-\S+ is not the pinned/)
+  })
+
   for (const [name, values] of Object.entries(scenarios)) {
     test(`helm lint --strict: ${name}`, async () => {
       const args = ['lint', chartDir, '--strict', '--namespace', 'kasm']

@@ -6,7 +6,7 @@ import { describe, test } from 'node:test'
 import { parse } from 'yaml'
 import { ConfigError, configVariables, loadConfig } from '../../src/config.ts'
 import { loadSessionsFile } from '../../src/sessions/file.ts'
-import { chartDir, only } from './helm.ts'
+import { chartDir, helmUnavailable, only } from './helm.ts'
 import { gatewayContainer, podEnvironment, render, scenarios } from './scenarios.ts'
 
 /** Variables that go into the Secret (or existingSecret) instead of the ConfigMap. */
@@ -33,6 +33,8 @@ interface JsonSchema {
 
 const values = parse(await readFile(join(chartDir, 'values.yaml'), 'utf8')) as Values
 const schema = JSON.parse(await readFile(join(chartDir, 'values.schema.json'), 'utf8')) as JsonSchema
+/** The tests below that render the chart need helm. */
+const skip = await helmUnavailable()
 
 /** Secrets a valid production environment needs; the values are test fixtures. */
 const fixtureSecrets: Record<string, string> = {
@@ -78,7 +80,7 @@ describe('the chart and the config schema (src/config.ts) agree', () => {
   })
 
   for (const name of Object.keys(scenarios)) {
-    test(`the rendered pod environment is one the gateway accepts: ${name}`, async () => {
+    test(`the rendered pod environment is one the gateway accepts: ${name}`, { skip }, async () => {
       const manifests = await render(name)
       const container = gatewayContainer(manifests)
       const configMap = only(manifests, 'ConfigMap').data as Record<string, string>
@@ -97,7 +99,9 @@ describe('the chart and the config schema (src/config.ts) agree', () => {
     })
   }
 
-  test('the sessions file in ci/ingress-off-values.yaml is one the gateway loads, at the path it is given', async (t) => {
+  test('the sessions file in ci/ingress-off-values.yaml is one the gateway loads, at the path it is given', {
+    skip,
+  }, async (t) => {
     const manifests = await render('ingress off, one replica, sessions file')
     const env = podEnvironment(manifests)
     assert.equal(env.GATEWAY_SESSIONS_FILE, '/etc/kasm-runtime-gateway/sessions.yaml')
@@ -114,7 +118,7 @@ describe('the chart and the config schema (src/config.ts) agree', () => {
     )
   })
 
-  test('the check above has teeth: a pod environment the gateway refuses is caught', async () => {
+  test('the check above has teeth: a pod environment the gateway refuses is caught', { skip }, async () => {
     const env = podEnvironment(await render('default'))
     assert.throws(() => loadConfig({ ...env, GATEWAY_ENCRYPTION_KEY: '' }), ConfigError)
     assert.throws(() => loadConfig({ ...env, GATEWAY_COOKIE_SECRET: '' }), ConfigError)
