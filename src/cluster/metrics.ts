@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
+import { zeroed } from '../metrics/plugin.ts'
 import type { ConnectionRole } from './connections.ts'
 
 /** Cluster-mode metrics, registered on the app's registry. Labels are fixed words, never ids. */
@@ -16,7 +17,7 @@ export interface ClusterMetrics {
 /** Creates the metrics; `watched` is read from the fan-out loop at scrape time. */
 export function createClusterMetrics(registry: Registry, watched: () => number): ClusterMetrics {
   const registers = [registry]
-  return {
+  const metrics: ClusterMetrics = {
     connected: new Gauge({
       name: 'krg_redis_connected',
       help: 'Whether each fixed Redis connection of this replica is ready (1) or not (0)',
@@ -65,6 +66,10 @@ export function createClusterMetrics(registry: Registry, watched: () => number):
       },
     }),
   }
+  zeroed(metrics.reconnects, 'connection', ['command', 'blocking', 'subscriber'] satisfies ConnectionRole[])
+  zeroed(metrics.appends, 'result', ['stored', 'fenced', 'error'])
+  zeroed(metrics.leaseChanges, 'event', ['acquired', 'lost', 'released'])
+  return metrics
 }
 
 /** Keeps `connected` and `reconnects` current for one connection. */
