@@ -83,3 +83,15 @@ export function trackConnection(
   connection.on('close', () => metrics.connected.set({ connection: role }, 0))
   connection.on('reconnecting', () => metrics.reconnects.inc({ connection: role }))
 }
+
+/** `krg_degraded`: 1 while the replica serves without Redis (see docs/cluster.md, degraded mode), else 0. */
+export function registerDegradedGauge(registry: Registry, degraded: () => boolean): void {
+  new Gauge({
+    name: 'krg_degraded',
+    help: 'Whether this replica serves in degraded mode (1: Redis lost after it had been up), or not (0)',
+    registers: [registry],
+    collect() {
+      this.set(degraded() ? 1 : 0)
+    },
+  })
+}

@@ -4,14 +4,21 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Env } from '../config.ts'
+import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
 import { ChangeFeed } from './change-feed.ts'
 import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
 import { frameOf, RedisEventBus } from './event-bus.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
-import { type ClusterMetrics, createClusterMetrics, trackConnection } from './metrics.ts'
+import {
+  type ClusterMetrics,
+  createClusterMetrics,
+  registerDegradedGauge,
+  trackConnection,
+} from './metrics.ts'
 import { MemoryPresence, type Presence, RedisPresence } from './presence.ts'
 import { RedisReaderLease } from './reader-lease.ts'
+import { RedisHealth } from './redis-health.ts'
 import { type ClusterCommands, defineScripts } from './scripts.ts'
 import { StreamFanout } from './stream-fanout.ts'
 
@@ -31,6 +38,8 @@ export interface Cluster {
   /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
   readonly feed: ChangeFeed
   readonly metrics: ClusterMetrics
+  /** The replica's standing with Redis (connecting, up, down): degraded mode and its logging follow it. */
+  readonly health: RedisHealth
   readonly log: FastifyBaseLogger
   readonly env: Env
 }
@@ -88,21 +97,12 @@ export const clusterPlugin = fp(
 
     let fanout: StreamFanout | undefined
     const metrics = createClusterMetrics(app.metrics.registry, () => fanout?.watchedCount ?? 0)
+    const health = new RedisHealth(connections, app.log)
     for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
       trackConnection(metrics, role, connection)
-      let down = false
-      connection.on('error', (err: Error) => {
-        // ioredis repeats the error on every failed reconnect: log the first of each outage only.
-        if (down) return
-        down = true
-        app.log.warn({ err, connection: role }, 'redis connection failed; reconnecting')
-      })
-      connection.on('ready', () => {
-        if (down) app.log.info({ connection: role }, 'redis connection restored')
-        down = false
-      })
       connection.connect().catch(() => {})
     }
+    registerDegradedGauge(app.metrics.registry, () => health.down)
 
     fanout = new StreamFanout({
       command,
@@ -110,6 +110,7 @@ export const clusterPlugin = fp(
       streamKey: keys.events,
       frame: frameOf,
       log: app.log,
+      quiet: () => health.down,
       onRead: (n) => metrics.read.inc(n),
     })
     const bus = new RedisEventBus({
@@ -130,7 +131,7 @@ export const clusterPlugin = fp(
       onChange: (event, kasmId, held) => {
         metrics.leaseChanges.inc({ event })
         metrics.leases.set(held)
-        if (event === 'lost') app.log.warn({ kasmId }, 'reader lease lost')
+        if (event === 'lost' && !health.down) app.log.warn({ kasmId }, 'reader lease lost')
       },
     })
     const presence = new RedisPresence({
@@ -150,6 +151,7 @@ export const clusterPlugin = fp(
       lease,
       feed: new ChangeFeed(connections.subscriber, app.log),
       metrics,
+      health,
       log: app.log,
       env,
     }
@@ -158,7 +160,15 @@ export const clusterPlugin = fp(
     app.decorate('presence', presence as Presence)
     bindViewers(app, presence)
 
+    // Once the replica has been up, losing Redis degrades it instead of failing readiness: every replica loses
+    // the same Redis at once, and an ingress with no ready endpoint would refuse even what needs no Redis.
     app.readiness.add('redis', async () => {
+      const state = health.state
+      if (state.kind === 'down') {
+        throw new Degraded(
+          `redis ${state.connection} connection lost (${state.reason}) at ${iso(state.since)}`,
+        )
+      }
       for (const [role, connection] of Object.entries(connections)) {
         if (connection.status !== 'ready') throw new Error(`redis ${role} connection ${connection.status}`)
       }
@@ -182,6 +192,10 @@ export const clusterPlugin = fp(
   },
   { name: 'cluster', dependencies: ['readiness', 'metrics'] },
 )
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString()
+}
 
 /** Presence counts the replica's open viewer streams, which the events plugin (registered later) holds. */
 function bindViewers(app: FastifyInstance, presence: Presence): void {

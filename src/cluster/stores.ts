@@ -32,6 +32,7 @@ export async function redisSessionStore(
     replicaId: cluster.replicaId,
     log: cluster.log,
     onListenerError,
+    quiet: () => cluster.health.down,
   })
   await store.start()
   return store
