@@ -46,7 +46,7 @@ export interface Cluster {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The command connection in cluster mode (REDIS_URL set); null when embedded. */
+    /** The command connection in cluster mode (REDIS_URL or GATEWAY_REDIS_SENTINELS set); null when embedded. */
     redis: Redis | null
     cluster: Cluster | null
     /** Who watches which session: this replica's counts, or every replica's through Redis. */
@@ -60,9 +60,9 @@ const STREAM_RETENTION_MS = 24 * 3600 * 1000
 const BOOT_WAIT_MS = 5000
 
 /**
- * Cluster mode when REDIS_URL is set: three fixed connections per replica (command, blocking XREAD,
+ * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command, blocking XREAD,
  * subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and metrics.
- * Without REDIS_URL it only decorates `app.redis = null`, `app.cluster = null` and a memory presence.
+ * Without either it only decorates `app.redis = null`, `app.cluster = null` and a memory presence.
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
  * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the XREAD
@@ -71,7 +71,8 @@ const BOOT_WAIT_MS = 5000
 export const clusterPlugin = fp(
   async (app) => {
     const env = app.config.env
-    if (!env.REDIS_URL) {
+    const redis = app.config.redis
+    if (redis === null) {
       const presence = new MemoryPresence()
       app.decorate('redis', null)
       app.decorate('cluster', null)
@@ -79,12 +80,12 @@ export const clusterPlugin = fp(
       bindViewers(app, presence)
       return
     }
-    if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required with REDIS_URL')
+    if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required in cluster mode')
 
     const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
     const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX)
     const settings = {
-      url: env.REDIS_URL,
+      redis,
       name: `${env.GATEWAY_REDIS_PREFIX}${replicaId}`.replace(/[^A-Za-z0-9:_.-]/g, '_'),
       commandTimeoutMs: env.GATEWAY_REDIS_COMMAND_TIMEOUT_MS,
     }
@@ -188,7 +189,11 @@ export const clusterPlugin = fp(
     const ready = await Promise.all(Object.values(connections).map((c) => waitReady(c, BOOT_WAIT_MS)))
     if (ready.includes(false)) app.log.warn('redis not reachable at boot; starting not ready')
     fanout.start()
-    app.log.info({ replicaId, prefix: keys.prefix }, 'cluster mode: redis connected')
+    const via =
+      redis.kind === 'sentinel'
+        ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }
+        : {}
+    app.log.info({ replicaId, prefix: keys.prefix, ...via }, 'cluster mode: redis connected')
   },
   { name: 'cluster', dependencies: ['readiness', 'metrics'] },
 )

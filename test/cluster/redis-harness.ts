@@ -127,7 +127,11 @@ export async function replicaParts(
   prefix: string,
   opts: { maxLen?: number; leaseMs?: number; name?: string } = {},
 ): Promise<ReplicaParts> {
-  const settings = { url, name: opts.name ?? `${prefix}test`, commandTimeoutMs: 2000 }
+  const settings = {
+    redis: { kind: 'url', url } as const,
+    name: opts.name ?? `${prefix}test`,
+    commandTimeoutMs: 2000,
+  }
   const command = defineScripts(openConnection(settings, 'command'))
   const blocking = openConnection(settings, 'blocking')
   for (const c of [command, blocking]) {
