@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { parse } from 'yaml'
-import { ConfigError, configVariables, loadConfig } from '../../src/config.ts'
+import { ConfigError, configVariables, loadConfig, secretFileVariables } from '../../src/config.ts'
 import { loadSessionsFile } from '../../src/sessions/file.ts'
 import { chartDir, helmUnavailable, only } from './helm.ts'
 import { gatewayContainer, podEnvironment, render, scenarios } from './scenarios.ts'
@@ -43,6 +43,16 @@ const fixtureSecrets: Record<string, string> = {
   GATEWAY_COOKIE_SECRET: 'c'.repeat(40),
   GATEWAY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString('base64url'),
   REDIS_URL: 'redis://redis:6379',
+}
+
+/** The names a scenario's value files add through `extraEnv`. */
+async function extraEnvNames(files: string[]): Promise<string[]> {
+  const names: string[] = []
+  for (const file of files) {
+    const v = parse(await readFile(file, 'utf8')) as { extraEnv?: { name: string }[] } | null
+    for (const e of v?.extraEnv ?? []) names.push(e.name)
+  }
+  return names
 }
 
 function asEnv(map: Record<string, unknown>): Record<string, string> {
@@ -84,10 +94,20 @@ describe('the chart and the config schema (src/config.ts) agree', () => {
     test(`the rendered pod environment is one the gateway accepts: ${name}`, { skip }, async () => {
       const manifests = await render(name)
       const container = gatewayContainer(manifests)
-      const configMap = only(manifests, 'ConfigMap').data as Record<string, string>
+      const deployment = only(manifests, 'Deployment').metadata.name
+      const configMap = manifests.find((m) => m.kind === 'ConfigMap' && m.metadata.name === deployment)
+        ?.data as Record<string, string>
       for (const key of Object.keys(configMap))
         assert.ok(configVariables.includes(key), `ConfigMap has ${key}`)
-      for (const v of container.env ?? []) assert.ok(configVariables.includes(v.name), `env has ${v.name}`)
+      // Besides gateway variables: `<secret>_FILE`, the CA bundle, and what the scenario puts in extraEnv.
+      const extra = new Set(['NODE_EXTRA_CA_CERTS', ...(await extraEnvNames(scenarios[name] ?? []))])
+      for (const v of container.env ?? []) {
+        const known =
+          configVariables.includes(v.name) ||
+          (v.name.endsWith('_FILE') && secretFileVariables.includes(v.name.slice(0, -'_FILE'.length))) ||
+          extra.has(v.name)
+        assert.ok(known, `env has ${v.name}`)
+      }
       // An existing Secret is made outside the chart: stand in for it with valid values.
       const env = podEnvironment(manifests, {
         GATEWAY_COOKIE_SECRET: fixtureSecrets.GATEWAY_COOKIE_SECRET!,

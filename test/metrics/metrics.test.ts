@@ -6,41 +6,12 @@ import { deletePrefix, REDIS_TEST_URL, uniquePrefix } from '../cluster/redis-har
 import { openSse, startStack, until } from '../events/helpers.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { clusterFamilies, gatewayFamilies, standardFamilies } from '../helpers/metric-families.ts'
 import { type Family, parseExposition, sampleValue } from '../helpers/prometheus.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
 
 const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as {
   version: string
-}
-
-/** The gateway's own metric families and their types, in every mode. */
-const gatewayFamilies: Record<string, string> = {
-  krg_build_info: 'gauge',
-  krg_http_requests_total: 'counter',
-  krg_http_request_duration_seconds: 'histogram',
-  krg_http_stream_duration_seconds: 'histogram',
-  krg_upstream_request_duration_seconds: 'histogram',
-  krg_upstream_errors_total: 'counter',
-  krg_auth_failures_total: 'counter',
-  krg_sessions_registered: 'gauge',
-  krg_event_viewers: 'gauge',
-  krg_event_upstream_streams: 'gauge',
-  krg_event_upstream_reconnects_total: 'counter',
-  krg_event_slow_consumers_dropped_total: 'counter',
-  krg_event_gaps_unfilled_total: 'counter',
-  krg_event_deliveries_total: 'counter',
-}
-
-/** What cluster mode adds. */
-const clusterFamilies: Record<string, string> = {
-  krg_redis_connected: 'gauge',
-  krg_redis_reconnects_total: 'counter',
-  krg_cluster_appends_total: 'counter',
-  krg_cluster_entries_appended_total: 'counter',
-  krg_cluster_entries_read_total: 'counter',
-  krg_cluster_leases_held: 'gauge',
-  krg_cluster_lease_changes_total: 'counter',
-  krg_cluster_watched_streams: 'gauge',
 }
 
 /** Counters whose known label values exist at 0 from the first scrape, for alerts on rate() and increase(). */
@@ -72,12 +43,13 @@ test('every metric is the gateway’s (krg_) or a standard process/Node.js one, 
   const gw = await startGateway()
   t.after(() => gw.close())
   const families = await scrape(gw.url)
-  assertTypes(families, gatewayFamilies)
+  assertTypes(families, { ...gatewayFamilies, ...standardFamilies })
   for (const [name, family] of families) {
     assert.match(name, /^(krg_|process_|nodejs_)/, `${name} is prefixed`)
     assert.ok(family.help.length > 0, `${name} has help`)
   }
   assert.equal(families.get('krg_redis_connected'), undefined, 'no Redis metrics without Redis')
+  assert.equal(families.get('krg_degraded'), undefined)
 })
 
 test('krg_build_info names the version and Node.js; known reasons are exported at 0 before any event', async (t) => {
@@ -176,6 +148,7 @@ test('cluster mode adds the Redis and cluster families, with known labels at 0',
     assert.equal(sampleValue(families, 'krg_redis_connected', { connection }), 1)
     assert.equal(sampleValue(families, 'krg_redis_reconnects_total', { connection }), 0)
   }
+  assert.equal(sampleValue(families, 'krg_degraded'), 0)
   for (const result of ['stored', 'fenced', 'error'])
     assert.equal(sampleValue(families, 'krg_cluster_appends_total', { result }), 0)
   for (const event of ['acquired', 'lost', 'released'])
