@@ -93,6 +93,31 @@ export async function startReplica(index: number, env: Record<string, string>): 
   return { index, url, child, output, exited, alive: () => !exitedFlag }
 }
 
+/**
+ * The environment of a test replica in cluster mode under `prefix`, with short leases and retries; `redis`
+ * says where Redis is (REDIS_URL, or the Sentinel variables) and may override anything.
+ */
+export function clusterTestEnv(prefix: string, redis: Record<string, string>): Record<string, string> {
+  return testEnv({
+    LOG_LEVEL: 'warn',
+    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    GATEWAY_REDIS_PREFIX: prefix,
+    GATEWAY_LEASE_MS: '2000',
+    GATEWAY_STREAM_LINGER_MS: '0',
+    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
+    GATEWAY_PING_INTERVAL_MS: '1000',
+    GATEWAY_PRESENCE_TTL_MS: '3000',
+    GATEWAY_SHUTDOWN_GRACE_MS: '10000',
+    ...redis,
+  })
+}
+
+/** Kills the replicas still alive and waits for every exit (for `t.after`). */
+export async function stopReplicas(replicas: readonly Replica[]): Promise<void> {
+  for (const r of replicas) if (r.alive()) r.child.kill('SIGKILL')
+  await Promise.all(replicas.map((r) => r.exited))
+}
+
 /** Starts redis-server, the simulated runtime and `n` replicas; all stopped by `t.after`. */
 export async function startCluster(
   t: { after(fn: () => unknown): void },
@@ -104,24 +129,9 @@ export async function startCluster(
   const runtime = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
   t.after(() => runtime.close())
   const prefix = uniquePrefix()
-  const env = testEnv({
-    LOG_LEVEL: 'warn',
-    REDIS_URL: redis.url,
-    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-    GATEWAY_REDIS_PREFIX: prefix,
-    GATEWAY_LEASE_MS: '2000',
-    GATEWAY_STREAM_LINGER_MS: '0',
-    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
-    GATEWAY_PING_INTERVAL_MS: '1000',
-    GATEWAY_PRESENCE_TTL_MS: '3000',
-    GATEWAY_SHUTDOWN_GRACE_MS: '10000',
-    ...extraEnv,
-  })
+  const env = clusterTestEnv(prefix, { REDIS_URL: redis.url, ...extraEnv })
   const replicas: Replica[] = []
-  t.after(async () => {
-    for (const r of replicas) if (r.alive()) r.child.kill('SIGKILL')
-    await Promise.all(replicas.map((r) => r.exited))
-  })
+  t.after(() => stopReplicas(replicas))
   const start = async (index: number): Promise<Replica> => {
     const replica = await startReplica(index, env)
     replicas.push(replica)

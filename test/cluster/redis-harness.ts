@@ -49,6 +49,44 @@ export async function freePort(): Promise<number> {
   })
 }
 
+/** Waits until the redis-server (or sentinel) on 127.0.0.1:`port` answers PING, with `password` if it has one. */
+export async function waitForRedis(port: number, password?: string): Promise<void> {
+  const probe = new Redis(port, '127.0.0.1', {
+    ...(password === undefined ? {} : { password }),
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: null,
+  })
+  probe.on('error', () => {})
+  try {
+    await until(`redis on ${port} answers`, async () => {
+      try {
+        if (probe.status !== 'ready') await probe.connect()
+        return (await probe.ping()) === 'PONG'
+      } catch {
+        probe.disconnect()
+        return false
+      }
+    })
+  } finally {
+    probe.disconnect()
+  }
+}
+
+/** Kills (SIGKILL) the processes still running and waits until every one has exited. */
+export async function killAll(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve()
+          c.once('exit', () => resolve())
+          c.kill('SIGKILL')
+        }),
+    ),
+  )
+}
+
 /** A redis-server this test started (and restarts, kills) on its own port. */
 export interface RedisServer {
   readonly url: string
@@ -80,31 +118,12 @@ export async function startRedisServer(port?: number): Promise<RedisServer> {
       ],
       { stdio: 'ignore' },
     )
-    const probe = new Redis(port, '127.0.0.1', {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: null,
-    })
-    probe.on('error', () => {})
-    await until('redis-server answers', async () => {
-      try {
-        if (probe.status !== 'ready') await probe.connect()
-        return (await probe.ping()) === 'PONG'
-      } catch {
-        probe.disconnect()
-        return false
-      }
-    })
-    probe.disconnect()
+    await waitForRedis(port)
   }
   const stop = async (): Promise<void> => {
     const c = child
     child = undefined
-    if (!c || c.exitCode !== null) return
-    await new Promise<void>((resolve) => {
-      c.once('exit', () => resolve())
-      c.kill('SIGKILL')
-    })
+    if (c) await killAll([c])
   }
   await start()
   return { url: `redis://127.0.0.1:${port}`, port, stop, start }

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { freePort, until } from './redis-harness.ts'
+import { freePort, killAll, until, waitForRedis } from './redis-harness.ts'
 
 /** The Sentinel group's name in these tests. */
 export const MASTER_NAME = 'krgmaster'
@@ -33,29 +33,6 @@ export interface SentinelGroup {
 
 function spawnRedis(args: string[]): ChildProcess {
   return spawn('redis-server', args, { stdio: 'ignore' })
-}
-
-async function answers(port: number, password: string): Promise<void> {
-  const probe = new Redis(port, '127.0.0.1', {
-    password,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: null,
-  })
-  probe.on('error', () => {})
-  try {
-    await until(`redis on ${port} answers`, async () => {
-      try {
-        if (probe.status !== 'ready') await probe.connect()
-        return (await probe.ping()) === 'PONG'
-      } catch {
-        probe.disconnect()
-        return false
-      }
-    })
-  } finally {
-    probe.disconnect()
-  }
 }
 
 /** Starts the group and waits until every sentinel monitors the master and sees its replica in sync. */
@@ -90,7 +67,7 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
       String(dataPorts[0]),
     ]),
   )
-  for (const port of dataPorts) await answers(port, DATA_PASSWORD)
+  for (const port of dataPorts) await waitForRedis(port, DATA_PASSWORD)
 
   const sentinelPorts: number[] = []
   for (let i = 0; i < 3; i++) {
@@ -116,7 +93,7 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
     )
     children.push(spawnRedis([conf, '--sentinel']))
   }
-  for (const port of sentinelPorts) await answers(port, SENTINEL_PASSWORD)
+  for (const port of sentinelPorts) await waitForRedis(port, SENTINEL_PASSWORD)
 
   const sentinel = (port: number): Redis => {
     const c = new Redis(port, '127.0.0.1', { password: SENTINEL_PASSWORD, maxRetriesPerRequest: 1 })
@@ -179,16 +156,7 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
     data,
     async stop() {
       for (const c of clients) c.disconnect()
-      await Promise.all(
-        children.map(
-          (c) =>
-            new Promise<void>((resolve) => {
-              if (c.exitCode !== null || c.signalCode !== null) return resolve()
-              c.once('exit', () => resolve())
-              c.kill('SIGKILL')
-            }),
-        ),
-      )
+      await killAll(children)
       await rm(dir, { recursive: true, force: true })
     },
   }

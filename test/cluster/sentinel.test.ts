@@ -1,15 +1,16 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
-import { bearer, testEnv } from '../helpers/jwt.ts'
+import { bearer } from '../helpers/jwt.ts'
 import {
+  clusterTestEnv,
   contiguity,
   emitSteadily,
   type Replica,
   RoamingViewer,
   request,
   startReplica,
-  TEST_ENCRYPTION_KEY,
+  stopReplicas,
   TOKEN,
 } from './cluster-harness.ts'
 import { uniquePrefix, until } from './redis-harness.ts'
@@ -25,26 +26,16 @@ test('Sentinel: replicas find the master, follow a failover while events flow, a
   t.after(() => group.stop())
   const runtime = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
   t.after(() => runtime.close())
-  const prefix = uniquePrefix()
-  const env = testEnv({
-    LOG_LEVEL: 'warn',
+  const env = clusterTestEnv(uniquePrefix(), {
     GATEWAY_REDIS_SENTINELS: group.sentinelsVariable,
     GATEWAY_REDIS_SENTINEL_MASTER: MASTER_NAME,
     GATEWAY_REDIS_SENTINEL_PASSWORD: SENTINEL_PASSWORD,
     // With Sentinel, REDIS_URL carries only the master's password and database (the host is not used).
     REDIS_URL: `redis://:${DATA_PASSWORD}@${MASTER_NAME}/0`,
-    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-    GATEWAY_REDIS_PREFIX: prefix,
-    GATEWAY_LEASE_MS: '2000',
-    GATEWAY_STREAM_LINGER_MS: '0',
-    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
-    GATEWAY_PING_INTERVAL_MS: '1000',
   })
+  const prefix = env.GATEWAY_REDIS_PREFIX ?? ''
   const replicas: Replica[] = []
-  t.after(async () => {
-    for (const r of replicas) if (r.alive()) r.child.kill('SIGKILL')
-    await Promise.all(replicas.map((r) => r.exited))
-  })
+  t.after(() => stopReplicas(replicas))
   replicas.push(...(await Promise.all([startReplica(0, env), startReplica(1, env)])))
   const logs = () => replicas.flatMap((r) => r.output).join('\n')
 
