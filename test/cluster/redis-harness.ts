@@ -87,6 +87,18 @@ export async function killAll(children: readonly ChildProcess[]): Promise<void> 
   )
 }
 
+/** redis-server arguments of every test server: loopback only, nothing persisted, quiet. */
+export const EPHEMERAL_REDIS_ARGS: readonly string[] = [
+  '--bind',
+  '127.0.0.1',
+  '--save',
+  '',
+  '--appendonly',
+  'no',
+  '--loglevel',
+  'warning',
+]
+
 /** A redis-server this test started (and restarts, kills) on its own port. */
 export interface RedisServer {
   readonly url: string
@@ -102,22 +114,7 @@ export async function startRedisServer(port?: number): Promise<RedisServer> {
   port ??= await freePort()
   let child: ChildProcess | undefined
   const start = async (): Promise<void> => {
-    child = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--loglevel',
-        'warning',
-      ],
-      { stdio: 'ignore' },
-    )
+    child = spawn('redis-server', ['--port', String(port), ...EPHEMERAL_REDIS_ARGS], { stdio: 'ignore' })
     await waitForRedis(port)
   }
   const stop = async (): Promise<void> => {

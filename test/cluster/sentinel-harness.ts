@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { freePort, killAll, until, waitForRedis } from './redis-harness.ts'
+import { EPHEMERAL_REDIS_ARGS, freePort, killAll, until, waitForRedis } from './redis-harness.ts'
 
 /** The Sentinel group's name in these tests. */
 export const MASTER_NAME = 'krgmaster'
@@ -42,18 +42,7 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
   const clients: Redis[] = []
   const dataPorts = [await freePort(), await freePort()] as const
   // --dir: a replica writes the master's snapshot to disk when it syncs; it goes to the test's directory.
-  const common = [
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--loglevel',
-    'warning',
-    '--dir',
-    dir,
-  ]
+  const common = [...EPHEMERAL_REDIS_ARGS, '--dir', dir]
   const auth = ['--requirepass', DATA_PASSWORD, '--masterauth', DATA_PASSWORD]
   children.push(spawnRedis(['--port', String(dataPorts[0]), ...common, ...auth]))
   children.push(
