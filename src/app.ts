@@ -53,7 +53,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   app.setErrorHandler((err, request, reply) => {
     const { status, body } = toErrorBody(err as Error)
-    if (status >= 500) request.log.error({ err }, 'request failed')
+    // A 503 says something is unavailable (Redis, the IdP's keys, a draining replica): that is logged once
+    // where it is detected, not with a stack trace per request.
+    if (status >= 500 && status !== 503) request.log.error({ err }, 'request failed')
     else request.log.info({ code: body.error, status }, 'request refused')
     return reply.code(status).send(body)
   })

@@ -35,6 +35,30 @@ const envSchema = z.object({
     .string()
     .regex(/^rediss?:\/\//, 'must start with redis:// or rediss://')
     .optional(),
+  // Sentinel instead of one address: `host:port` pairs ([v6]:port for IPv6). REDIS_URL, when also set, gives the
+  // master's credentials, database and TLS (its host and port are not used).
+  GATEWAY_REDIS_SENTINELS: list
+    .pipe(
+      z.array(
+        z
+          .string()
+          .regex(
+            /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/,
+            'each must be host:port (e.g. redis-sentinel:26379)',
+          )
+          .transform((v) => {
+            const at = v.lastIndexOf(':')
+            return { host: v.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(v.slice(at + 1)) }
+          })
+          .refine((v) => v.port >= 1 && v.port <= 65535, 'port must be 1-65535'),
+      ),
+    )
+    .default(''),
+  GATEWAY_REDIS_SENTINEL_MASTER: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_", "-"')
+    .default('mymaster'),
+  GATEWAY_REDIS_SENTINEL_PASSWORD: z.string().min(1).optional(),
 
   GATEWAY_SESSIONS_FILE: z.string().min(1).optional(),
   GATEWAY_UPSTREAM_TEMPLATE: z
@@ -175,12 +199,27 @@ export const configVariables: readonly string[] = Object.keys(envSchema.shape)
  */
 export const secretFileVariables: readonly string[] = [
   'REDIS_URL',
+  'GATEWAY_REDIS_SENTINEL_PASSWORD',
   'GATEWAY_JWT_SECRET',
   'GATEWAY_COOKIE_SECRET',
   'GATEWAY_ENCRYPTION_KEY',
   'GATEWAY_KASM_API_KEY',
   'GATEWAY_KASM_API_SECRET',
 ]
+
+/**
+ * Where cluster mode finds Redis: one address (REDIS_URL), or the master of a Sentinel group
+ * (GATEWAY_REDIS_SENTINELS), with REDIS_URL's credentials, database and TLS when it is set too.
+ */
+export type RedisEndpoint =
+  | { readonly kind: 'url'; readonly url: string }
+  | {
+      readonly kind: 'sentinel'
+      readonly sentinels: readonly { readonly host: string; readonly port: number }[]
+      readonly master: string
+      readonly sentinelPassword: string | undefined
+      readonly url: string | undefined
+    }
 
 /** Validated gateway configuration, derived from {@link Env}. */
 export interface Config {
@@ -196,6 +235,8 @@ export interface Config {
   readonly basePath: string
   /** The Fastify `prefix` for the gateway's own route plugins: {@link basePath} without its trailing `/`. */
   readonly routePrefix: string
+  /** Cluster mode's Redis; null when embedded (neither REDIS_URL nor GATEWAY_REDIS_SENTINELS). */
+  readonly redis: RedisEndpoint | null
 }
 
 /** Thrown at boot when a variable is wrong; its message names every bad variable. */
@@ -254,8 +295,13 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (production && !env.GATEWAY_COOKIE_SECRET) cross.push('GATEWAY_COOKIE_SECRET: required in production')
   if (production && !env.GATEWAY_JWT_SECRET && !env.GATEWAY_JWKS_URL)
     cross.push('GATEWAY_JWT_SECRET or GATEWAY_JWKS_URL: one is required in production')
-  if (env.REDIS_URL && !env.GATEWAY_ENCRYPTION_KEY)
-    cross.push('GATEWAY_ENCRYPTION_KEY: required with REDIS_URL (messaging tokens are stored encrypted)')
+  const sentinel = env.GATEWAY_REDIS_SENTINELS.length > 0
+  if ((env.REDIS_URL || sentinel) && !env.GATEWAY_ENCRYPTION_KEY)
+    cross.push(
+      'GATEWAY_ENCRYPTION_KEY: required with REDIS_URL or GATEWAY_REDIS_SENTINELS (messaging tokens are stored encrypted)',
+    )
+  if (env.GATEWAY_REDIS_SENTINEL_PASSWORD && !sentinel)
+    cross.push('GATEWAY_REDIS_SENTINEL_PASSWORD: only with GATEWAY_REDIS_SENTINELS')
   if (env.GATEWAY_KASM_API_URL && !(env.GATEWAY_KASM_API_KEY && env.GATEWAY_KASM_API_SECRET))
     cross.push('GATEWAY_KASM_API_KEY and GATEWAY_KASM_API_SECRET: required with GATEWAY_KASM_API_URL')
   if (env.GATEWAY_KASM_API_URL && env.GATEWAY_KASM_UPSTREAM === 'template' && !env.GATEWAY_UPSTREAM_TEMPLATE)
@@ -280,5 +326,16 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cookieName: cookieSecure ? '__Host-krg_session' : 'krg_session',
     basePath: env.GATEWAY_BASE_PATH,
     routePrefix: env.GATEWAY_BASE_PATH.slice(0, -1),
+    redis: sentinel
+      ? {
+          kind: 'sentinel',
+          sentinels: env.GATEWAY_REDIS_SENTINELS,
+          master: env.GATEWAY_REDIS_SENTINEL_MASTER,
+          sentinelPassword: env.GATEWAY_REDIS_SENTINEL_PASSWORD,
+          url: env.REDIS_URL,
+        }
+      : env.REDIS_URL
+        ? { kind: 'url', url: env.REDIS_URL }
+        : null,
   }
 }

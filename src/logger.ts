@@ -1,5 +1,8 @@
+import { hostname } from 'node:os'
 import type { FastifyServerOptions } from 'fastify'
+import { stdTimeFunctions } from 'pino'
 import type { Config } from './config.ts'
+import { serviceName, version } from './version.ts'
 
 /**
  * Paths pino replaces with `[redacted]` wherever they appear in a log record. The messaging token is also
@@ -21,10 +24,16 @@ export const redactPaths: string[] = [
   '*.token',
 ]
 
-/** Logger options for the app: JSON lines, credentials redacted, URLs logged without their query. */
+/**
+ * Logger options for the app: JSON lines with an ISO-8601 `time` and the `service` and `version` of the
+ * process on every line (a shared log index tells services and rollouts apart), credentials redacted, URLs
+ * logged without their query.
+ */
 export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
   return {
     level: config.env.LOG_LEVEL,
+    timestamp: stdTimeFunctions.isoTime,
+    base: { service: serviceName, version, pid: process.pid, hostname: hostname() },
     redact: { paths: redactPaths, censor: '[redacted]' },
     serializers: {
       req: (req: { method: string; url: string; id: string }) => ({

@@ -35,6 +35,7 @@ async function main(): Promise<void> {
     if (stopping) return
     stopping = true
     app.log.info({ signal }, 'shutting down: draining streams')
+    const startedAt = Date.now()
     const grace = config.env.GATEWAY_SHUTDOWN_GRACE_MS
     const timer = setTimeout(() => {
       app.log.error('shutdown grace period exceeded; exiting')
@@ -48,6 +49,8 @@ async function main(): Promise<void> {
       await app.events.streams.close(grace / 2, Math.min(5000, grace / 4))
       await app.close()
       await demo?.close()
+      // The last line: an orchestrator's log shows the drain finished (and how long it took) before the exit.
+      app.log.info({ signal, durationMs: Date.now() - startedAt }, 'shutdown complete')
       process.exit(0)
     } catch (err) {
       app.log.error({ err }, 'error during shutdown')

@@ -241,7 +241,9 @@ export const authPlugin = fp(
       try {
         check = await sessions.resolve(unsigned.value)
       } catch (err) {
-        request.log.error({ err }, 'cookie session store failed')
+        // During a known Redis outage (logged once by the cluster) every cookie request would repeat it.
+        if (app.cluster?.health.down) request.log.debug({ err }, 'cookie session store failed')
+        else request.log.error({ err }, 'cookie session store failed')
         throw refuse(request, 'store_unavailable', new StoreUnavailable('cookie sessions', { cause: err }))
       }
       if (!check.ok) {

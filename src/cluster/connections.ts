@@ -1,4 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis'
+import type { RedisEndpoint } from '../config.ts'
 
 /**
  * The fixed Redis connections of one replica. Their number never depends on viewers or sessions:
@@ -10,7 +11,8 @@ export type ConnectionRole = 'command' | 'blocking' | 'subscriber'
 
 /** Options shared by the three connections. */
 export interface ConnectionSettings {
-  readonly url: string
+  /** One address, or a Sentinel group's master (config.redis). */
+  readonly redis: RedisEndpoint
   /** Shown in `CLIENT LIST`, e.g. `krg:<replica>`. */
   readonly name: string
   /** Ordinary commands fail after this long (a hung Redis must not hang requests). */
@@ -48,8 +50,30 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
         ? { commandTimeout: settings.commandTimeoutMs }
         : {}),
     keepAlive: 10_000,
+    ...sentinelOptions(settings.redis),
   }
-  return new Redis(settings.url, options)
+  const url = settings.redis.url
+  return url === undefined ? new Redis(options) : new Redis(url, options)
+}
+
+/**
+ * With Sentinel, each connection asks the sentinels (in the given order, then the ones they name) for the
+ * master, watches them for `+switch-master` so a failover moves it at once, and reconnects (to the new master)
+ * when a demoted one answers a write with READONLY. REDIS_URL, if set, still gives the master's credentials,
+ * database and TLS; with `rediss:` the sentinels are reached over TLS too.
+ */
+function sentinelOptions(redis: RedisEndpoint): RedisOptions {
+  if (redis.kind !== 'sentinel') return {}
+  const tls = redis.url?.startsWith('rediss:') === true
+  return {
+    sentinels: redis.sentinels.map(({ host, port }) => ({ host, port })),
+    name: redis.master,
+    ...(redis.sentinelPassword === undefined ? {} : { sentinelPassword: redis.sentinelPassword }),
+    failoverDetector: true,
+    sentinelRetryStrategy: reconnectDelay,
+    reconnectOnError: (err) => err.message.startsWith('READONLY'),
+    ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: {} } : {}),
+  }
 }
 
 /** Resolves once the connection is ready, or after `timeoutMs` (false) so a boot never hangs on Redis. */

@@ -29,6 +29,8 @@ export interface LeasedJobOptions {
   /** One run; a throw counts as a failure (the job logs its own reasons). */
   readonly run: (run: JobRun) => Promise<void>
   readonly log: FastifyBaseLogger
+  /** While true (Redis is known to be down), failures that follow from it log at debug: one warning per outage. */
+  readonly quiet?: () => boolean
   /** Called when this replica starts or stops holding the job (metrics, logs). */
   readonly onHolder?: (holding: boolean) => void
 }
@@ -130,7 +132,8 @@ export class LeasedJob {
       held = await this.#o.lease.renew(this.#o.name, state.fence)
     } catch (err) {
       // Redis cannot be asked but the lease may still be alive: keep going, ask again.
-      this.#o.log.warn({ err, job: this.#o.name }, 'job lease renewal failed; retrying')
+      const level = this.#o.quiet?.() ? 'debug' : 'warn'
+      this.#o.log[level]({ err, job: this.#o.name }, 'job lease renewal failed; retrying')
       held = true
     }
     if (this.#state !== state) return
@@ -138,7 +141,8 @@ export class LeasedJob {
       state.renewTimer = timer(this.#o.leaseMs / 3, () => void this.#renew(state))
       return
     }
-    this.#o.log.warn({ job: this.#o.name }, 'job lease lost; another replica runs the job now')
+    // A handover, not a fault: the job goes on on another replica (or here again at the next acquire).
+    this.#o.log.info({ job: this.#o.name }, 'job lease lost; another replica runs the job now')
     this.#clear(state)
     state.controller.abort()
     this.#o.onHolder?.(false)

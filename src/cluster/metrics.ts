@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
+import { zeroed } from '../metrics/plugin.ts'
 import type { ConnectionRole } from './connections.ts'
 
 /** Cluster-mode metrics, registered on the app's registry. Labels are fixed words, never ids. */
@@ -16,7 +17,7 @@ export interface ClusterMetrics {
 /** Creates the metrics; `watched` is read from the fan-out loop at scrape time. */
 export function createClusterMetrics(registry: Registry, watched: () => number): ClusterMetrics {
   const registers = [registry]
-  return {
+  const metrics: ClusterMetrics = {
     connected: new Gauge({
       name: 'krg_redis_connected',
       help: 'Whether each fixed Redis connection of this replica is ready (1) or not (0)',
@@ -65,6 +66,10 @@ export function createClusterMetrics(registry: Registry, watched: () => number):
       },
     }),
   }
+  zeroed(metrics.reconnects, 'connection', ['command', 'blocking', 'subscriber'] satisfies ConnectionRole[])
+  zeroed(metrics.appends, 'result', ['stored', 'fenced', 'error'])
+  zeroed(metrics.leaseChanges, 'event', ['acquired', 'lost', 'released'])
+  return metrics
 }
 
 /** Keeps `connected` and `reconnects` current for one connection. */
@@ -77,4 +82,16 @@ export function trackConnection(
   connection.on('ready', () => metrics.connected.set({ connection: role }, 1))
   connection.on('close', () => metrics.connected.set({ connection: role }, 0))
   connection.on('reconnecting', () => metrics.reconnects.inc({ connection: role }))
+}
+
+/** `krg_degraded`: 1 while the replica serves without Redis (see docs/cluster.md, degraded mode), else 0. */
+export function registerDegradedGauge(registry: Registry, degraded: () => boolean): void {
+  new Gauge({
+    name: 'krg_degraded',
+    help: 'Whether this replica serves in degraded mode (1: Redis lost after it had been up), or not (0)',
+    registers: [registry],
+    collect() {
+      this.set(degraded() ? 1 : 0)
+    },
+  })
 }

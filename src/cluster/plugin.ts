@@ -4,14 +4,21 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Env } from '../config.ts'
+import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
 import { ChangeFeed } from './change-feed.ts'
 import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
 import { frameOf, RedisEventBus } from './event-bus.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
-import { type ClusterMetrics, createClusterMetrics, trackConnection } from './metrics.ts'
+import {
+  type ClusterMetrics,
+  createClusterMetrics,
+  registerDegradedGauge,
+  trackConnection,
+} from './metrics.ts'
 import { MemoryPresence, type Presence, RedisPresence } from './presence.ts'
 import { RedisReaderLease } from './reader-lease.ts'
+import { RedisHealth } from './redis-health.ts'
 import { type ClusterCommands, defineScripts } from './scripts.ts'
 import { StreamFanout } from './stream-fanout.ts'
 
@@ -33,13 +40,15 @@ export interface Cluster {
   /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
   readonly feed: ChangeFeed
   readonly metrics: ClusterMetrics
+  /** The replica's standing with Redis (connecting, up, down): degraded mode and its logging follow it. */
+  readonly health: RedisHealth
   readonly log: FastifyBaseLogger
   readonly env: Env
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The command connection in cluster mode (REDIS_URL set); null when embedded. */
+    /** The command connection in cluster mode (REDIS_URL or GATEWAY_REDIS_SENTINELS set); null when embedded. */
     redis: Redis | null
     cluster: Cluster | null
     /** Who watches which session: this replica's counts, or every replica's through Redis. */
@@ -53,9 +62,9 @@ const STREAM_RETENTION_MS = 24 * 3600 * 1000
 const BOOT_WAIT_MS = 5000
 
 /**
- * Cluster mode when REDIS_URL is set: three fixed connections per replica (command, blocking XREAD,
+ * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command, blocking XREAD,
  * subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and metrics.
- * Without REDIS_URL it only decorates `app.redis = null`, `app.cluster = null` and a memory presence.
+ * Without either it only decorates `app.redis = null`, `app.cluster = null` and a memory presence.
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
  * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the XREAD
@@ -64,7 +73,8 @@ const BOOT_WAIT_MS = 5000
 export const clusterPlugin = fp(
   async (app) => {
     const env = app.config.env
-    if (!env.REDIS_URL) {
+    const redis = app.config.redis
+    if (redis === null) {
       const presence = new MemoryPresence()
       app.decorate('redis', null)
       app.decorate('cluster', null)
@@ -72,12 +82,12 @@ export const clusterPlugin = fp(
       bindViewers(app, presence)
       return
     }
-    if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required with REDIS_URL')
+    if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required in cluster mode')
 
     const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
     const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX)
     const settings = {
-      url: env.REDIS_URL,
+      redis,
       name: `${env.GATEWAY_REDIS_PREFIX}${replicaId}`.replace(/[^A-Za-z0-9:_.-]/g, '_'),
       commandTimeoutMs: env.GATEWAY_REDIS_COMMAND_TIMEOUT_MS,
     }
@@ -90,21 +100,12 @@ export const clusterPlugin = fp(
 
     let fanout: StreamFanout | undefined
     const metrics = createClusterMetrics(app.metrics.registry, () => fanout?.watchedCount ?? 0)
+    const health = new RedisHealth(connections, app.log)
     for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
       trackConnection(metrics, role, connection)
-      let down = false
-      connection.on('error', (err: Error) => {
-        // ioredis repeats the error on every failed reconnect: log the first of each outage only.
-        if (down) return
-        down = true
-        app.log.warn({ err, connection: role }, 'redis connection failed; reconnecting')
-      })
-      connection.on('ready', () => {
-        if (down) app.log.info({ connection: role }, 'redis connection restored')
-        down = false
-      })
       connection.connect().catch(() => {})
     }
+    registerDegradedGauge(app.metrics.registry, () => health.down)
 
     fanout = new StreamFanout({
       command,
@@ -112,6 +113,7 @@ export const clusterPlugin = fp(
       streamKey: keys.events,
       frame: frameOf,
       log: app.log,
+      quiet: () => health.down,
       onRead: (n) => metrics.read.inc(n),
     })
     const bus = new RedisEventBus({
@@ -132,7 +134,7 @@ export const clusterPlugin = fp(
       onChange: (event, kasmId, held) => {
         metrics.leaseChanges.inc({ event })
         metrics.leases.set(held)
-        if (event === 'lost') app.log.warn({ kasmId }, 'reader lease lost')
+        if (event === 'lost' && !health.down) app.log.warn({ kasmId }, 'reader lease lost')
       },
     })
     const jobLease = new RedisReaderLease({
@@ -159,6 +161,7 @@ export const clusterPlugin = fp(
       jobLease,
       feed: new ChangeFeed(connections.subscriber, app.log),
       metrics,
+      health,
       log: app.log,
       env,
     }
@@ -167,7 +170,15 @@ export const clusterPlugin = fp(
     app.decorate('presence', presence as Presence)
     bindViewers(app, presence)
 
+    // Once the replica has been up, losing Redis degrades it instead of failing readiness: every replica loses
+    // the same Redis at once, and an ingress with no ready endpoint would refuse even what needs no Redis.
     app.readiness.add('redis', async () => {
+      const state = health.state
+      if (state.kind === 'down') {
+        throw new Degraded(
+          `redis ${state.connection} connection lost (${state.reason}) at ${iso(state.since)}`,
+        )
+      }
       for (const [role, connection] of Object.entries(connections)) {
         if (connection.status !== 'ready') throw new Error(`redis ${role} connection ${connection.status}`)
       }
@@ -188,10 +199,18 @@ export const clusterPlugin = fp(
     const ready = await Promise.all(Object.values(connections).map((c) => waitReady(c, BOOT_WAIT_MS)))
     if (ready.includes(false)) app.log.warn('redis not reachable at boot; starting not ready')
     fanout.start()
-    app.log.info({ replicaId, prefix: keys.prefix }, 'cluster mode: redis connected')
+    const via =
+      redis.kind === 'sentinel'
+        ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }
+        : {}
+    app.log.info({ replicaId, prefix: keys.prefix, ...via }, 'cluster mode: redis connected')
   },
   { name: 'cluster', dependencies: ['readiness', 'metrics'] },
 )
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString()
+}
 
 /** Presence counts the replica's open viewer streams, which the events plugin (registered later) holds. */
 function bindViewers(app: FastifyInstance, presence: Presence): void {

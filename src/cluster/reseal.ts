@@ -23,6 +23,8 @@ export interface ResealerOptions {
   /** GATEWAY_RESEAL_PER_S: records re-sealed per second, at most. */
   readonly perSecond: number
   readonly log: FastifyBaseLogger
+  /** Redis is known to be down: job-lease failures log at debug (see `LeasedJobOptions.quiet`). */
+  readonly quiet?: () => boolean
   readonly registry: Registry
 }
 
@@ -84,6 +86,7 @@ export class Resealer {
       nextRunMs: (failures) => options.leaseMs * 2 ** Math.min(failures, 4),
       run: (run) => this.#run(run.fence, run.signal),
       log: options.log,
+      ...(options.quiet === undefined ? {} : { quiet: options.quiet }),
       onHolder: (held) => holding.set(held ? 1 : 0),
     })
   }

@@ -44,6 +44,8 @@ export interface RedisSessionStoreOptions {
   readonly replicaId: string
   readonly log: FastifyBaseLogger
   readonly onListenerError?: (err: unknown) => void
+  /** True while Redis is known to be away (logged once elsewhere): retries are then logged at debug. */
+  readonly quiet?: () => boolean
 }
 
 /**
@@ -245,7 +247,7 @@ export class RedisSessionStore implements SessionStore {
       await this.#restoreIfLost()
       await this.#reload()
     } catch (err) {
-      this.#o.log.warn({ err }, 'sessions not read from redis; retrying')
+      this.#o.log[this.#o.quiet?.() ? 'debug' : 'warn']({ err }, 'sessions not read from redis; retrying')
       this.#retry = setTimeout(() => void this.#resync(), 1000)
       this.#retry.unref()
     }

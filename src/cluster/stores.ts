@@ -40,6 +40,7 @@ export async function redisSessionStore(
     replicaId: cluster.replicaId,
     log: cluster.log,
     onListenerError,
+    quiet: () => cluster.health.down,
   })
   await store.start()
   const resealer = new Resealer({
@@ -52,6 +53,7 @@ export async function redisSessionStore(
     leaseMs: cluster.env.GATEWAY_LEASE_MS,
     perSecond: cluster.env.GATEWAY_RESEAL_PER_S,
     log: cluster.log,
+    quiet: () => cluster.health.down,
     registry: app.metrics.registry,
   })
   resealer.start()

@@ -81,6 +81,8 @@ export interface FanoutOptions {
   readonly streamKey: (kasmId: string) => string
   readonly frame: FrameFn
   readonly log: FastifyBaseLogger
+  /** True while Redis is known to be away (its outage is logged elsewhere): read failures go to debug. */
+  readonly quiet?: () => boolean
   /** How long one XREAD blocks (ms). */
   readonly blockMs?: number
   /** Entries read per stream per XREAD. */
@@ -94,7 +96,7 @@ export interface FanoutOptions {
  * command connection. Each entry is decoded and framed once, then offered to every viewer of that session.
  */
 export class StreamFanout {
-  readonly #o: Required<Omit<FanoutOptions, 'onRead'>> & Pick<FanoutOptions, 'onRead'>
+  readonly #o: Required<Omit<FanoutOptions, 'onRead' | 'quiet'>> & Pick<FanoutOptions, 'onRead' | 'quiet'>
   readonly #watched = new Map<string, Watched>()
   #clientId: number | undefined
   #iteration = 0
@@ -278,8 +280,9 @@ export class StreamFanout {
         if (reply) this.#dispatch(streams, reply)
       } catch (err) {
         if (this.#closed) break
-        // Once per outage at warn; the retries of the same outage only at debug.
-        if (this.#failing) log.debug({ err }, 'event stream read from Redis failed again')
+        // Once per failure at warn, unless Redis is known to be away; retries of the same failure at debug.
+        if (this.#failing || this.#o.quiet?.())
+          log.debug({ err }, 'event stream read from Redis failed again')
         else log.warn({ err }, 'event stream read from Redis failed; retrying until it is back')
         this.#failing = true
         this.#clientId = undefined

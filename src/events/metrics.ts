@@ -1,4 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
+import { zeroed } from '../metrics/plugin.ts'
 
 /** The event path's metrics. Labels never carry a session id, a run id or anything a person typed. */
 export interface EventMetrics {
@@ -31,6 +32,21 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
       reported = delivered
     },
   })
+  const reconnects = new Counter({
+    name: 'krg_event_upstream_reconnects_total',
+    help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, bad_status, new_run, rotated',
+    labelNames: ['reason'],
+    registers: [registry],
+  })
+  zeroed(reconnects, 'reason', [
+    'not_up',
+    'dropped',
+    'stalled',
+    'token_refused',
+    'bad_status',
+    'new_run',
+    'rotated',
+  ])
   return {
     viewers: new Gauge({
       name: 'krg_event_viewers',
@@ -42,12 +58,7 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
       help: 'Live upstream event streams (one per watched session)',
       registers: [registry],
     }),
-    reconnects: new Counter({
-      name: 'krg_event_upstream_reconnects_total',
-      help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, bad_status, new_run, rotated',
-      labelNames: ['reason'],
-      registers: [registry],
-    }),
+    reconnects,
     upstreamErrors,
     slowConsumers: new Counter({
       name: 'krg_event_slow_consumers_dropped_total',

@@ -57,6 +57,7 @@ export const eventsPlugin = fp(
       stillValid: (operator) => app.auth.stillValid(operator),
       log: app.log.child({ component: 'events' }),
       metrics,
+      ...(cluster ? { storeOutage: () => cluster.health.down } : {}),
     })
     app.decorate('events', { streams, bus, lease, metrics })
 

@@ -36,6 +36,11 @@ export interface SessionStreamsOptions {
   readonly stillValid: (operator: Operator) => Promise<boolean>
   readonly log: FastifyBaseLogger
   readonly metrics: EventMetrics
+  /**
+   * True while the bus's and lease's store (Redis) is known to be away: the failures that follow are logged at
+   * debug, since the outage itself is logged once where it is detected.
+   */
+  readonly storeOutage?: () => boolean
 }
 
 /** One session watched on this replica: its viewers here, and its reader if this replica holds the lease. */
@@ -170,7 +175,7 @@ export class SessionStreams {
     try {
       viewer.attach(await this.#o.bus.subscribe(kasmId, position, viewer))
     } catch (err) {
-      this.#o.log.error({ err, kasmId }, 'event bus subscribe failed')
+      this.#o.log[this.#storeLevel('error')]({ err, kasmId }, 'event bus subscribe failed')
       viewer.end('shutdown')
     }
     return viewer
@@ -264,7 +269,10 @@ export class SessionStreams {
     void this.#acquire(watch)
       .catch((err: unknown) => {
         // The registry or the lease store failed: try again while the session is still wanted.
-        this.#o.log.warn({ err, kasmId: watch.kasmId }, 'event reader could not start; retrying')
+        this.#o.log[this.#storeLevel()](
+          { err, kasmId: watch.kasmId },
+          'event reader could not start; retrying',
+        )
         this.#setLeaseTimer(watch, this.#o.limits.leaseMs / 2, () => {
           watch.leaseTimer = null
           this.#ensureReading(watch)
@@ -281,7 +289,7 @@ export class SessionStreams {
     try {
       fence = await lease.acquire(watch.kasmId)
     } catch (err) {
-      log.warn({ err, kasmId: watch.kasmId }, 'reader lease unavailable; retrying')
+      log[this.#storeLevel()]({ err, kasmId: watch.kasmId }, 'reader lease unavailable; retrying')
     }
     if (!this.#wanted(watch)) {
       if (fence !== null) await lease.release(watch.kasmId, fence).catch(() => {})
@@ -314,6 +322,7 @@ export class SessionStreams {
       timing: this.#o.timing,
       log,
       metrics: this.#o.metrics,
+      ...(this.#o.storeOutage ? { storeOutage: this.#o.storeOutage } : {}),
       onStop: (why) => {
         if (watch.reader !== reader) return
         watch.reader = null
@@ -332,19 +341,24 @@ export class SessionStreams {
   async #renew(watch: Watch, reader: UpstreamReader, fence: number): Promise<void> {
     watch.leaseTimer = null
     let held = false
+    let unreachable = false
     try {
       held = await this.#o.lease.renew(watch.kasmId, fence)
     } catch (err) {
-      this.#o.log.warn({ err, kasmId: watch.kasmId }, 'reader lease renewal failed')
+      unreachable = true
+      this.#o.log[this.#storeLevel()]({ err, kasmId: watch.kasmId }, 'reader lease renewal failed')
     }
     if (watch.reader !== reader) return
     if (held) {
       this.#setLeaseTimer(watch, this.#o.limits.leaseMs / 3, () => void this.#renew(watch, reader, fence))
       return
     }
-    this.#o.log.warn({ kasmId: watch.kasmId }, 'reader lease lost; another replica reads now')
+    this.#o.log[this.#storeLevel()]({ kasmId: watch.kasmId }, 'reader lease lost; another replica reads now')
     watch.reader = null
     watch.fence = null
+    // The store could not be asked: give the lease up here as well (in the store it expires), so this replica
+    // no longer counts it as held.
+    if (unreachable) await this.#o.lease.release(watch.kasmId, fence).catch(() => {})
     await reader.stop()
     this.#ensureReading(watch)
   }
@@ -359,6 +373,11 @@ export class SessionStreams {
       this.#o.log.info({ kasmId: watch.kasmId }, 'upstream event reader stopped')
     }
     if (fence !== null) await this.#o.lease.release(watch.kasmId, fence).catch(() => {})
+  }
+
+  /** The level of a store failure's log line: debug during a known store outage. */
+  #storeLevel(level: 'warn' | 'error' = 'warn'): 'warn' | 'error' | 'debug' {
+    return this.#o.storeOutage?.() ? 'debug' : level
   }
 
   #viewerGone(viewer: ViewerStream, why: ViewerEnd): void {

@@ -52,6 +52,8 @@ export interface UpstreamReaderOptions {
   readonly timing: ReaderTiming
   readonly log: FastifyBaseLogger
   readonly metrics: EventMetrics
+  /** True while the bus's store is known to be away (see SessionStreamsOptions.storeOutage). */
+  readonly storeOutage?: () => boolean
   /** The bus refused an append (stale fence) or the session disappeared: the reader has stopped itself. */
   readonly onStop?: (why: 'lease_lost' | 'session_removed') => void
 }
@@ -137,7 +139,8 @@ export class UpstreamReader {
         head = await this.#o.bus.head(this.kasmId)
       } catch (err) {
         // The bus's store is down (cluster mode): nothing can be appended anyway; try again shortly.
-        this.#o.log.warn({ err, kasmId: this.kasmId }, 'event bus unavailable; reader waiting')
+        const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
+        this.#o.log[level]({ err, kasmId: this.kasmId }, 'event bus unavailable; reader waiting')
         this.#state = 'retrying'
         await this.#sleep(this.#longestDelay())
         continue
@@ -153,7 +156,8 @@ export class UpstreamReader {
       if (outcome.kind === 'lease_lost' || outcome.kind === 'session_removed') {
         this.#stopped = true
         this.#state = 'stopped'
-        this.#o.log.warn({ kasmId: this.kasmId, why: outcome.kind }, 'event reader stopped')
+        const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
+        this.#o.log[level]({ kasmId: this.kasmId, why: outcome.kind }, 'event reader stopped')
         this.#o.onStop?.(outcome.kind)
         break
       }

@@ -128,6 +128,7 @@ export const kasmPlugin = fp(
       nextRunMs: (failures) =>
         failures === 0 ? intervalMs : Math.min(1000 * 2 ** (failures - 1), intervalMs),
       log,
+      quiet: () => app.cluster?.health.down ?? false,
       onHolder: (held) => holding.set(held ? 1 : 0),
       run: async ({ signal }) => {
         try {

@@ -3,6 +3,7 @@ import { BadRequest, SessionNotFound, ShuttingDown, Unauthenticated } from '../e
 import type { StreamPosition } from '../events/bus.ts'
 import { parseEventId } from '../events/sse.ts'
 import { takeOver } from '../events/takeover.ts'
+import { countWhenClosed } from '../metrics/streams.ts'
 import { KASM_ID } from '../sessions/types.ts'
 
 interface EventsRoute {
@@ -35,6 +36,7 @@ export async function eventsRoutes(app: FastifyInstance): Promise<void> {
       reply.hijack()
       try {
         const socket = takeOver(request.raw, reply.raw)
+        countWhenClosed(app, request, reply, socket)
         await app.events.streams.open(session.kasmId, operator, socket, position)
       } catch (err) {
         app.events.streams.release(operator)

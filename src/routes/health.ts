@@ -1,7 +1,26 @@
 import fp from 'fastify-plugin'
 
-/** A readiness check: resolves when usable, throws (with a reason in its message) when not. */
+/**
+ * A readiness check: resolves when usable, throws (with a reason in its message) when not, or throws
+ * {@link Degraded} when its dependency is away but the replica still serves without it.
+ */
 export type ReadinessCheck = () => Promise<void>
+
+/**
+ * Thrown by a readiness check whose dependency is away while the replica still serves what does not need it:
+ * `/readyz` stays 200 and says `degraded` (see docs/cluster.md), so that an outage every replica shares does
+ * not take them all out of the balancer at once.
+ */
+export class Degraded extends Error {
+  override readonly name = 'Degraded'
+}
+
+/** What `/readyz` reports: `ready` decides the status code; `degraded` names the checks that degrade it. */
+export interface ReadinessResult {
+  ready: boolean
+  degraded: string[]
+  checks: Record<string, string>
+}
 
 /** Named readiness checks that plugins add; `/readyz` runs them all. */
 export interface Readiness {
@@ -9,7 +28,7 @@ export interface Readiness {
   /** Marks the replica as draining: `/readyz` fails from now on so the balancer stops sending. */
   drain(): void
   readonly draining: boolean
-  run(): Promise<{ ready: boolean; checks: Record<string, string> }>
+  run(): Promise<ReadinessResult>
 }
 
 declare module 'fastify' {
@@ -31,6 +50,7 @@ function createReadiness(): Readiness {
     },
     async run() {
       const out: Record<string, string> = {}
+      const degraded: string[] = []
       let ready = !draining
       if (draining) out.shutdown = 'draining'
       await Promise.all(
@@ -39,12 +59,13 @@ function createReadiness(): Readiness {
             await check()
             out[name] = 'ok'
           } catch (err) {
-            ready = false
-            out[name] = (err as Error).message
+            if (err instanceof Degraded) degraded.push(name)
+            else ready = false
+            out[name] = err instanceof Degraded ? `degraded: ${err.message}` : (err as Error).message
           }
         }),
       )
-      return { ready, checks: out }
+      return { ready, degraded: degraded.sort(), checks: out }
     },
   }
 }
@@ -62,9 +83,8 @@ export async function healthRoutes(app: import('fastify').FastifyInstance): Prom
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
     const result = await app.readiness.run()
-    return reply
-      .code(result.ready ? 200 : 503)
-      .send({ status: result.ready ? 'ready' : 'not_ready', ...result })
+    const status = !result.ready ? 'not_ready' : result.degraded.length > 0 ? 'degraded' : 'ready'
+    return reply.code(result.ready ? 200 : 503).send({ status, ...result })
   })
   app.get('/metrics', async (_request, reply) => {
     reply.type(app.metrics.registry.contentType)

@@ -5,6 +5,7 @@ import { redisSessionStore } from '../cluster/stores.ts'
 import { ConfigError } from '../config.ts'
 import { loadSessionsFile } from './file.ts'
 import { MemorySessionStore } from './memory-store.ts'
+import { registerSessionsGauge } from './metrics.ts'
 import { StoreSessionRegistry } from './registry.ts'
 import type { SessionStore } from './store.ts'
 import type { SessionRegistry } from './types.ts'
@@ -36,6 +37,7 @@ export const sessionsPlugin = fp(
 
     const registry = new StoreSessionRegistry(store, template === undefined ? {} : { template })
     app.decorate('sessions', registry)
+    registerSessionsGauge(app.metrics.registry, () => registry.list())
 
     let loaded = file === undefined
     app.readiness.add('sessions', async () => {

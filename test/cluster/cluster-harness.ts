@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { createParser } from 'eventsource-parser'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
+import { type Family, parseExposition } from '../helpers/prometheus.ts'
 import { freePort, type RedisServer, startRedisServer, uniquePrefix, until } from './redis-harness.ts'
 
 /**
@@ -17,12 +18,15 @@ export const TOKEN = 'messaging-token-for-cluster-tests'
 /** 32 bytes, base64url: only for tests. */
 export const TEST_ENCRYPTION_KEY = 'Q2x1c3Rlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE'
 
+/** Lines of output kept per replica (a test at LOG_LEVEL=info reads a whole outage's). */
+const MAX_LINES = 20_000
+
 /** One gateway process. */
 export interface Replica {
   readonly index: number
   readonly url: string
   readonly child: ChildProcess
-  /** stdout and stderr, for the failure message. */
+  /** stdout and stderr, whole lines prefixed `[r<index>] `, for assertions and the failure message. */
   readonly output: string[]
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
   alive(): boolean
@@ -53,12 +57,18 @@ export async function startReplica(index: number, env: Record<string, string>): 
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const output: string[] = []
-  const keep = (chunk: Buffer): void => {
-    for (const line of chunk.toString().split('\n')) if (line) output.push(`[r${index}] ${line}`)
-    if (output.length > 400) output.splice(0, output.length - 400)
+  // A chunk may end mid-line: each stream keeps its unfinished line for the next chunk.
+  const keeper = (): ((chunk: Buffer) => void) => {
+    let partial = ''
+    return (chunk) => {
+      const lines = (partial + chunk.toString()).split('\n')
+      partial = lines.pop() ?? ''
+      for (const line of lines) if (line) output.push(`[r${index}] ${line}`)
+      if (output.length > MAX_LINES) output.splice(0, output.length - MAX_LINES)
+    }
   }
-  child.stdout?.on('data', keep)
-  child.stderr?.on('data', keep)
+  child.stdout?.on('data', keeper())
+  child.stderr?.on('data', keeper())
   let exitedFlag = false
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
     child.once('exit', (code, signal) => {
@@ -83,6 +93,31 @@ export async function startReplica(index: number, env: Record<string, string>): 
   return { index, url, child, output, exited, alive: () => !exitedFlag }
 }
 
+/**
+ * The environment of a test replica in cluster mode under `prefix`, with short leases and retries; `redis`
+ * says where Redis is (REDIS_URL, or the Sentinel variables) and may override anything.
+ */
+export function clusterTestEnv(prefix: string, redis: Record<string, string>): Record<string, string> {
+  return testEnv({
+    LOG_LEVEL: 'warn',
+    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    GATEWAY_REDIS_PREFIX: prefix,
+    GATEWAY_LEASE_MS: '2000',
+    GATEWAY_STREAM_LINGER_MS: '0',
+    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
+    GATEWAY_PING_INTERVAL_MS: '1000',
+    GATEWAY_PRESENCE_TTL_MS: '3000',
+    GATEWAY_SHUTDOWN_GRACE_MS: '10000',
+    ...redis,
+  })
+}
+
+/** Kills the replicas still alive and waits for every exit (for `t.after`). */
+export async function stopReplicas(replicas: readonly Replica[]): Promise<void> {
+  for (const r of replicas) if (r.alive()) r.child.kill('SIGKILL')
+  await Promise.all(replicas.map((r) => r.exited))
+}
+
 /** Starts redis-server, the simulated runtime and `n` replicas; all stopped by `t.after`. */
 export async function startCluster(
   t: { after(fn: () => unknown): void },
@@ -94,24 +129,9 @@ export async function startCluster(
   const runtime = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
   t.after(() => runtime.close())
   const prefix = uniquePrefix()
-  const env = testEnv({
-    LOG_LEVEL: 'warn',
-    REDIS_URL: redis.url,
-    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-    GATEWAY_REDIS_PREFIX: prefix,
-    GATEWAY_LEASE_MS: '2000',
-    GATEWAY_STREAM_LINGER_MS: '0',
-    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
-    GATEWAY_PING_INTERVAL_MS: '1000',
-    GATEWAY_PRESENCE_TTL_MS: '3000',
-    GATEWAY_SHUTDOWN_GRACE_MS: '10000',
-    ...extraEnv,
-  })
+  const env = clusterTestEnv(prefix, { REDIS_URL: redis.url, ...extraEnv })
   const replicas: Replica[] = []
-  t.after(async () => {
-    for (const r of replicas) if (r.alive()) r.child.kill('SIGKILL')
-    await Promise.all(replicas.map((r) => r.exited))
-  })
+  t.after(() => stopReplicas(replicas))
   const start = async (index: number): Promise<Replica> => {
     const replica = await startReplica(index, env)
     replicas.push(replica)
@@ -310,4 +330,28 @@ export async function leaseHolders(replicas: readonly Replica[]): Promise<number
     }
   }
   return held
+}
+
+/** The JSON log records of `replica` from line `from` of its output on (other lines are skipped). */
+export function logRecords(replica: Replica, from = 0): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = []
+  for (const line of replica.output.slice(from)) {
+    const json = line.slice(line.indexOf('] ') + 2)
+    if (!json.startsWith('{')) continue
+    try {
+      out.push(JSON.parse(json) as Record<string, unknown>)
+    } catch {
+      // not a log record
+    }
+  }
+  return out
+}
+
+/** One replica's `/metrics`, parsed; empty when it does not answer. */
+export async function metricsOf(replica: Replica): Promise<Map<string, Family>> {
+  try {
+    return parseExposition((await request(`${replica.url}/metrics`)).body)
+  } catch {
+    return new Map()
+  }
 }

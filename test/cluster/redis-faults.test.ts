@@ -1,17 +1,52 @@
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { test } from 'node:test'
+import { openSse } from '../events/helpers.ts'
 import { bearer } from '../helpers/jwt.ts'
-import { contiguity, emitSteadily, RoamingViewer, request, startCluster } from './cluster-harness.ts'
+import { sampleValue } from '../helpers/prometheus.ts'
+import {
+  contiguity,
+  emitSteadily,
+  leaseHolders,
+  logRecords,
+  metricsOf,
+  type Replica,
+  RoamingViewer,
+  request,
+  startCluster,
+} from './cluster-harness.ts'
 import { until } from './redis-harness.ts'
+
+interface Readiness {
+  status: string
+  ready: boolean
+  degraded: string[]
+  checks: Record<string, string>
+}
+
+async function readiness(r: Replica): Promise<{ code: number; body: Readiness }> {
+  const res = await request(`${r.url}/readyz`)
+  return { code: res.status, body: JSON.parse(res.body) as Readiness }
+}
+
+/** Reconnect attempts of all three connections, from the replica's metrics. */
+async function reconnectAttempts(r: Replica): Promise<number> {
+  const families = await metricsOf(r)
+  let sum = 0
+  for (const connection of ['command', 'blocking', 'subscriber'])
+    sum += sampleValue(families, 'krg_redis_reconnects_total', { connection }) ?? 0
+  return sum
+}
 
 /**
  * Redis dies mid-stream (SIGKILL, no persistence: it comes back empty) and stays away longer than the lease.
- * No replica crashes, /readyz says not ready meanwhile, writes whose auth needs no Redis still reach the
- * runtime, and once Redis is back every viewer catches up without a gap or a duplicate.
+ * Every replica stays ready in degraded mode (an ingress keeps sending what needs no Redis), bearer reads and
+ * writes reach the runtime, cookie and admin requests fail fast with 503, open viewer streams stay open, each
+ * replica logs the outage once (no stack trace per retry), and once Redis is back every viewer catches up
+ * without a gap or a duplicate.
  */
-test('a Redis restart mid-stream: replicas survive, readiness follows, viewers catch up', async (t) => {
-  const c = await startCluster(t, 2)
+test('a Redis outage: replicas stay ready but degraded, bearer traffic flows, logged once, viewers catch up', async (t) => {
+  const c = await startCluster(t, 2, { LOG_LEVEL: 'info' })
   await c.addSession('k')
   const operator = await bearer({ sub: 'bob', roles: ['operator'], teams: ['blue'] }, { expiresIn: '1h' })
   const login = await request(`${c.replicas[0]?.url}/auth/session`, {
@@ -31,16 +66,24 @@ test('a Redis restart mid-stream: replicas survive, readiness follows, viewers c
     v.start()
   }
   await until('viewers streaming', () => viewers.every((v) => v.ids.length > 0), 15_000)
+  const reconnectsBefore = viewers.map((v) => v.reconnects)
 
   const emitting = emitSteadily(c.runtime, 300, 20, 1)
-  await new Promise((r) => setTimeout(r, 500))
+  await until('events flowing', () => viewers.every((v) => v.ids.length > 5))
+  const marks = c.replicas.map((r) => r.output.length)
+  const attemptsBefore = await Promise.all(c.replicas.map(reconnectAttempts))
   await c.redis.stop()
-  const downAt = Date.now()
 
   for (const r of c.replicas) {
-    await until(`replica ${r.index} not ready`, async () => (await request(`${r.url}/readyz`)).status === 503)
+    await until(`replica ${r.index} degraded`, async () => (await readiness(r)).body.status === 'degraded')
+    const { code, body } = await readiness(r)
+    assert.equal(code, 200, 'degraded is ready: the balancer keeps sending')
+    assert.equal(body.ready, true)
+    assert.deepEqual(body.degraded, ['redis'])
+    assert.match(body.checks.redis ?? '', /^degraded: redis \w+ connection lost \(.+\) at \d{4}-/)
+    assert.equal(sampleValue(await metricsOf(r), 'krg_degraded'), 1)
   }
-  // A write with a bearer needs nothing from Redis: it reaches the runtime.
+  // Bearer reads and writes need nothing from Redis (registry from memory, rate limit skipped).
   const key = `during-outage-${Date.now()}`
   const sent = await request(`${c.replicas[1]?.url}/desktop/k/mcp/messages`, {
     method: 'POST',
@@ -49,7 +92,11 @@ test('a Redis restart mid-stream: replicas survive, readiness follows, viewers c
   })
   assert.equal(sent.status, 202, sent.body)
   assert.ok(c.runtime.received.some((r) => r.method === 'POST' && r.url.startsWith('/messages')))
-  // A cookie cannot be checked without Redis: refused fast with 503, not hung.
+  const inbox = await request(`${c.replicas[0]?.url}/desktop/k/mcp/inbox`, {
+    headers: { authorization: `Bearer ${operator}` },
+  })
+  assert.equal(inbox.status, 200, inbox.body)
+  // A cookie cannot be checked without Redis: refused fast with 503, not hung; so is an admin write.
   const started = Date.now()
   const refused = await request(`${c.replicas[0]?.url}/desktop/k/mcp/messages`, {
     method: 'POST',
@@ -59,20 +106,71 @@ test('a Redis restart mid-stream: replicas survive, readiness follows, viewers c
   assert.equal(refused.status, 503)
   assert.equal(JSON.parse(refused.body).error, 'store_unavailable')
   assert.ok(Date.now() - started < 3000, 'failed fast')
+  const adminWrite = await request(`${c.replicas[1]?.url}/admin/sessions/k2`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${c.admin}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ upstream: c.runtime.url, team: 'blue', messagingToken: 'x' }),
+  })
+  assert.equal(adminWrite.status, 503, adminWrite.body)
+  // A viewer connecting now: its replay cannot be read, so its stream ends at once, cleanly, and the client
+  // reconnects as after any end (EventSource does by itself); it is served once Redis is back.
+  const late = await openSse(`${c.replicas[0]?.url}/desktop/k/mcp/events`, {
+    authorization: `Bearer ${operator}`,
+  })
+  assert.equal(late.status, 200)
+  assert.equal(await late.ended, 'end')
 
-  // Longer than the lease (2 s): every lease expires while Redis is away.
-  await new Promise((r) => setTimeout(r, Math.max(0, 5000 - (Date.now() - downAt))))
+  // Every lease expires while Redis is away (renewals fail), and every connection retries many times over:
+  // what the replicas log meanwhile is what an on-call person reads during a long outage.
+  await until('no replica holds a lease', async () => (await leaseHolders(c.replicas)).length === 0, 10_000)
+  for (const [i, r] of c.replicas.entries()) {
+    await until(
+      `replica ${r.index} retried Redis`,
+      async () => (await reconnectAttempts(r)) >= (attemptsBefore[i] ?? 0) + 12,
+      15_000,
+    )
+  }
+  assert.deepEqual(
+    viewers.map((v) => v.reconnects),
+    reconnectsBefore,
+    'open viewer streams stay open during the outage',
+  )
+
   await c.redis.start()
   for (const r of c.replicas) {
-    await until(
-      `replica ${r.index} ready again`,
-      async () => (await request(`${r.url}/readyz`)).status === 200,
-    )
+    await until(`replica ${r.index} ready again`, async () => (await readiness(r)).body.status === 'ready')
+    assert.equal(sampleValue(await metricsOf(r), 'krg_degraded'), 0)
   }
   const last = await emitting
   await until('every viewer caught up', () => viewers.every((v) => v.seqs().at(-1) === last), 20_000)
   for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
   for (const r of c.replicas) assert.ok(r.alive(), `replica ${r.index} did not crash\n${c.logs()}`)
+
+  for (const [i, r] of c.replicas.entries()) {
+    const records = logRecords(r, marks[i])
+    const warnings = records.filter((l) => Number(l.level) >= 40)
+    const messages = warnings.map((l) => String(l.msg))
+    const unavailable = messages.filter((m) => m.startsWith('redis unavailable'))
+    assert.equal(
+      unavailable.length,
+      1,
+      `one warning for the outage, replica ${r.index}:\n${messages.join('\n')}`,
+    )
+    // Redis came back empty: restoring the registry is the one other state change worth a warning.
+    assert.deepEqual(
+      messages.filter((m) => !m.startsWith('redis unavailable')),
+      messages.includes('redis had lost the session registry; restored it from memory')
+        ? ['redis had lost the session registry; restored it from memory']
+        : [],
+      `replica ${r.index} warned only of state changes`,
+    )
+    const outage = warnings.find((l) => String(l.msg).startsWith('redis unavailable'))
+    assert.ok(outage?.connection && outage.reason, 'the warning names the connection and the reason')
+    assert.ok(!warnings.some((l) => JSON.stringify(l).includes('"stack"')), 'no stack trace in a warning')
+    const back = records.filter((l) => l.msg === 'redis available again')
+    assert.equal(back.length, 1, `replica ${r.index} logged the return once`)
+    assert.ok(Number(back[0]?.downMs) > 0)
+  }
   // The registry survived the empty restart (restored from the replicas' memory).
   const again = await request(`${c.replicas[1]?.url}/admin/sessions/k`, {
     headers: { authorization: `Bearer ${c.admin}` },

@@ -49,6 +49,56 @@ export async function freePort(): Promise<number> {
   })
 }
 
+/** Waits until the redis-server (or sentinel) on 127.0.0.1:`port` answers PING, with `password` if it has one. */
+export async function waitForRedis(port: number, password?: string): Promise<void> {
+  const probe = new Redis(port, '127.0.0.1', {
+    ...(password === undefined ? {} : { password }),
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: null,
+  })
+  probe.on('error', () => {})
+  try {
+    await until(`redis on ${port} answers`, async () => {
+      try {
+        if (probe.status !== 'ready') await probe.connect()
+        return (await probe.ping()) === 'PONG'
+      } catch {
+        probe.disconnect()
+        return false
+      }
+    })
+  } finally {
+    probe.disconnect()
+  }
+}
+
+/** Kills (SIGKILL) the processes still running and waits until every one has exited. */
+export async function killAll(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve()
+          c.once('exit', () => resolve())
+          c.kill('SIGKILL')
+        }),
+    ),
+  )
+}
+
+/** redis-server arguments of every test server: loopback only, nothing persisted, quiet. */
+export const EPHEMERAL_REDIS_ARGS: readonly string[] = [
+  '--bind',
+  '127.0.0.1',
+  '--save',
+  '',
+  '--appendonly',
+  'no',
+  '--loglevel',
+  'warning',
+]
+
 /** A redis-server this test started (and restarts, kills) on its own port. */
 export interface RedisServer {
   readonly url: string
@@ -64,47 +114,13 @@ export async function startRedisServer(port?: number): Promise<RedisServer> {
   port ??= await freePort()
   let child: ChildProcess | undefined
   const start = async (): Promise<void> => {
-    child = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--loglevel',
-        'warning',
-      ],
-      { stdio: 'ignore' },
-    )
-    const probe = new Redis(port, '127.0.0.1', {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: null,
-    })
-    probe.on('error', () => {})
-    await until('redis-server answers', async () => {
-      try {
-        if (probe.status !== 'ready') await probe.connect()
-        return (await probe.ping()) === 'PONG'
-      } catch {
-        probe.disconnect()
-        return false
-      }
-    })
-    probe.disconnect()
+    child = spawn('redis-server', ['--port', String(port), ...EPHEMERAL_REDIS_ARGS], { stdio: 'ignore' })
+    await waitForRedis(port)
   }
   const stop = async (): Promise<void> => {
     const c = child
     child = undefined
-    if (!c || c.exitCode !== null) return
-    await new Promise<void>((resolve) => {
-      c.once('exit', () => resolve())
-      c.kill('SIGKILL')
-    })
+    if (c) await killAll([c])
   }
   await start()
   return { url: `redis://127.0.0.1:${port}`, port, stop, start }
@@ -127,7 +143,11 @@ export async function replicaParts(
   prefix: string,
   opts: { maxLen?: number; leaseMs?: number; name?: string } = {},
 ): Promise<ReplicaParts> {
-  const settings = { url, name: opts.name ?? `${prefix}test`, commandTimeoutMs: 2000 }
+  const settings = {
+    redis: { kind: 'url', url } as const,
+    name: opts.name ?? `${prefix}test`,
+    commandTimeoutMs: 2000,
+  }
   const command = defineScripts(openConnection(settings, 'command'))
   const blocking = openConnection(settings, 'blocking')
   for (const c of [command, blocking]) {

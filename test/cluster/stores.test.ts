@@ -28,7 +28,10 @@ async function connection(
   role: 'command' | 'subscriber',
   url = REDIS_TEST_URL,
 ) {
-  const c = openConnection({ url, name: `krgtest-${process.pid}-${++named}`, commandTimeoutMs: 2000 }, role)
+  const c = openConnection(
+    { redis: { kind: 'url', url }, name: `krgtest-${process.pid}-${++named}`, commandTimeoutMs: 2000 },
+    role,
+  )
   c.on('error', () => {})
   c.connect().catch(() => {})
   t.after(() => c.disconnect())
@@ -259,7 +262,7 @@ test('audit log: records made while Redis is unreachable are written when it ret
   const keys = clusterKeys(prefix)
   // A connection that is not up yet: nothing can be written, and record() must neither throw nor wait.
   const command = openConnection(
-    { url: REDIS_TEST_URL, name: 'krgtest-late', commandTimeoutMs: 2000 },
+    { redis: { kind: 'url', url: REDIS_TEST_URL }, name: 'krgtest-late', commandTimeoutMs: 2000 },
     'command',
   )
   command.on('error', () => {})

@@ -50,6 +50,19 @@ const refusals: Array<[string, Record<string, string>, RegExp]> = [
   ['port not a number', { PORT: 'eighty' }, /PORT/],
   ['bad log level', { LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
   ['redis url scheme', { REDIS_URL: 'http://localhost:6379' }, /REDIS_URL/],
+  ['a sentinel without a port', { GATEWAY_REDIS_SENTINELS: 'sentinel-a' }, /GATEWAY_REDIS_SENTINELS/],
+  ['a sentinel port out of range', { GATEWAY_REDIS_SENTINELS: 'a:99999' }, /GATEWAY_REDIS_SENTINELS/],
+  [
+    'a bad sentinel master name',
+    { GATEWAY_REDIS_SENTINEL_MASTER: 'my master' },
+    /GATEWAY_REDIS_SENTINEL_MASTER/,
+  ],
+  [
+    'a sentinel password without sentinels',
+    { GATEWAY_REDIS_SENTINEL_PASSWORD: 'pw' },
+    /GATEWAY_REDIS_SENTINEL_PASSWORD: only with GATEWAY_REDIS_SENTINELS/,
+  ],
+  ['sentinels without an encryption key', { GATEWAY_REDIS_SENTINELS: 'a:26379' }, /GATEWAY_ENCRYPTION_KEY/],
   ['short jwt secret', { GATEWAY_JWT_SECRET: 'short' }, /GATEWAY_JWT_SECRET/],
   [
     'short cookie secret in a list',
@@ -144,5 +157,33 @@ test('a secret can be read from <NAME>_FILE, never from both, never from a missi
   assert.throws(
     () => loadConfig({ GATEWAY_ENCRYPTION_KEY_FILE: empty }),
     /GATEWAY_ENCRYPTION_KEY_FILE: .* is empty/,
+  )
+})
+
+test('cluster mode: one Redis URL, or a Sentinel group with the URL giving only credentials and database', () => {
+  const key = { GATEWAY_ENCRYPTION_KEY: Buffer.alloc(32, 1).toString('base64url') }
+  assert.equal(loadConfig({}).redis, null)
+  assert.deepEqual(loadConfig({ ...key, REDIS_URL: 'rediss://u:p@r:6380/2' }).redis, {
+    kind: 'url',
+    url: 'rediss://u:p@r:6380/2',
+  })
+  assert.deepEqual(
+    loadConfig({
+      ...key,
+      GATEWAY_REDIS_SENTINELS: 'sentinel-a:26379, [fd00::1]:26380,10.0.0.3:26381',
+      GATEWAY_REDIS_SENTINEL_PASSWORD: 'spw',
+      REDIS_URL: 'redis://:pw@mymaster/1',
+    }).redis,
+    {
+      kind: 'sentinel',
+      sentinels: [
+        { host: 'sentinel-a', port: 26379 },
+        { host: 'fd00::1', port: 26380 },
+        { host: '10.0.0.3', port: 26381 },
+      ],
+      master: 'mymaster',
+      sentinelPassword: 'spw',
+      url: 'redis://:pw@mymaster/1',
+    },
   )
 })

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
-import { chartDir, helm, type Manifest, only, parseManifests, templateArgs } from './helm.ts'
+import { chartDir, fetchHelm, helm, helmSource, helmUnavailable, type Manifest, only } from './helm.ts'
 import { schemaErrors, unknownFieldErrors } from './kube-validate.ts'
-import { gatewayContainer, render, scenarios } from './scenarios.ts'
+import { gatewayContainer, refusal, render, renderWith, scenarios } from './scenarios.ts'
 
 interface Probe {
   httpGet: { path: string; port: string }
@@ -48,18 +51,14 @@ function secretRef(manifests: Manifest[], key: string) {
   return v.valueFrom.secretKeyRef
 }
 
-/** helm template that must fail; returns helm's error output. */
-async function refusal(opts: { values?: string[]; set?: string[]; setString?: string[] }): Promise<string> {
-  const result = await helm(templateArgs(opts))
-  assert.notEqual(
-    result.code,
-    0,
-    `expected helm template to fail, it rendered:\n${result.stdout.slice(0, 400)}`,
-  )
-  return result.stderr
-}
+describe('helm chart', { concurrency: 4, skip: await helmUnavailable() }, () => {
+  test('the helm tarball is refused when its integrity is not the pinned one', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'krg-helm-'))
+    t.after(() => rm(dir, { recursive: true, force: true }))
+    const forged = { ...helmSource, integrity: `sha512-${Buffer.alloc(64).toString('base64')}` }
+    await assert.rejects(fetchHelm(forged, dir), /tarball integrity sha512-\S+ is not the pinned/)
+  })
 
-describe('helm chart', { concurrency: 4 }, () => {
   for (const [name, values] of Object.entries(scenarios)) {
     test(`helm lint --strict: ${name}`, async () => {
       const args = ['lint', chartDir, '--strict', '--namespace', 'kasm']
@@ -96,10 +95,10 @@ describe('helm chart', { concurrency: 4 }, () => {
 
   test('defaults: two replicas behind anti-affinity, hardened, drained within the grace period', async () => {
     const manifests = await render('default')
+    // No Ingress or HTTPRoute unless asked for: which one depends on the cluster.
     assert.deepEqual(kinds(manifests), [
       'ConfigMap',
       'Deployment',
-      'Ingress',
       'NetworkPolicy',
       'PodDisruptionBudget',
       'Secret',
@@ -129,9 +128,42 @@ describe('helm chart', { concurrency: 4 }, () => {
     assert.equal(container.image, 'kasm-runtime-gateway:0.1.0')
     assert.ok(pod.affinity?.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution)
     assert.equal((only(manifests, 'PodDisruptionBudget').spec as { minAvailable: number }).minAvailable, 1)
-    // Two replicas share Redis: without REDIS_URL in the Secret the pods must not start.
+    // Secrets are files of a read-only volume named by <NAME>_FILE, never environment values; the volume is
+    // required, so two replicas without REDIS_URL in the Secret do not start.
+    const keys = ['GATEWAY_COOKIE_SECRET', 'GATEWAY_ENCRYPTION_KEY', 'GATEWAY_JWT_SECRET', 'REDIS_URL']
+    const env = gatewayContainer(manifests).env ?? []
+    assert.ok(!env.some((e) => e.valueFrom?.secretKeyRef), 'no secret in the environment')
+    for (const key of keys)
+      assert.equal(
+        env.find((e) => e.name === `${key}_FILE`)?.value,
+        `/var/run/secrets/kasm-runtime-gateway/${key}`,
+      )
+    const volume = pod.volumes.find((v) => v.name === 'secrets')
+    assert.deepEqual(
+      volume?.secret?.items.map((i) => [i.key, i.path]),
+      keys.map((k) => [k, k]),
+    )
+    assert.equal((volume?.secret as { optional?: boolean } | undefined)?.optional, undefined)
+    assert.deepEqual(
+      container.volumeMounts.find((m) => m.name === 'secrets'),
+      { name: 'secrets', mountPath: '/var/run/secrets/kasm-runtime-gateway', readOnly: true },
+    )
+  })
+
+  test('secret.mountAsFiles=false: the same secrets as environment variables, REDIS_URL required', async () => {
+    const manifests = await renderWith({ set: ['secret.mountAsFiles=false'] })
     assert.equal(secretRef(manifests, 'REDIS_URL').optional, false)
     assert.equal(secretRef(manifests, 'GATEWAY_JWT_SECRET').optional, true)
+    assert.ok(!podSpec(manifests).volumes.some((v) => v.name === 'secrets'))
+    const sentinel = await renderWith({
+      set: ['secret.mountAsFiles=false', 'secret.env.REDIS_URL='],
+      setString: ['config.GATEWAY_REDIS_SENTINELS=redis:26379'],
+    })
+    assert.equal(
+      (gatewayContainer(sentinel).env ?? []).find((e) => e.name === 'REDIS_URL'),
+      undefined,
+      'with Sentinel and no REDIS_URL, none is referenced',
+    )
   })
 
   test('defaults: generated secrets are well-formed and the user-supplied ones are kept', async () => {
@@ -180,8 +212,8 @@ describe('helm chart', { concurrency: 4 }, () => {
     assert.equal(secretData(manifests).GATEWAY_JWT_SECRET, undefined)
   })
 
-  test("defaults: the Ingress sends only /desktop/<kasm_id>/mcp/ of Kasm's host, SSE-safe", async () => {
-    const ingress = only(await render('default'), 'Ingress')
+  test("the Ingress sends only /desktop/<kasm_id>/mcp/ of Kasm's host, SSE-safe", async () => {
+    const ingress = only(await render('Ingress on'), 'Ingress')
     const annotations = ingress.metadata.annotations ?? {}
     assert.equal(annotations['nginx.ingress.kubernetes.io/proxy-buffering'], 'off')
     assert.equal(annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'], '3600')
@@ -209,11 +241,32 @@ describe('helm chart', { concurrency: 4 }, () => {
       assert.ok(!paths.some((p) => hidden.startsWith(p) && p !== '/'), `${hidden} is not routed publicly`)
   })
 
-  test('existing secret: every secret reference and the sessions file come from it', async () => {
+  test('existing secret: the keys the configuration needs and the sessions file come from it', async () => {
     const manifests = await render('existing secret')
     assert.ok(!manifests.some((m) => m.kind === 'Secret'), 'the chart creates no Secret')
+    // JWKS set, two replicas: the cookie secret, the encryption key and REDIS_URL (no JWT secret).
+    const secrets = podSpec(manifests).volumes.find((v) => v.name === 'secrets')?.secret
+    assert.equal(secrets?.secretName, 'kasm-runtime-gateway-secrets')
+    assert.deepEqual(
+      secrets?.items.map((i) => i.key),
+      ['GATEWAY_COOKIE_SECRET', 'GATEWAY_ENCRYPTION_KEY', 'REDIS_URL'],
+    )
+    const listed = await renderWith({
+      values: scenarios['existing secret'],
+      set: ['secret.existingSecretKeys={GATEWAY_COOKIE_SECRET,GATEWAY_REDIS_SENTINEL_PASSWORD}'],
+    })
+    assert.deepEqual(
+      podSpec(listed)
+        .volumes.find((v) => v.name === 'secrets')
+        ?.secret?.items.map((i) => i.key),
+      ['GATEWAY_COOKIE_SECRET', 'GATEWAY_REDIS_SENTINEL_PASSWORD'],
+    )
+    const asEnv = await renderWith({
+      values: scenarios['existing secret'],
+      set: ['secret.mountAsFiles=false'],
+    })
     for (const key of ['GATEWAY_JWT_SECRET', 'GATEWAY_COOKIE_SECRET', 'GATEWAY_ENCRYPTION_KEY', 'REDIS_URL'])
-      assert.equal(secretRef(manifests, key).name, 'kasm-runtime-gateway-secrets')
+      assert.equal(secretRef(asEnv, key).name, 'kasm-runtime-gateway-secrets')
     const pod = podSpec(manifests)
     const volume = pod.volumes.find((v) => v.name === 'sessions')
     assert.deepEqual(volume?.secret?.secretName, 'kasm-runtime-gateway-secrets')
@@ -242,7 +295,8 @@ describe('helm chart', { concurrency: 4 }, () => {
       'ServiceAccount',
     ])
     assert.equal((only(manifests, 'Deployment').spec as { replicas: number }).replicas, 1)
-    assert.equal(secretRef(manifests, 'REDIS_URL').optional, true)
+    const names = (gatewayContainer(manifests).env ?? []).map((e) => e.name)
+    assert.ok(!names.includes('REDIS_URL') && !names.includes('REDIS_URL_FILE'), 'no Redis: embedded mode')
     const data = secretData(manifests)
     assert.equal(data.REDIS_URL, undefined)
     assert.match(data.GATEWAY_SESSIONS_FILE ?? '', /kasmId: kasm-0001/)
@@ -286,7 +340,7 @@ describe('helm chart', { concurrency: 4 }, () => {
   })
 
   test('ServiceMonitor on: scrapes /metrics on the http port; hard anti-affinity; spread and egress rules', async () => {
-    const manifests = await render('ServiceMonitor on')
+    const manifests = await render('monitoring on')
     const monitor = only(manifests, 'ServiceMonitor')
     assert.equal(monitor.metadata.labels?.release, 'kube-prometheus-stack')
     const spec = monitor.spec as {
@@ -360,9 +414,3 @@ describe('helm chart', { concurrency: 4 }, () => {
     assert.ok(!notes.includes('change-me'))
   })
 })
-
-async function renderWith(opts: { set?: string[]; setString?: string[] }): Promise<Manifest[]> {
-  const result = await helm(templateArgs(opts))
-  assert.equal(result.code, 0, result.stderr)
-  return parseManifests(result.stdout)
-}

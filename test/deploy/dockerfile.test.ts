@@ -1,18 +1,19 @@
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { readdir, readFile } from 'node:fs/promises'
+import { cp, mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { builtinModules } from 'node:module'
-import { join, relative } from 'node:path'
-import { describe, test } from 'node:test'
+import { tmpdir } from 'node:os'
+import { basename, dirname, join, relative } from 'node:path'
+import { after, before, describe, test } from 'node:test'
 import { promisify } from 'node:util'
 import { root } from './helm.ts'
 
 /**
- * No Docker engine here: `docker build` cannot run. What can be checked is checked: the Dockerfile's steps are
- * CI's commands, its inputs exist and pass .dockerignore, `npm run build` succeeds, and what the image would
- * run (`node dist/server.js`, the health check, SIGTERM) works from the build output with production
- * dependencies only.
+ * No Docker engine here: `docker build` cannot run. What can be checked is checked: the Dockerfile's inputs
+ * exist and pass .dockerignore, and its stages are replayed in directories (their RUN commands as written), so
+ * the build stage really builds with production dependencies and the compiler only, and what the runtime stage
+ * holds really runs its CMD, passes the health check and drains on SIGTERM.
  */
 
 const run = promisify(execFile)
@@ -81,15 +82,16 @@ function runs(stage: string): string[] {
 }
 
 describe('deploy/Dockerfile', () => {
-  test("the build stage runs CI's install command and `npm run build`", () => {
-    const ciInstall = /^npm ci\b.*$/m.exec(ci)?.[0]
-    assert.ok(ciInstall, '.ci/run installs with npm ci')
-    assert.deepEqual(runs('build'), [ciInstall, 'npm run build'])
-    assert.ok(pkg.scripts.build, 'package.json has a build script')
+  test('the build stage adds only the compiler to the production dependencies, then runs `npm run build`', () => {
     // Production dependencies only in what ships; no install scripts (none is needed, tsx is not run).
     assert.deepEqual(runs('prod-deps'), [
       'npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force',
     ])
+    assert.match(byStage.get('build')?.[0]?.args ?? '', /^prod-deps AS build$/)
+    assert.deepEqual(runs('build'), ['node deploy/build-tools.mjs', 'npm run build'])
+    assert.ok(pkg.scripts.build, 'package.json has a build script')
+    // The suite itself still gets everything from CI's own install.
+    assert.match(ci, /^npm ci --no-audit --no-fund$/m)
   })
 
   test('a Node 24 slim base, non-root, health check, SIGTERM, exec-form node, labels', () => {
@@ -101,7 +103,7 @@ describe('deploy/Dockerfile', () => {
     const op = (name: string) => runtime.filter((i) => i.op === name).map((i) => i.args)
     assert.deepEqual(op('USER'), ['1000:1000'])
     assert.deepEqual(op('STOPSIGNAL'), ['SIGTERM'])
-    assert.deepEqual(op('CMD'), ['["node", "dist/server.js"]'])
+    assert.deepEqual(op('CMD'), ['["node", "--enable-source-maps", "dist/server.js"]'])
     assert.match(op('HEALTHCHECK')[0] ?? '', /CMD \["node", "deploy\/healthcheck\.mjs", "\/healthz"\]$/)
     assert.match(op('ENV')[0] ?? '', /NODE_ENV=production/)
     const labels = op('LABEL').join(' ')
@@ -134,16 +136,104 @@ describe('deploy/Dockerfile', () => {
   })
 })
 
-describe('what the image runs, from `npm run build`', { concurrency: false }, () => {
-  test('npm run build succeeds and emits everything src/ has, with production imports only', async () => {
-    try {
-      await run('npm', ['run', 'build'], { cwd: root, maxBuffer: 16 * 1024 * 1024 })
-    } catch (err) {
-      const { stdout, stderr } = err as { stdout?: string; stderr?: string }
-      assert.fail(`npm run build failed:\n${stdout ?? ''}${stderr ?? ''}`)
+/**
+ * The Dockerfile's stages replayed in temporary directories, one per stage (each stage's WORKDIR /app is its
+ * directory): `FROM <stage>` copies that stage's directory, `COPY` copies from the build context (or
+ * `--from=<stage>`), `ENV` applies to later `RUN`s, and `RUN` runs in `sh` with the stage's directory as its
+ * working directory and a private npm cache (the Dockerfile cleans the cache; the caller's must survive).
+ * Returns each stage's directory.
+ */
+async function replayStages(context: string, work: string): Promise<Map<string, string>> {
+  const dirs = new Map<string, string>()
+  for (const [name, steps] of byStage) {
+    const dir = join(work, name)
+    const env: Record<string, string> = { ...(process.env as Record<string, string>) }
+    env.npm_config_cache = join(work, `${name}-npm-cache`)
+    for (const { op, args } of steps) {
+      if (op === 'FROM') {
+        const base = dirs.get(args.split(/\s+/)[0] ?? '')
+        if (base) await cp(base, dir, { recursive: true, verbatimSymlinks: true })
+        else await mkdir(dir, { recursive: true })
+      } else if (op === 'ENV') {
+        for (const m of args.matchAll(/(\w+)=(\S+)/g)) env[m[1]!] = m[2]!
+      } else if (op === 'COPY') {
+        const parts = args.split(/\s+/)
+        const from = parts[0]?.startsWith('--from=')
+          ? dirs.get(parts.shift()!.slice('--from='.length))
+          : context
+        assert.ok(from, `COPY ${args}: unknown stage`)
+        const dest = parts.pop()!
+        for (const source of parts) {
+          const src = join(from, source.replace(/^\/app\//, ''))
+          const target = join(dir, dest.endsWith('/') ? join(dest, basename(source)) : dest)
+          await mkdir(dirname(target), { recursive: true })
+          await cp(src, target, { recursive: true, verbatimSymlinks: true })
+        }
+      } else if (op === 'RUN') {
+        try {
+          await run('sh', ['-c', args], { cwd: dir, env, maxBuffer: 16 * 1024 * 1024 })
+        } catch (err) {
+          const { stdout, stderr } = err as { stdout?: string; stderr?: string }
+          assert.fail(`stage ${name}: RUN ${args} failed:\n${stdout ?? ''}${stderr ?? ''}`)
+        }
+      }
     }
-    const dist = join(root, 'dist')
+    dirs.set(name, dir)
+  }
+  return dirs
+}
+
+/** Top-level package names of a node_modules directory (`@scope/name` for scoped ones). */
+async function packagesIn(nodeModules: string): Promise<string[]> {
+  const out: string[] = []
+  for (const name of await readdir(nodeModules)) {
+    if (name.startsWith('.')) continue
+    if (name.startsWith('@')) for (const n of await readdir(join(nodeModules, name))) out.push(`${name}/${n}`)
+    else out.push(name)
+  }
+  return out.sort()
+}
+
+describe('the image, its stages replayed from deploy/Dockerfile', { concurrency: false }, () => {
+  let work = ''
+  let stageDirs = new Map<string, string>()
+  /** What the runtime stage holds, where its CMD runs. */
+  let image = ''
+  before(async () => {
+    work = await mkdtemp(join(tmpdir(), 'krg-image-'))
+    stageDirs = await replayStages(root, work)
+    image = stageDirs.get('runtime') ?? ''
+  })
+  after(() => rm(work, { recursive: true, force: true }))
+
+  test('the build stage installs production dependencies and the compiler only', async () => {
+    const lock = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { dev?: boolean; devOptional?: boolean }>
+    }
+    const production = new Set(
+      Object.entries(lock.packages)
+        .filter(([path, e]) => path.startsWith('node_modules/') && !e.dev && !e.devOptional)
+        .map(([path]) => path.slice('node_modules/'.length))
+        .filter((name) => !name.includes('/node_modules/')),
+    )
+    const tools = ['@types/node', 'typescript', 'undici-types']
+    const build = await packagesIn(join(stageDirs.get('build') ?? '', 'node_modules'))
+    assert.deepEqual(
+      build.filter((name) => !production.has(name)),
+      tools,
+    )
+    const shipped = await packagesIn(join(image, 'node_modules'))
+    assert.deepEqual(
+      shipped.filter((name) => !production.has(name)),
+      [],
+      'the runtime has no build tool',
+    )
+  })
+
+  test('dist/ holds everything src/ has, with source maps, and imports production dependencies only', async () => {
+    const dist = join(image, 'dist')
     assert.ok(existsSync(join(dist, 'server.js')))
+    assert.ok(existsSync(join(dist, 'server.js.map')), 'source maps ship for --enable-source-maps')
     assert.ok(existsSync(join(dist, 'dev/runtime-server.js')), 'the compose runtime entry point is built')
 
     // Files that are not TypeScript (the console's page, styles, script) must reach dist/ too.
@@ -173,7 +263,21 @@ describe('what the image runs, from `npm run build`', { concurrency: false }, ()
     assert.deepEqual(problems, [], 'dist/ imports only production dependencies, with .js extensions')
   })
 
-  test('node dist/server.js serves, passes the health check, and exits 0 on SIGTERM', async (t) => {
+  test("a stack trace from the image's node names the TypeScript source line", async () => {
+    const script =
+      "import { loadConfig } from './dist/config.js'; try { loadConfig({ PORT: 'x' }) } catch (e) { console.log(e.stack) }"
+    const { stdout } = await run(
+      process.execPath,
+      ['--enable-source-maps', '--input-type=module', '-e', script],
+      {
+        cwd: image,
+      },
+    )
+    assert.match(stdout, /ConfigError: invalid configuration: PORT/)
+    assert.match(stdout, /src\/config\.ts:\d+:\d+/)
+  })
+
+  test("the image's CMD serves, passes the health check, and exits 0 on SIGTERM", async (t) => {
     const env = {
       PATH: process.env.PATH ?? '',
       NODE_ENV: 'production',
@@ -185,14 +289,18 @@ describe('what the image runs, from `npm run build`', { concurrency: false }, ()
       GATEWAY_COOKIE_SECRET: 'c'.repeat(40),
       GATEWAY_SHUTDOWN_GRACE_MS: '10000',
     }
-    const child = spawn(process.execPath, ['dist/server.js'], {
-      cwd: root,
+    const cmd = JSON.parse(
+      (byStage.get('runtime') ?? []).find((i) => i.op === 'CMD')?.args ?? '[]',
+    ) as string[]
+    assert.equal(cmd[0], 'node')
+    const child = spawn(process.execPath, cmd.slice(1), {
+      cwd: image,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     t.after(() => stop(child))
     const port = await listeningPort(child)
-    const health = (path: string) => healthcheck(path, { ...env, PORT: String(port) })
+    const health = (path: string) => healthcheck(image, path, { ...env, PORT: String(port) })
     assert.equal(await health('/healthz'), 0)
     assert.equal(await health('/readyz'), 0)
     assert.equal(await health('/no-such-route'), 1)
@@ -211,7 +319,7 @@ describe('what the image runs, from `npm run build`', { concurrency: false }, ()
       KASM_RUNTIME_INBOX_TOKEN: 'demo-token',
     }
     const child = spawn(process.execPath, ['dist/dev/runtime-server.js'], {
-      cwd: root,
+      cwd: image,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     })
@@ -229,9 +337,9 @@ describe('what the image runs, from `npm run build`', { concurrency: false }, ()
 })
 
 /** The Dockerfile's HEALTHCHECK command, run the same way; resolves with its exit code. */
-function healthcheck(path: string, env: Record<string, string>): Promise<number> {
+function healthcheck(cwd: string, path: string, env: Record<string, string>): Promise<number> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['deploy/healthcheck.mjs', path], { cwd: root, env, timeout: 10_000 }, (err) =>
+    execFile(process.execPath, ['deploy/healthcheck.mjs', path], { cwd, env, timeout: 10_000 }, (err) =>
       resolve(err ? (typeof err.code === 'number' ? err.code : 1) : 0),
     )
   })

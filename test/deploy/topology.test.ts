@@ -9,6 +9,7 @@ import { test } from 'node:test'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { parseDocument } from 'yaml'
+import { killAll } from '../cluster/redis-harness.ts'
 import { root } from './helm.ts'
 
 /**
@@ -97,16 +98,7 @@ test('the compose topology: a proxy routes /desktop/<id>/mcp/ to two replicas sh
   const dir = await mkdtemp(join(tmpdir(), 'krg-topology-'))
   const prefix = `krg-topology-${randomBytes(4).toString('hex')}:`
   t.after(async () => {
-    await Promise.all(
-      children.map(
-        (c) =>
-          new Promise<void>((resolve) => {
-            if (c.exitCode !== null || c.signalCode !== null) return resolve()
-            c.once('exit', () => resolve())
-            c.kill('SIGKILL')
-          }),
-      ),
-    )
+    await killAll(children)
     const redis = new Redis(REDIS, { maxRetriesPerRequest: 1 })
     const keys = await redis.keys(`${prefix}*`)
     if (keys.length > 0) await redis.del(...keys)

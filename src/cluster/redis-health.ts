@@ -1,0 +1,75 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { Redis } from 'ioredis'
+import type { ConnectionRole } from './connections.ts'
+
+/**
+ * Where the replica stands with Redis, as one state for all three connections:
+ * - `connecting`: since boot, never had every connection ready (not ready: nothing is loaded yet);
+ * - `up`: every connection is ready;
+ * - `down`: one was lost after the replica had been up. The replica serves what needs no Redis (degraded
+ *   mode, see docs/cluster.md) until every connection is ready again.
+ */
+export type RedisState =
+  | { readonly kind: 'connecting' }
+  | { readonly kind: 'up'; readonly since: number }
+  | {
+      readonly kind: 'down'
+      readonly since: number
+      readonly connection: ConnectionRole
+      readonly reason: string
+    }
+
+/**
+ * Follows the replica's Redis connections and logs each change of {@link RedisState} once: a warning when Redis
+ * goes away (which connection, why, no stack trace), an info line when it is back (and how long it was away).
+ * ioredis repeats an error on every reconnect attempt: those, and the failures other components see meanwhile,
+ * are logged at debug (components ask {@link RedisHealth.down}).
+ */
+export class RedisHealth {
+  readonly #connections: ReadonlyMap<ConnectionRole, Redis>
+  readonly #log: FastifyBaseLogger
+  #state: RedisState = { kind: 'connecting' }
+  /** Why each connection last failed, for the warning when the state changes. */
+  readonly #lastError = new Map<ConnectionRole, string>()
+
+  constructor(connections: Record<ConnectionRole, Redis>, log: FastifyBaseLogger) {
+    this.#connections = new Map(Object.entries(connections) as [ConnectionRole, Redis][])
+    this.#log = log
+    for (const [role, connection] of this.#connections) {
+      connection.on('error', (err: Error & { code?: string }) => {
+        this.#lastError.set(role, err.code ? `${err.code}: ${err.message}` : err.message)
+        this.#log.debug({ connection: role, reason: this.#lastError.get(role) }, 'redis connection error')
+        this.#lost(role)
+      })
+      connection.on('close', () => this.#lost(role))
+      connection.on('ready', () => this.#readied())
+    }
+  }
+
+  get state(): RedisState {
+    return this.#state
+  }
+
+  /** True while Redis is away after the replica had been up: failures that follow from it are expected. */
+  get down(): boolean {
+    return this.#state.kind === 'down'
+  }
+
+  #lost(role: ConnectionRole): void {
+    if (this.#state.kind !== 'up') return
+    const reason = this.#lastError.get(role) ?? 'connection closed'
+    this.#state = { kind: 'down', since: Date.now(), connection: role, reason }
+    this.#log.warn(
+      { connection: role, reason },
+      'redis unavailable: serving what needs no redis (degraded) until it is back',
+    )
+  }
+
+  #readied(): void {
+    for (const connection of this.#connections.values()) if (connection.status !== 'ready') return
+    const was = this.#state
+    this.#state = { kind: 'up', since: Date.now() }
+    this.#lastError.clear()
+    if (was.kind === 'down') this.#log.info({ downMs: Date.now() - was.since }, 'redis available again')
+  }
+}
