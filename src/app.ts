@@ -7,6 +7,7 @@ import { toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
+import { pagesPlugin } from './pages/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
 import { consoleRoutes } from './routes/console.ts'
@@ -54,13 +55,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     const { status, body } = toErrorBody(err as Error)
     if (status >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code: body.error, status }, 'request refused')
-    return reply.code(status).send(body)
+    // A person who navigated here gets a page (with a sign-in link for a 401); everything else the JSON body.
+    return app.pages.sendError(request, reply, status, body)
   })
-  app.setNotFoundHandler((_request, reply) =>
-    reply.code(404).send({ error: 'route_not_found', message: 'no such route' }),
+  app.setNotFoundHandler((request, reply) =>
+    app.pages.sendError(request, reply, 404, { error: 'route_not_found', message: 'no such route' }),
   )
 
   await app.register(readinessPlugin)
+  await app.register(pagesPlugin, { prefix: config.routePrefix })
   await app.register(metricsPlugin)
   await app.register(clusterPlugin)
   await app.register(sessionsPlugin)
