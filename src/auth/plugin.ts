@@ -1,5 +1,5 @@
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import { clusterKeys } from '../cluster/keys.ts'
@@ -69,8 +69,12 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     auth: AuthService
-    /** preHandler: authenticate, check the role for `access`, and for cookie writes the CSRF rule. 403 `forbidden` when the role is too low. */
-    requireAccess(access: Access): preHandlerAsyncHookHandler
+    /**
+     * An `onRequest` hook: authenticate, check the role for `access`, and for cookie writes the CSRF rule; 403
+     * `forbidden` when the role is too low. Use it as a route's `onRequest`, so an anonymous request is refused
+     * before its body is read (the rate limit runs later, in preHandler, and counts per operator).
+     */
+    requireAccess(access: Access): onRequestAsyncHookHandler
   }
 }
 
@@ -327,7 +331,7 @@ export const authPlugin = fp(
 
     app.decorateRequest('operator', null)
     app.decorate('auth', service)
-    app.decorate('requireAccess', (access: Access): preHandlerAsyncHookHandler => {
+    app.decorate('requireAccess', (access: Access): onRequestAsyncHookHandler => {
       return async (request) => {
         const operator = await authenticate(request)
         checkCsrf(request, operator)

@@ -18,18 +18,19 @@ const auditQuerySchema = z
  * Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
  */
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
-  const preHandler = app.requireAccess('admin')
+  // Authenticated before the body is read: an anonymous PUT with a broken body is 401, never 400.
+  const onRequest = app.requireAccess('admin')
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
 
-  app.get('/admin/sessions', { preHandler }, async (request) => {
+  app.get('/admin/sessions', { onRequest }, async (request) => {
     const operator = operatorOf(request)
     const sessions = (await app.sessions.list()).filter((s) => seesTeam(operator, s.team))
     return { sessions }
   })
 
-  app.get<{ Params: { kasmId: string } }>('/admin/sessions/:kasmId', { preHandler }, async (request) => {
+  app.get<{ Params: { kasmId: string } }>('/admin/sessions/:kasmId', { onRequest }, async (request) => {
     const operator = operatorOf(request)
     const session = await app.sessions.get(request.params.kasmId)
     if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
@@ -39,7 +40,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.put<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { preHandler },
+    { onRequest },
     async (request, reply) => {
       const operator = operatorOf(request)
       const id = kasmIdSchema.safeParse(request.params.kasmId)
@@ -65,7 +66,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { preHandler },
+    { onRequest },
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.route = 'admin/sessions'
@@ -78,7 +79,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
-  app.get('/admin/audit', { preHandler }, async (request) => {
+  app.get('/admin/audit', { onRequest }, async (request) => {
     operatorOf(request)
     const query = auditQuerySchema.safeParse(request.query)
     if (!query.success) throw new BadRequest(formatIssues(query.error))
