@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { OperatorClaims } from './claims.ts'
-import type { CookieSessionRecord, CookieSessionStore } from './cookie-store.ts'
+import type { CookieSessionRecord, CookieSessionStore, RevocationListener } from './cookie-store.ts'
 
 /** Why a cookie was refused; also the `reason` label of `krg_auth_failures_total`. */
 export type CookieRefusalReason = 'cookie_invalid' | 'cookie_expired' | 'cookie_idle' | 'cookie_revoked'
@@ -87,5 +87,10 @@ export class CookieSessions {
 
   revokeAllOf(sub: string): Promise<number> {
     return this.store.revokeAllOf(sub)
+  }
+
+  /** Every revocation on every replica (see {@link CookieSessionStore.onRevoked}). */
+  onRevoked(listener: RevocationListener): Promise<() => void> {
+    return this.store.onRevoked(listener)
   }
 }

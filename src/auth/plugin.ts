@@ -14,7 +14,7 @@ import {
 } from '../errors.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import { type CookieRefusalReason, CookieSessions } from './cookie-sessions.ts'
-import { type CookieSessionStore, MemoryCookieStore } from './cookie-store.ts'
+import { type CookieSessionStore, MemoryCookieStore, type RevocationListener } from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
@@ -60,6 +60,11 @@ export interface AuthService {
   issueLoginTicket(claims: { sub: string; name?: string; roles: Role[]; teams: string[] }): string
   /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
   revokeCookieSessions(sub: string): Promise<number>
+  /**
+   * Hears every cookie session revocation on every replica (sign-out, sign out everywhere, back-channel
+   * logout, a refused refresh): the event path ends those sessions' streams at once.
+   */
+  onCookieRevoked(listener: RevocationListener): Promise<() => void>
   readonly cookies: CookieSessionControl
 }
 
@@ -326,6 +331,7 @@ export const authPlugin = fp(
       },
       issueLoginTicket: (claims) => tickets.issue(claims),
       revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
+      onCookieRevoked: (listener) => sessions.onRevoked(listener),
       cookies,
     }
 

@@ -23,6 +23,10 @@ export interface ClusterKeys {
   cookie(idHash: string): string
   /** Set of a subject's cookie session hashes (logout everywhere). */
   cookiesOf(sub: string): string
+  /** Set of the cookie session hashes signed in through one identity-provider session (back-channel logout). */
+  cookiesOfIdpSession(sid: string): string
+  /** Pub/sub channel: comma-separated hashes of cookie sessions just revoked (their streams end). */
+  readonly cookiesRevokedChannel: string
   /** Capped stream of audit records. */
   readonly audit: string
   /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
@@ -47,6 +51,8 @@ export function clusterKeys(prefix: string): ClusterKeys {
     sessionsEpoch: `${p}sessions:epoch`,
     cookie: (hash) => `${p}cookie:${hash}`,
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
+    cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${sid}`,
+    cookiesRevokedChannel: `${p}cookies:revoked`,
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,
     presenceIndex: (id) => `${p}presence:{${id}}`,

@@ -37,7 +37,10 @@ export async function redisSessionStore(
   return store
 }
 
-/** Cookie sessions: every lookup reads Redis, so a revocation is honoured by every replica at once. */
+/**
+ * Cookie sessions: every lookup reads Redis, so a revocation is honoured by every replica at once, and each
+ * revocation is published on the change feed so every replica ends that session's streams.
+ */
 export function redisCookieStore(app: FastifyInstance): CookieSessionStore | null {
   const cluster = clusterOf(app)
   if (!cluster) return null
@@ -45,6 +48,7 @@ export function redisCookieStore(app: FastifyInstance): CookieSessionStore | nul
     command: cluster.redis,
     keys: cluster.keys,
     idleMs: cluster.env.GATEWAY_COOKIE_IDLE_S * 1000,
+    feed: cluster.feed,
   })
 }
 
