@@ -80,6 +80,8 @@ const envSchema = z.object({
   GATEWAY_EXTRA_READ_ROUTES: list.default(''),
   GATEWAY_RATE_LIMIT_MAX: int(1).default(600),
   GATEWAY_RATE_LIMIT_WINDOW_MS: int(1000).default(60_000),
+  GATEWAY_SIGNIN_FAILURES_MAX: int(1).default(20),
+  GATEWAY_SIGNIN_FAILURES_WINDOW_MS: int(1000).default(300_000),
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
 
   GATEWAY_EVENT_BUFFER: int(16).default(4096),

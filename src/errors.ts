@@ -39,6 +39,11 @@ export const UnsupportedMediaType = createError(
 )
 export const RateLimited = createError('rate_limited', 'too many requests; retry after %s seconds', 429)
 export const TooManyStreams = createError('too_many_streams', 'you already hold %s event streams', 429)
+export const TooManyFailedSignIns = createError(
+  'signin_rate_limited',
+  'too many failed sign-ins from your address; retry after %s seconds',
+  429,
+)
 
 // Upstream (runtime) faults: the client is never at fault for these
 export const UpstreamUnreachable = createError(

@@ -3,13 +3,14 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookH
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import { clusterKeys } from '../cluster/keys.ts'
-import { redisCookieStore } from '../cluster/stores.ts'
+import { redisCookieStore, redisFailureCounter } from '../cluster/stores.ts'
 import {
   CsrfRefused,
   Forbidden,
   InvalidCredential,
   JwksUnavailable,
   StoreUnavailable,
+  TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
@@ -21,6 +22,7 @@ import { LoginTickets } from './login-tickets.ts'
 import { type Access, allows, type Operator, type Role } from './operator.ts'
 import { registerRateLimit } from './rate-limit.ts'
 import { resolveAuthSecrets } from './secrets.ts'
+import { MemoryFailureCounter, SignInFailures } from './signin-failures.ts'
 
 /** Every reason a request is refused by auth: the `reason` label of `krg_auth_failures_total`. */
 export type AuthRefusalReason =
@@ -31,6 +33,41 @@ export type AuthRefusalReason =
   | 'forbidden'
   | 'ticket_invalid'
   | 'store_unavailable'
+  | 'signin_rate_limited'
+  | SignInRefusalReason
+
+/** Why a sign-in through the identity provider (or a back-channel logout) was refused. */
+export type SignInRefusalReason =
+  | 'signin_denied'
+  | 'signin_state_invalid'
+  | 'signin_code_invalid'
+  | 'signin_token_invalid'
+  | 'idp_refused'
+  | 'idp_unavailable'
+  | 'no_role'
+  | 'logout_token_invalid'
+
+/**
+ * Refusals that count against the client address's failed sign-ins: a credential that was never valid
+ * (forged, guessed, replayed). Credentials that merely aged (expired, idle, signed out), a missing one, and
+ * faults of the identity provider do not: a person's stale tabs must not lock their network out.
+ */
+const countedFailures: ReadonlySet<AuthRefusalReason> = new Set<AuthRefusalReason>([
+  'malformed',
+  'bad_signature',
+  'wrong_issuer',
+  'wrong_audience',
+  'missing_claim',
+  'invalid_claim',
+  'alg',
+  'unknown_key',
+  'cookie_invalid',
+  'ticket_invalid',
+  'signin_state_invalid',
+  'signin_code_invalid',
+  'signin_token_invalid',
+  'logout_token_invalid',
+])
 
 /** Cookie session operations for routes/auth.ts. */
 export interface CookieSessionControl {
@@ -58,6 +95,16 @@ export interface AuthService {
   /** For long-lived streams: is this operator's credential still valid now (cookie not revoked/expired, token not expired)? */
   stillValid(operator: Operator): Promise<boolean>
   issueLoginTicket(claims: { sub: string; name?: string; roles: Role[]; teams: string[] }): string
+  /**
+   * Throws 429 `signin_rate_limited` when the client address failed too many sign-ins recently; call it
+   * before looking at any credential (authenticate and the ticket do it themselves).
+   */
+  assertSignInAllowed(request: FastifyRequest): void
+  /**
+   * Counts (metrics, log, and the address's failed sign-ins when the reason is a forged or replayed one) a
+   * refused sign-in, and returns `error` to throw.
+   */
+  refuseSignIn<E extends Error>(request: FastifyRequest, reason: AuthRefusalReason, error: E): E
   /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
   revokeCookieSessions(sub: string): Promise<number>
   /**
@@ -165,6 +212,12 @@ export const authPlugin = fp(
     const store: CookieSessionStore = redisCookieStore(app) ?? new MemoryCookieStore({ idleMs })
     const sessions = new CookieSessions(store, { ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000, idleMs })
     const tickets = new LoginTickets()
+    const failures = new SignInFailures({
+      counter: redisFailureCounter(app) ?? new MemoryFailureCounter(),
+      max: env.GATEWAY_SIGNIN_FAILURES_MAX,
+      windowMs: env.GATEWAY_SIGNIN_FAILURES_WINDOW_MS,
+      onCounterError: (err) => app.log.warn({ err }, 'failed sign-ins cannot be counted; not limiting'),
+    })
     app.addHook('onClose', async () => {
       tickets.close()
       await store.close()
@@ -194,7 +247,17 @@ export const authPlugin = fp(
     ): E => {
       app.metrics.authFailures.inc({ reason })
       request.log.info({ reason, ...detail }, 'auth refused')
+      if (countedFailures.has(reason)) void failures.failed(request.ip)
       return error
+    }
+
+    // Seconds a refused address must wait, for the Retry-After of its 429.
+    const retryAfter = new WeakMap<FastifyRequest, number>()
+    function assertSignInAllowed(request: FastifyRequest): void {
+      const seconds = failures.retryAfter(request.ip)
+      if (seconds === 0) return
+      retryAfter.set(request, seconds)
+      throw refuse(request, 'signin_rate_limited', new TooManyFailedSignIns(String(seconds)))
     }
 
     // Cookies still signed with an older secret are re-signed with the current one on a good answer;
@@ -205,6 +268,8 @@ export const authPlugin = fp(
       const renew = renewals.get(request)
       if (renew && reply.statusCode < 400) setSessionCookie(reply, renew.id, renew.expiresAt)
       else if (refusedCookies.has(request)) reply.clearCookie(cookieName, cookieAttributes)
+      const wait = retryAfter.get(request)
+      if (wait !== undefined && reply.statusCode === 429) reply.header('retry-after', String(wait))
     })
 
     function setSessionCookie(reply: FastifyReply, id: string, expiresAt: number): void {
@@ -273,10 +338,12 @@ export const authPlugin = fp(
       let operator: Operator
       if (authorization !== undefined) {
         // An explicit credential wins; a bad one is never rescued by an ambient cookie.
+        assertSignInAllowed(request)
         operator = await fromBearer(request, authorization)
       } else {
         const raw = only === 'bearer' ? undefined : request.cookies?.[cookieName]
         if (!raw) throw refuse(request, 'missing', new Unauthenticated())
+        assertSignInAllowed(request)
         operator = await fromCookie(request, raw)
       }
       request.operator = operator
@@ -308,6 +375,7 @@ export const authPlugin = fp(
         return sessions.revoke(operator.cookieSessionId)
       },
       consumeTicket(request, ticket) {
+        assertSignInAllowed(request)
         const claims = tickets.consume(ticket)
         if (claims === null) {
           throw refuse(
@@ -330,6 +398,8 @@ export const authPlugin = fp(
         return (await sessions.check(operator.cookieSessionId)).ok
       },
       issueLoginTicket: (claims) => tickets.issue(claims),
+      assertSignInAllowed,
+      refuseSignIn: (request, reason, error) => refuse(request, reason, error),
       revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
       onCookieRevoked: (listener) => sessions.onRevoked(listener),
       cookies,

@@ -31,6 +31,8 @@ export interface ClusterKeys {
   readonly audit: string
   /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
   readonly rateLimit: string
+  /** Counter of failed sign-ins from one client address in the current window. */
+  signInFailures(address: string): string
   /** Sorted set: replicas with presence for a session, scored by expiry time (ms). */
   presenceIndex(kasmId: string): string
   /** String (JSON) with a TTL: one replica's viewers of one session. */
@@ -55,6 +57,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     cookiesRevokedChannel: `${p}cookies:revoked`,
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,
+    signInFailures: (address) => `${p}signin-fail:${address}`,
     presenceIndex: (id) => `${p}presence:{${id}}`,
     presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
   }

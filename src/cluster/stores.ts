@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
+import type { FailureCounter } from '../auth/signin-failures.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { RedisAuditLog } from './audit-log.ts'
 import { RedisCookieStore } from './cookie-store.ts'
+import { RedisFailureCounter } from './failure-counter.ts'
 import type { Cluster } from './plugin.ts'
 import { RedisSessionStore } from './session-store.ts'
 
@@ -50,6 +52,13 @@ export function redisCookieStore(app: FastifyInstance): CookieSessionStore | nul
     idleMs: cluster.env.GATEWAY_COOKIE_IDLE_S * 1000,
     feed: cluster.feed,
   })
+}
+
+/** Failed sign-ins per client address, counted across every replica. */
+export function redisFailureCounter(app: FastifyInstance): FailureCounter | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisFailureCounter(cluster.redis, cluster.keys.signInFailures)
 }
 
 /** Audit records: one capped stream (GATEWAY_AUDIT_RECORDS) shared by every replica. */
