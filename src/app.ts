@@ -15,6 +15,7 @@ import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
 import { presenceRoutes } from './routes/presence.ts'
+import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 
@@ -79,6 +80,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // the probes above keep their fixed paths.
   const prefix = { prefix: config.routePrefix }
   await app.register(authRoutes, prefix)
+  await app.register(signInRoutes, prefix)
   await app.register(adminRoutes, prefix)
   await app.register(presenceRoutes, prefix)
   await app.register(consoleRoutes, prefix)

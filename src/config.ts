@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
+import { type GroupMap, parseGroupMap } from './auth/group-map.ts'
 
 /**
  * Every environment variable the gateway reads, in one schema, parsed once at boot.
@@ -20,6 +21,15 @@ const list = z.string().transform((v) =>
 )
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
+
+const groupMap = z.string().transform((v, ctx): GroupMap => {
+  try {
+    return parseGroupMap(v)
+  } catch (err) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message })
+    return z.NEVER
+  }
+})
 
 const origin = z
   .string()
@@ -51,6 +61,19 @@ const envSchema = z.object({
   GATEWAY_JWT_CLOCK_TOLERANCE_S: int(0, 300).default(30),
   GATEWAY_ROLES_CLAIM: z.string().min(1).default('roles'),
   GATEWAY_TEAMS_CLAIM: z.string().min(1).default('teams'),
+
+  GATEWAY_OIDC_ISSUER: z.string().url().optional(),
+  GATEWAY_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  GATEWAY_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  GATEWAY_OIDC_SCOPES: z
+    .string()
+    .default('openid profile email')
+    .refine((v) => v.split(/\s+/).includes('openid'), 'must include openid (space-separated scopes)'),
+  GATEWAY_OIDC_REDIRECT_URI: z.string().url().optional(),
+  GATEWAY_OIDC_GROUPS_CLAIM: z.string().min(1).default('groups'),
+  GATEWAY_OIDC_GROUP_MAP: groupMap.default(''),
+  GATEWAY_OIDC_REFRESH_S: int(1, 86_400).default(300),
+  GATEWAY_OIDC_TIMEOUT_MS: int(100, 60_000).default(5000),
 
   GATEWAY_COOKIE_SECRET: list
     .optional()
@@ -130,6 +153,7 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_JWT_SECRET',
   'GATEWAY_COOKIE_SECRET',
   'GATEWAY_ENCRYPTION_KEY',
+  'GATEWAY_OIDC_CLIENT_SECRET',
 ]
 
 /** Validated gateway configuration, derived from {@link Env}. */
@@ -178,6 +202,35 @@ function readSecretFiles(source: NodeJS.ProcessEnv, raw: Record<string, string>)
   if (bad.length > 0) throw new ConfigError(`invalid configuration: ${bad.join('; ')}`)
 }
 
+/** The sign-in settings that only make sense together. */
+function oidcProblems(env: Env, production: boolean): string[] {
+  const out: string[] = []
+  const issuer = env.GATEWAY_OIDC_ISSUER
+  if (issuer === undefined) {
+    for (const name of [
+      'GATEWAY_OIDC_CLIENT_ID',
+      'GATEWAY_OIDC_CLIENT_SECRET',
+      'GATEWAY_OIDC_REDIRECT_URI',
+    ] as const)
+      if (env[name] !== undefined) out.push(`${name}: needs GATEWAY_OIDC_ISSUER`)
+    return out
+  }
+  if (production && !issuer.startsWith('https:')) out.push('GATEWAY_OIDC_ISSUER: must be https in production')
+  if (env.GATEWAY_OIDC_CLIENT_ID === undefined)
+    out.push('GATEWAY_OIDC_CLIENT_ID: required with GATEWAY_OIDC_ISSUER')
+  if (env.GATEWAY_OIDC_CLIENT_SECRET === undefined)
+    out.push('GATEWAY_OIDC_CLIENT_SECRET: required with GATEWAY_OIDC_ISSUER (a confidential client)')
+  const redirect = env.GATEWAY_OIDC_REDIRECT_URI
+  if (redirect === undefined && env.GATEWAY_PUBLIC_ORIGIN === undefined)
+    out.push(
+      'GATEWAY_OIDC_REDIRECT_URI: required with GATEWAY_OIDC_ISSUER unless GATEWAY_PUBLIC_ORIGIN is set',
+    )
+  const callback = `${env.GATEWAY_BASE_PATH}auth/callback`
+  if (redirect !== undefined && new URL(redirect).pathname !== callback)
+    out.push(`GATEWAY_OIDC_REDIRECT_URI: its path must be ${callback}, where the gateway serves the callback`)
+  return out
+}
+
 /**
  * Parses and validates the environment once. Throws {@link ConfigError} naming the bad variables.
  * Empty strings count as unset so that `FOO=` in a compose file means the default.
@@ -206,6 +259,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cross.push('GATEWAY_JWT_SECRET or GATEWAY_JWKS_URL: one is required in production')
   if (env.REDIS_URL && !env.GATEWAY_ENCRYPTION_KEY)
     cross.push('GATEWAY_ENCRYPTION_KEY: required with REDIS_URL (messaging tokens are stored encrypted)')
+  cross.push(...oidcProblems(env, production))
   if (env.GATEWAY_DEMO === 'on' && (production || env.GATEWAY_SESSIONS_FILE))
     cross.push('GATEWAY_DEMO: cannot be on in production or with GATEWAY_SESSIONS_FILE')
   if (cross.length > 0) throw new ConfigError(`invalid configuration: ${cross.join('; ')}`)

@@ -2,8 +2,14 @@ import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
+import { Counter } from 'prom-client'
 import { clusterKeys } from '../cluster/keys.ts'
-import { redisCookieStore, redisFailureCounter } from '../cluster/stores.ts'
+import {
+  clusterSealer,
+  redisCookieStore,
+  redisFailureCounter,
+  redisLoginAttemptStore,
+} from '../cluster/stores.ts'
 import {
   CsrfRefused,
   Forbidden,
@@ -14,13 +20,18 @@ import {
   Unauthenticated,
 } from '../errors.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
-import { type CookieRefusalReason, CookieSessions } from './cookie-sessions.ts'
+import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
 import { type CookieSessionStore, MemoryCookieStore, type RevocationListener } from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
+import { type IdpTokens, OidcClient } from './oidc/client.ts'
+import { LoginAttempts, MemoryLoginAttemptStore } from './oidc/login-attempts.ts'
+import { oidcSettings } from './oidc/settings.ts'
+import { SignIn } from './oidc/signin.ts'
 import { type Access, allows, type Operator, type Role } from './operator.ts'
 import { registerRateLimit } from './rate-limit.ts'
+import { inProcess } from './sealer.ts'
 import { resolveAuthSecrets } from './secrets.ts'
 import { MemoryFailureCounter, SignInFailures } from './signin-failures.ts'
 
@@ -71,8 +82,13 @@ const countedFailures: ReadonlySet<AuthRefusalReason> = new Set<AuthRefusalReaso
 
 /** Cookie session operations for routes/auth.ts. */
 export interface CookieSessionControl {
-  /** Starts a cookie session for these claims, sets the cookie, and returns the cookie's operator. */
-  start(reply: FastifyReply, claims: OperatorClaims, notAfter?: number): Promise<Operator>
+  /**
+   * Starts a cookie session for these claims, sets the cookie, and returns the cookie's operator. `idp` ties
+   * it to a sign-in at the identity provider (its tokens are kept sealed, server-side only).
+   */
+  start(reply: FastifyReply, claims: OperatorClaims, notAfter?: number, idp?: IdpSignIn): Promise<Operator>
+  /** The IdP tokens of the cookie session the request was authenticated with, if it came from the IdP. */
+  idpTokens(request: FastifyRequest): Promise<IdpTokens | null>
   /**
    * Ends the cookie session the request was authenticated with: revokes it server-side and clears the
    * cookie. Resolves false when the request was not authenticated by a cookie (the cookie is cleared anyway).
@@ -107,6 +123,10 @@ export interface AuthService {
   refuseSignIn<E extends Error>(request: FastifyRequest, reason: AuthRefusalReason, error: E): E
   /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
   revokeCookieSessions(sub: string): Promise<number>
+  /** Revokes every cookie session signed in through the IdP session `sid` (back-channel logout). */
+  revokeIdpSession(sid: string): Promise<number>
+  /** Sign-in through the identity provider; null when none is configured (GATEWAY_OIDC_ISSUER). */
+  readonly signIn: SignIn | null
   /**
    * Hears every cookie session revocation on every replica (sign-out, sign out everywhere, back-channel
    * logout, a refused refresh): the event path ends those sessions' streams at once.
@@ -210,7 +230,29 @@ export const authPlugin = fp(
     const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
     // The one place the cookie session store is chosen: Redis in cluster mode, else memory.
     const store: CookieSessionStore = redisCookieStore(app) ?? new MemoryCookieStore({ idleMs })
-    const sessions = new CookieSessions(store, { ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000, idleMs })
+    // Secrets kept in Redis (IdP tokens, login attempts) are sealed with the cluster's vault.
+    const sealer = clusterSealer(app) ?? inProcess
+    const oidc = oidcSettings(config)
+    const attemptStore = redisLoginAttemptStore(app) ?? new MemoryLoginAttemptStore()
+    const signIn =
+      oidc === null ? null : new SignIn(new OidcClient(oidc), new LoginAttempts(attemptStore, sealer), oidc)
+    const refreshes = new Counter({
+      name: 'krg_signin_refreshes_total',
+      help: 'Refreshes of signed-in people at the identity provider: updated, refused (session ended), failed (kept)',
+      labelNames: ['outcome'],
+      registers: [app.metrics.registry],
+    })
+    const sessions = new CookieSessions(store, {
+      ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
+      idleMs,
+      sealer,
+      ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
+      onRefresh: (outcome, sub, err) => {
+        refreshes.inc({ outcome })
+        if (outcome === 'failed') app.log.warn({ err, sub }, 'sign-in refresh failed; the session stays')
+        else app.log.info({ sub, outcome }, 'sign-in refreshed at the identity provider')
+      },
+    })
     const tickets = new LoginTickets()
     const failures = new SignInFailures({
       counter: redisFailureCounter(app) ?? new MemoryFailureCounter(),
@@ -220,6 +262,8 @@ export const authPlugin = fp(
     })
     app.addHook('onClose', async () => {
       tickets.close()
+      await sessions.idle()
+      await attemptStore.close()
       await store.close()
     })
 
@@ -362,8 +406,8 @@ export const authPlugin = fp(
     }
 
     const cookies: CookieSessionControl = {
-      async start(reply, claims, notAfter) {
-        const { id, idHash, record } = await sessions.create(claims, notAfter)
+      async start(reply, claims, notAfter, idp) {
+        const { id, idHash, record } = await sessions.create(claims, notAfter, idp)
         setSessionCookie(reply, id, record.expiresAt)
         return toOperator(record, 'cookie', record.expiresAt, idHash)
       },
@@ -373,6 +417,10 @@ export const authPlugin = fp(
         const operator = request.operator
         if (operator?.via !== 'cookie' || operator.cookieSessionId === undefined) return false
         return sessions.revoke(operator.cookieSessionId)
+      },
+      async idpTokens(request) {
+        const id = request.operator?.via === 'cookie' ? request.operator.cookieSessionId : undefined
+        return id === undefined ? null : sessions.idpTokens(id)
       },
       consumeTicket(request, ticket) {
         assertSignInAllowed(request)
@@ -401,6 +449,8 @@ export const authPlugin = fp(
       assertSignInAllowed,
       refuseSignIn: (request, reason, error) => refuse(request, reason, error),
       revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
+      revokeIdpSession: (sid) => sessions.revokeIdpSession(sid),
+      signIn,
       onCookieRevoked: (listener) => sessions.onRevoked(listener),
       cookies,
     }

@@ -31,6 +31,8 @@ export interface ClusterKeys {
   readonly audit: string
   /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
   readonly rateLimit: string
+  /** String (sealed) with a TTL: a sign-in waiting for its callback, by the hash of its `state`. */
+  loginAttempt(stateHash: string): string
   /** Counter of failed sign-ins from one client address in the current window. */
   signInFailures(address: string): string
   /** Sorted set: replicas with presence for a session, scored by expiry time (ms). */
@@ -58,6 +60,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,
+    loginAttempt: (hash) => `${p}login:${hash}`,
     presenceIndex: (id) => `${p}presence:{${id}}`,
     presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
   }

@@ -1,11 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
+import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { Sealer } from '../auth/sealer.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { RedisAuditLog } from './audit-log.ts'
 import { RedisCookieStore } from './cookie-store.ts'
 import { RedisFailureCounter } from './failure-counter.ts'
+import { RedisLoginAttemptStore } from './login-attempts.ts'
 import type { Cluster } from './plugin.ts'
 import { RedisSessionStore } from './session-store.ts'
 
@@ -52,6 +55,18 @@ export function redisCookieStore(app: FastifyInstance): CookieSessionStore | nul
     idleMs: cluster.env.GATEWAY_COOKIE_IDLE_S * 1000,
     feed: cluster.feed,
   })
+}
+
+/** Sign-ins waiting for their callback, which any replica may receive. */
+export function redisLoginAttemptStore(app: FastifyInstance): LoginAttemptStore | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisLoginAttemptStore(cluster.redis, cluster.keys.loginAttempt)
+}
+
+/** What seals secrets kept in Redis (IdP tokens, login attempts): the vault of GATEWAY_ENCRYPTION_KEY. */
+export function clusterSealer(app: FastifyInstance): Sealer | null {
+  return clusterOf(app)?.vault ?? null
 }
 
 /** Failed sign-ins per client address, counted across every replica. */

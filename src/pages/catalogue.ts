@@ -81,6 +81,20 @@ export function noRole(options: { message: string }): Page {
   }
 }
 
+/**
+ * Just signed in, after an identity provider on another site: the browser holds the new SameSite=Strict
+ * cookie but would not send it on a redirect chain that began on that site, so this page continues itself.
+ */
+export function signedIn(options: { continueTo: string; name: string }): Page {
+  return {
+    status: 200,
+    title: 'Signed in',
+    lead: `You are signed in as ${options.name}.`,
+    continueTo: options.continueTo,
+    actions: [{ label: 'Continue', href: options.continueTo }],
+  }
+}
+
 /** After sign-out (and, when the identity provider offers it, after signing out there too). */
 export function signedOut(): Page {
   return {

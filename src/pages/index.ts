@@ -6,6 +6,7 @@ export {
   idpUnavailable,
   noRole,
   pageForError,
+  signedIn,
   signedOut,
   signInFailed,
   signInLink,

@@ -15,17 +15,19 @@ export interface Page {
   readonly actions?: readonly PageAction[]
   /** The stable error code, shown small so a person can quote it to their administrator. */
   readonly code?: string
+  /**
+   * Go on to this same-origin path at once (`<meta http-equiv="refresh">`, no script): a navigation the page
+   * itself starts, so the browser treats it as same-site and sends SameSite=Strict cookies with it.
+   */
+  readonly continueTo?: string
 }
 
-/** A link on a page. */
-export interface PageAction {
-  readonly label: string
-  /**
-   * Where it goes, relative to GATEWAY_BASE_PATH (`auth/login?return_to=%2F`, or `''` for the console);
-   * the renderer prefixes the base, so page builders never need to know it.
-   */
-  readonly to: string
-}
+/**
+ * A link on a page: `to` is relative to GATEWAY_BASE_PATH (`auth/login?return_to=%2F`, or `''` for the
+ * console; the renderer prefixes the base, so page builders never need to know it), `href` a path of this
+ * origin as it stands (where a sign-in returns to).
+ */
+export type PageAction = { readonly label: string } & ({ readonly to: string } | { readonly href: string })
 
 const escapes: Record<string, string> = {
   '&': '&amp;',
@@ -50,7 +52,7 @@ export function renderPage(page: Page, basePath: string): string {
   const actions = (page.actions ?? [])
     .map(
       (a, i) =>
-        `<a${i === 0 ? ' class="primary"' : ''} href="${escapeHtml(basePath + a.to)}">${escapeHtml(a.label)}</a>`,
+        `<a${i === 0 ? ' class="primary"' : ''} href="${escapeHtml('href' in a ? a.href : basePath + a.to)}">${escapeHtml(a.label)}</a>`,
     )
     .join('\n      ')
   return `<!doctype html>
@@ -60,7 +62,7 @@ export function renderPage(page: Page, basePath: string): string {
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <meta name="color-scheme" content="light dark">
   <meta name="referrer" content="no-referrer">
-  <title>${escapeHtml(page.title)} · kasm-runtime-gateway</title>
+${page.continueTo === undefined ? '' : `  <meta http-equiv="refresh" content="0; url=${escapeHtml(page.continueTo)}">\n`}  <title>${escapeHtml(page.title)} · kasm-runtime-gateway</title>
   <link rel="stylesheet" href="${escapeHtml(basePath)}pages/pages.css">
 </head>
 <body>

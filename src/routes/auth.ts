@@ -25,8 +25,9 @@ function me(operator: Operator): MeBody {
 }
 
 /**
- * `/auth/*`: exchange a bearer for a cookie session, see who you are, sign out, and the demo's one-time
- * login link. None of these needs a role: an operator without one can still see that they have none.
+ * `/auth/*` for programs and the console: exchange a bearer for a cookie session, see who you are, sign out.
+ * None of these needs a role: an operator without one can still see that they have none. People sign in
+ * through routes/signin.ts.
  */
 export async function authRoutes(app: FastifyInstance): Promise<void> {
   // Identities and Set-Cookie answers must never sit in a shared cache (this plugin is encapsulated).
@@ -53,23 +54,4 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
     await app.auth.cookies.end(request, reply)
     return reply.code(204).send()
   })
-
-  app.get<{ Querystring: { ticket?: string } }>(
-    '/auth/login',
-    {
-      schema: {
-        querystring: {
-          type: 'object',
-          properties: { ticket: { type: 'string', minLength: 1, maxLength: 256 } },
-          required: ['ticket'],
-        },
-      },
-    },
-    async (request, reply) => {
-      const claims = app.auth.cookies.consumeTicket(request, request.query.ticket ?? '')
-      await app.auth.cookies.start(reply, claims)
-      // The ticket must not linger in history or a Referer: leave its URL at once.
-      return reply.header('referrer-policy', 'no-referrer').redirect(app.config.basePath, 303)
-    },
-  )
 }
