@@ -69,6 +69,8 @@ export interface DemoIdpOptions {
   readonly host?: string
   /** Listen port; default 0 (any free one). */
   readonly port?: number
+  /** The host name in the issuer when it is not given (default: the listen address). */
+  readonly issuerHost?: string
   /**
    * The issuer, when the IdP is reached through a proxy (e.g. `http://kasm.example/idp`); its path is where the
    * IdP serves. Default `http://<host>:<port>` as it listens.
@@ -201,7 +203,7 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
 
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
-  issuer ||= `http://${options.host ?? '127.0.0.1'}:${port}`
+  issuer ||= `http://${options.issuerHost ?? options.host ?? '127.0.0.1'}:${port}`
   mountPath = new URL(issuer).pathname.replace(/\/$/, '')
   const claimScopes = ['name', 'preferred_username', 'roles', 'teams', 'groups']
 
