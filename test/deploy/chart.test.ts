@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { chartDir, helm, type Manifest, only, parseManifests, templateArgs } from './helm.ts'
+import { chartDir, helm, type Manifest, only, parseManifests, template, templateArgs } from './helm.ts'
 import { schemaErrors, unknownFieldErrors } from './kube-validate.ts'
 import { gatewayContainer, render, scenarios } from './scenarios.ts'
 
@@ -195,6 +195,24 @@ describe('helm chart', { concurrency: 4 }, () => {
     assert.ok(paths.includes('/'))
     for (const hidden of ['/admin/', '/metrics', '/healthz'])
       assert.ok(!paths.some((p) => hidden.startsWith(p) && p !== '/'), `${hidden} is not routed publicly`)
+  })
+
+  test("a GATEWAY_BASE_PATH also routes it on Kasm's host: people sign in and use the console there", async () => {
+    const manifests = await template({ set: ['config.GATEWAY_BASE_PATH=/gateway/'] })
+    const rules = (
+      only(manifests, 'Ingress').spec as {
+        rules: { host: string; http: { paths: { path: string; pathType: string }[] } }[]
+      }
+    ).rules
+    const kasm = rules.find((r) => r.host === 'kasm.example.com')
+    assert.deepEqual(
+      kasm?.http.paths.map((p) => [p.path, p.pathType]),
+      [
+        ['/desktop/[A-Za-z0-9_-]+/mcp/', 'ImplementationSpecific'],
+        ['/gateway/', 'Prefix'],
+      ],
+    )
+    assert.deepEqual(schemaErrors(manifests), [])
   })
 
   test('existing secret: every secret reference and the sessions file come from it', async () => {
