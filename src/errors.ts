@@ -58,7 +58,7 @@ export const IdpRefused = createError('idp_refused', 'the identity provider refu
 export const IdpUnavailable = createError('idp_unavailable', 'the identity provider cannot be reached', 503)
 export const NoRole = createError(
   'no_role',
-  'you are signed in as %s, but the identity provider gives you no role on this gateway',
+  'your identity provider signed you in as %s, but gives you no role on this gateway',
   403,
 )
 export const LogoutTokenInvalid = createError('logout_token_invalid', 'logout token refused: %s', 400)

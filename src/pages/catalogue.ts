@@ -23,7 +23,13 @@ export function signInRequired(options: { returnTo?: string; message?: string; c
     status: 401,
     title: 'Sign in to continue',
     lead: 'This page is only for people signed in to the gateway.',
-    details: options.message === undefined ? [] : [capitalise(options.message)],
+    // "send a bearer token" is for programs; a person is simply not signed in.
+    details:
+      options.code === 'unauthenticated'
+        ? ['You are not signed in, or your session here has ended.']
+        : options.message === undefined
+          ? []
+          : [capitalise(options.message)],
     actions: [{ label: 'Sign in', to: signInLink(options.returnTo) }],
     ...(options.code === undefined ? {} : { code: options.code }),
   }
