@@ -282,6 +282,7 @@ export const authPlugin = fp(
       // Without a configured public origin (demo, laptop) the gateway's own origin is the UI's.
       (env.GATEWAY_PUBLIC_ORIGIN === undefined && origin === `${request.protocol}://${request.host}`)
 
+    const counting = new WeakMap<FastifyRequest, Promise<void>>()
     /** Counts and logs a refusal (never the credential) and returns the error to throw. */
     const refuse = <E extends Error>(
       request: FastifyRequest,
@@ -291,7 +292,8 @@ export const authPlugin = fp(
     ): E => {
       app.metrics.authFailures.inc({ reason })
       request.log.info({ reason, ...detail }, 'auth refused')
-      if (countedFailures.has(reason)) void failures.failed(request.ip)
+      // The answer waits for the count (onSend below), so the next attempt already meets the limit.
+      if (countedFailures.has(reason)) counting.set(request, failures.failed(request.ip))
       return error
     }
 
@@ -309,6 +311,7 @@ export const authPlugin = fp(
     const renewals = new WeakMap<FastifyRequest, { id: string; expiresAt: number }>()
     const refusedCookies = new WeakSet<FastifyRequest>()
     app.addHook('onSend', async (request, reply) => {
+      await counting.get(request)
       const renew = renewals.get(request)
       if (renew && reply.statusCode < 400) setSessionCookie(reply, renew.id, renew.expiresAt)
       else if (refusedCookies.has(request)) reply.clearCookie(cookieName, cookieAttributes)

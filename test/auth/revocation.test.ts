@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict'
-import { type TestContext, test } from 'node:test'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
-import { TEST_ENCRYPTION_KEY } from '../cluster/cluster-harness.ts'
-import { deletePrefix, REDIS_TEST_URL, uniquePrefix } from '../cluster/redis-harness.ts'
-import { openSse, TOKEN, until } from '../events/helpers.ts'
+import { test } from 'node:test'
+import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
+import { addRuntimeSession, openSse, until } from '../events/helpers.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { auth, call, cookiePair } from './harness.ts'
@@ -16,18 +14,6 @@ import { auth, call, cookiePair } from './harness.ts'
 
 const SAME_ORIGIN = { 'sec-fetch-site': 'same-origin' }
 const slowRecheck = { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000', GATEWAY_STREAM_LINGER_MS: '0' }
-
-async function withSession(t: TestContext, gw: TestGateway): Promise<void> {
-  const rt = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
-  t.after(() => rt.close())
-  await gw.app.sessions.put({
-    kasmId: 's1',
-    upstream: rt.url,
-    team: 'blue',
-    messagingToken: TOKEN,
-    source: 'admin',
-  })
-}
 
 async function signIn(gw: TestGateway, sub = 'alice'): Promise<string> {
   const res = await call(`${gw.url}/auth/session`, { method: 'POST', headers: auth(await bearer({ sub })) })
@@ -44,7 +30,7 @@ async function stream(gw: TestGateway, cookie: string) {
 test('sign-out and sign-out-everywhere end the open streams of exactly those cookie sessions, at once', async (t) => {
   const gw = await startGateway(slowRecheck)
   t.after(() => gw.close())
-  await withSession(t, gw)
+  await addRuntimeSession(t, gw.app)
   const first = await signIn(gw)
   const second = await signIn(gw)
   const other = await signIn(gw, 'bob')
@@ -70,19 +56,12 @@ test('sign-out and sign-out-everywhere end the open streams of exactly those coo
 })
 
 test('cluster mode: a sign-out on one replica ends that cookie session’s streams on another within a second', async (t) => {
-  const prefix = uniquePrefix()
-  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
-  const env = {
-    ...slowRecheck,
-    REDIS_URL: REDIS_TEST_URL,
-    GATEWAY_REDIS_PREFIX: prefix,
-    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-  }
+  const env = { ...slowRecheck, ...sharedRedisEnv(t) }
   const a = await startGateway(env)
   t.after(() => a.close())
   const b = await startGateway(env)
   t.after(() => b.close())
-  await withSession(t, a)
+  await addRuntimeSession(t, a.app)
   await until(
     'the other replica knows the session',
     async () => (await b.app.sessions.get('s1')) !== undefined,

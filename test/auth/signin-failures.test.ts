@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { TEST_ENCRYPTION_KEY } from '../cluster/cluster-harness.ts'
-import { deletePrefix, REDIS_TEST_URL, uniquePrefix } from '../cluster/redis-harness.ts'
+import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { auth, call, failures } from './harness.ts'
@@ -71,14 +70,7 @@ test('without a trusted proxy X-Forwarded-For is ignored: a spoofed address does
 })
 
 test('cluster mode: failures on every replica count together', async (t) => {
-  const prefix = uniquePrefix()
-  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
-  const env = {
-    REDIS_URL: REDIS_TEST_URL,
-    GATEWAY_REDIS_PREFIX: prefix,
-    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-    GATEWAY_SIGNIN_FAILURES_MAX: '4',
-  }
+  const env = { ...sharedRedisEnv(t), GATEWAY_SIGNIN_FAILURES_MAX: '4' }
   const a = await startGateway(env)
   t.after(() => a.close())
   const b = await startGateway(env)

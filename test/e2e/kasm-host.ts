@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict'
-import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import type { TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
+import { startNginx } from '../helpers/nginx.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 /**
@@ -16,8 +15,6 @@ import { waitFor } from '../helpers/wait.ts'
  */
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
-const NGINX = process.env.NGINX_PATH ?? '/usr/sbin/nginx'
-const run = promisify(execFile)
 
 /** The gateway's `location` blocks of the recipe (everything but Kasm's own `location /`), verbatim. */
 export async function recipeLocations(): Promise<string[]> {
@@ -83,15 +80,7 @@ ${locations.join('\n')}
 }
 `
   await writeFile(join(dir, 'nginx.conf'), conf)
-  try {
-    await run(NGINX, ['-t', '-q', '-p', dir, '-c', join(dir, 'nginx.conf')])
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException & { stderr?: string }
-    assert.fail(
-      e.code === 'ENOENT' ? `${NGINX} not found: apt-get install nginx-light` : `nginx -t: ${e.stderr}`,
-    )
-  }
-  const nginx: ChildProcess = spawn(NGINX, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: 'ignore' })
+  const nginx = await startNginx(dir, join(dir, 'nginx.conf'))
   t.after(
     () =>
       new Promise<void>((done) => {

@@ -4,8 +4,8 @@ import { test } from 'node:test'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { freePort } from '../cluster/redis-harness.ts'
+import { addRuntimeSession, TOKEN } from '../events/helpers.ts'
 import { launchChromium } from '../helpers/chromium.ts'
 import { testEnv } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
@@ -19,24 +19,10 @@ import { startKasmHost } from './kasm-host.ts'
  * with the messaging token, while nothing in the browser ever sees that token.
  */
 
-const TOKEN = 'messaging-token-that-no-browser-may-see-0123456789'
 const PASSWORD = 'kasm-e2e-password'
 const SHOTS = process.env.SCREENSHOT_DIR ?? '/tmp/krg-screenshots'
 
 test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer works behind the gateway', async (t) => {
-  const runtime = await startSimulatedRuntime({
-    messagingToken: TOKEN,
-    observeTokenRequired: true,
-    kasmId: 'k1',
-  })
-  t.after(() => runtime.close())
-  const second = await startSimulatedRuntime({
-    messagingToken: TOKEN,
-    observeTokenRequired: true,
-    kasmId: 'k2',
-  })
-  t.after(() => second.close())
-
   const [hostPort, gatewayPort] = [await freePort(), await freePort()]
   const origin = `http://127.0.0.1:${hostPort}`
   const idp = await startDemoIdp({ issuer: `${origin}/idp`, password: PASSWORD })
@@ -61,11 +47,8 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
     postLogoutRedirectUris: [`${origin}/gateway/auth/logged-out`],
     backchannelLogoutUri: `${origin}/gateway/auth/backchannel-logout`,
   })
-  for (const [kasmId, rt] of [
-    ['k1', runtime],
-    ['k2', second],
-  ] as const)
-    await app.sessions.put({ kasmId, upstream: rt.url, team: 'blue', messagingToken: TOKEN, source: 'admin' })
+  const runtime = await addRuntimeSession(t, app, 'k1', { kasmId: 'k1', pingIntervalMs: 15_000 })
+  await addRuntimeSession(t, app, 'k2', { kasmId: 'k2', pingIntervalMs: 15_000 })
   await startKasmHost(t, { port: hostPort, gatewayPort, idpPort: Number(new URL(idp.url).port) })
 
   const browser = await launchChromium()

@@ -4,21 +4,16 @@ import { Redis } from 'ioredis'
 import { request } from 'undici'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
-import { TEST_ENCRYPTION_KEY } from '../cluster/cluster-harness.ts'
-import { deletePrefix, freePort, REDIS_TEST_URL, uniquePrefix } from '../cluster/redis-harness.ts'
+import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
+import { freePort, REDIS_TEST_URL } from '../cluster/redis-harness.ts'
 import { testEnv } from '../helpers/jwt.ts'
 import { Browser, CLIENT_ID, CLIENT_SECRET, sessionCookie, signInAt, startSignInStack } from './harness.ts'
 
 const JWE = /^[A-Za-z0-9_-]+\.\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 
 test('cluster mode: the callback may reach another replica; IdP tokens and login attempts are sealed in Redis', async (t) => {
-  const prefix = uniquePrefix()
-  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
-  const cluster = {
-    REDIS_URL: REDIS_TEST_URL,
-    GATEWAY_REDIS_PREFIX: prefix,
-    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
-  }
+  const cluster = sharedRedisEnv(t)
+  const prefix = cluster.GATEWAY_REDIS_PREFIX ?? ''
   const a = await startSignInStack(t, { env: cluster })
   // Replica B: the same configuration (same public origin and redirect URI), another port.
   const port = await freePort()

@@ -3,8 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { type TestContext, test } from 'node:test'
 import { generateKeyPair, SignJWT } from 'jose'
 import { request } from 'undici'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
-import { openSse, TOKEN, until } from '../events/helpers.ts'
+import { addRuntimeSession, openSse, until } from '../events/helpers.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { Browser, CLIENT_ID, type SignInStack, sessionCookie, signInAt, startSignInStack } from './harness.ts'
 
@@ -30,15 +29,7 @@ async function refreshes(stack: SignInStack, outcome: string): Promise<number> {
 
 /** A session `s1` of team blue on a simulated runtime, and an event stream opened with `cookie`. */
 async function watch(t: TestContext, stack: SignInStack, cookie: string) {
-  const rt = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
-  t.after(() => rt.close())
-  await stack.app.sessions.put({
-    kasmId: 's1',
-    upstream: rt.url,
-    team: 'blue',
-    messagingToken: TOKEN,
-    source: 'admin',
-  })
+  await addRuntimeSession(t, stack.app, 's1', { observeTokenRequired: false })
   const stream = await openSse(`${stack.origin}/desktop/s1/mcp/events`, { cookie })
   assert.equal(stream.status, 200)
   t.after(() => stream.close())

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { request } from 'undici'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
-import { openSse, TOKEN } from '../events/helpers.ts'
+import { addRuntimeSession, openSse, TOKEN } from '../events/helpers.ts'
 import { Browser, sessionCookie, signInAt, startSignInStack } from './harness.ts'
 
 /**
@@ -11,20 +10,8 @@ import { Browser, sessionCookie, signInAt, startSignInStack } from './harness.ts
  * forwards the client's value: the runtime only ever sees the messaging token the gateway holds.
  */
 test('a sidebar request with a placeholder token: authenticated by the cookie, the placeholder never forwarded', async (t) => {
-  const rt = await startSimulatedRuntime({
-    messagingToken: TOKEN,
-    observeTokenRequired: true,
-    pingIntervalMs: 5000,
-  })
-  t.after(() => rt.close())
   const stack = await startSignInStack(t)
-  await stack.app.sessions.put({
-    kasmId: 'k1',
-    upstream: rt.url,
-    team: 'blue',
-    messagingToken: TOKEN,
-    source: 'admin',
-  })
+  const rt = await addRuntimeSession(t, stack.app, 'k1')
   const browser = new Browser()
   await signInAt(stack, browser)
   const sidebar = {
