@@ -34,47 +34,45 @@ async function check(
   for (const scheme of ['light', 'dark'] as const) {
     const mobile = scheme === 'dark'
     const viewport = mobile ? { width: 390, height: 844 } : { width: 1100, height: 700 }
-    // Two contexts: one as a person has it (the CSP applies), one for axe (injected, so the CSP is bypassed).
-    for (const bypassCSP of [false, true]) {
-      const context: BrowserContext = await browser.newContext({ viewport, colorScheme: scheme, bypassCSP })
-      const page = await context.newPage()
-      const refused: string[] = []
-      page.on('console', (m) => {
-        if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
-      })
-      const status = await reach(page)
-      assert.equal(status, expect.status, `${name}: status`)
-      assert.equal(await page.locator('h1').textContent(), expect.title, `${name}: title`)
-      if (!bypassCSP) {
-        assert.deepEqual(refused, [], `${name}: the CSP refused something`)
-        const bg = await page.evaluate('getComputedStyle(document.querySelector("main")).backgroundColor')
-        assert.notEqual(bg, 'rgba(0, 0, 0, 0)', `${name}: the stylesheet applies under the CSP`)
-        // The main action is the first thing the keyboard reaches, and shows where focus is.
-        await page.keyboard.press('Tab')
-        const focused = String(await page.evaluate('document.activeElement?.className ?? ""'))
-        if ((await page.locator('a.primary').count()) > 0) {
-          assert.equal(focused, 'primary', `${name}: first Tab stop`)
-          const outline = String(await page.evaluate('getComputedStyle(document.activeElement).outlineStyle'))
-          assert.notEqual(outline, 'none', `${name}: visible focus`)
-        }
-        const overflow = Number(await page.evaluate('document.scrollingElement.scrollWidth - innerWidth'))
-        assert.ok(overflow <= 0, `${name} (${viewport.width} px): scrolls sideways by ${overflow} px`)
-        await page.screenshot({ path: `${SHOTS}/${name}-${scheme}-${viewport.width}.png`, fullPage: true })
-      } else {
-        await page.addScriptTag({ content: axeSource })
-        const result = (await page.evaluate('axe.run()')) as {
-          violations: { id: string; help: string }[]
-          passes: unknown[]
-        }
-        assert.ok(result.passes.length > 10, `${name}: axe-core ran its rules`)
-        assert.deepEqual(
-          result.violations.map((v) => `${v.id}: ${v.help}`),
-          [],
-          `${name} (${scheme}): axe-core violations`,
-        )
-      }
-      await context.close()
+    const context: BrowserContext = await browser.newContext({ viewport, colorScheme: scheme })
+    const page = await context.newPage()
+    const refused: string[] = []
+    page.on('console', (m) => {
+      if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
+    })
+    const status = await reach(page)
+    assert.equal(status, expect.status, `${name}: status`)
+    assert.equal(await page.locator('h1').textContent(), expect.title, `${name}: title`)
+    assert.deepEqual(refused, [], `${name}: the CSP refused something`)
+    const bg = await page.evaluate('getComputedStyle(document.querySelector("main")).backgroundColor')
+    assert.notEqual(bg, 'rgba(0, 0, 0, 0)', `${name}: the stylesheet applies under the CSP`)
+    // The main action is the first thing the keyboard reaches, and shows where focus is.
+    await page.keyboard.press('Tab')
+    if ((await page.locator('a.primary').count()) > 0) {
+      assert.equal(
+        String(await page.evaluate('document.activeElement?.className')),
+        'primary',
+        `${name}: first Tab stop`,
+      )
+      const outline = String(await page.evaluate('getComputedStyle(document.activeElement).outlineStyle'))
+      assert.notEqual(outline, 'none', `${name}: visible focus`)
     }
+    const overflow = Number(await page.evaluate('document.scrollingElement.scrollWidth - innerWidth'))
+    assert.ok(overflow <= 0, `${name} (${viewport.width} px): scrolls sideways by ${overflow} px`)
+    await page.screenshot({ path: `${SHOTS}/${name}-${scheme}-${viewport.width}.png`, fullPage: true })
+    // axe-core through the DevTools protocol, which the page's CSP does not govern (the page runs no script).
+    await page.evaluate(axeSource)
+    const result = (await page.evaluate('axe.run()')) as {
+      violations: { id: string; help: string }[]
+      passes: unknown[]
+    }
+    assert.ok(result.passes.length > 10, `${name}: axe-core ran its rules`)
+    assert.deepEqual(
+      result.violations.map((v) => `${v.id}: ${v.help}`),
+      [],
+      `${name} (${scheme}): axe-core violations`,
+    )
+    await context.close()
   }
   return { name, ...expect }
 }
@@ -173,8 +171,8 @@ test('after an IdP on another site, the signed-in page continues by itself and t
   const callback = page.waitForResponse((r) => r.url().startsWith(`${stack.base}auth/callback`))
   await page.click('button:has-text("Allow")')
   const answer = await callback
-  assert.equal(answer.status(), 200, 'a page, not a redirect that would lose the cookie')
-  assert.match(await answer.text(), /<meta http-equiv="refresh" content="0; url=\/auth\/me">/)
+  // A page, not a redirect that would lose the cookie (its markup is checked in test/signin/flow.test.ts).
+  assert.equal(answer.status(), 200)
   await page.waitForURL(`${stack.base}auth/me`)
   assert.match((await page.textContent('body')) ?? '', /"sub":"olivia"/)
   assert.match(cookies[0] ?? '', /krg_session=/)

@@ -86,6 +86,22 @@ test('a person signs in: login, consent, callback, a cookie session of the gatew
   assert.equal(new URL(anew.location ?? '').searchParams.get('prompt'), 'login')
 })
 
+test('after an IdP on another site the callback answers with a page that continues by itself, no redirect', async (t) => {
+  const stack = await startSignInStack(t)
+  const browser = new Browser()
+  const toCallback = await signInAt(stack, browser, {
+    stopAtCallback: true,
+    returnTo: '/desktop/k1/vnc/vnc.html',
+  })
+  browser.site = 'cross-site'
+  const page = await browser.request(toCallback.location ?? '')
+  assert.equal(page.status, 200)
+  assert.match(page.text, /<meta http-equiv="refresh" content="0; url=\/desktop\/k1\/vnc\/vnc.html">/)
+  assert.match(page.text, /<a class="primary" href="\/desktop\/k1\/vnc\/vnc.html">Continue<\/a>/)
+  assert.match(page.text, /signed in as Olivia Operator/)
+  assert.equal((await me(stack, browser)).status, 200)
+})
+
 test('roles and teams come from userinfo when the ID token does not carry them', async (t) => {
   const stack = await startSignInStack(t, { idp: { claimsIn: 'userinfo' } })
   const browser = new Browser()

@@ -85,16 +85,19 @@ export class Browser {
   readonly cookies = new Map<string, string>()
   /** Every URL visited, in order. */
   readonly visited: string[] = []
+  /** `Sec-Fetch-Site` for every request, as when the IdP is on another site (else computed from the origins). */
+  site: string | undefined
   #last: string | null = null
 
   /** One request, no redirect followed. */
   async request(url: string, init: { method?: string; form?: Record<string, string> } = {}): Promise<Visit> {
     const site =
-      this.#last === null
+      this.site ??
+      (this.#last === null
         ? 'none'
         : new URL(this.#last).origin === new URL(url).origin
           ? 'same-origin'
-          : 'same-site'
+          : 'same-site')
     const headers: Record<string, string> = {
       accept: 'text/html,application/xhtml+xml,*/*;q=0.8',
       'sec-fetch-mode': 'navigate',
