@@ -1,5 +1,6 @@
-// Adds to an `npm ci --omit=dev` tree exactly what `tsc` needs to build the gateway: `typescript` and
-// `@types/node` with their dependencies, at the versions package-lock.json pins. The image's build stage runs
+// Adds to an `npm ci --omit=dev` tree exactly what `tsc` needs to build the gateway: `typescript` and every
+// `@types/*` devDependency (src/dev/demo-idp.ts is compiled with the types of `oidc-provider`, a devDependency
+// the image lacks, so the demo falls back to its one-time link there) with their dependencies, at the versions package-lock.json pins. The image's build stage runs
 // it instead of a full `npm ci`, which would also fetch the linters, browsers' drivers and test models.
 //
 //   node deploy/build-tools.mjs        (in the directory holding package-lock.json and node_modules/)
@@ -8,7 +9,11 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } fr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-const TOOLS = ['typescript', '@types/node']
+const manifest = JSON.parse(readFileSync('package.json', 'utf8'))
+const TOOLS = [
+  'typescript',
+  ...Object.keys(manifest.devDependencies ?? {}).filter((n) => n.startsWith('@types/')),
+]
 
 const lock = JSON.parse(readFileSync('package-lock.json', 'utf8')).packages
 /** name -> version, the tools and everything they depend on, as the lockfile has them at the top level. */

@@ -8,6 +8,7 @@ import { eventsPlugin } from './events/plugin.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
+import { pagesPlugin } from './pages/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
 import { consoleRoutes } from './routes/console.ts'
@@ -15,6 +16,7 @@ import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
 import { presenceRoutes } from './routes/presence.ts'
+import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 
@@ -57,13 +59,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // where it is detected, not with a stack trace per request.
     if (status >= 500 && status !== 503) request.log.error({ err }, 'request failed')
     else request.log.info({ code: body.error, status }, 'request refused')
-    return reply.code(status).send(body)
+    // A person who navigated here gets a page (with a sign-in link for a 401); everything else the JSON body.
+    return app.pages.sendError(request, reply, status, body)
   })
-  app.setNotFoundHandler((_request, reply) =>
-    reply.code(404).send({ error: 'route_not_found', message: 'no such route' }),
+  app.setNotFoundHandler((request, reply) =>
+    app.pages.sendError(request, reply, 404, { error: 'route_not_found', message: 'no such route' }),
   )
 
   await app.register(readinessPlugin)
+  await app.register(pagesPlugin, { prefix: config.routePrefix })
   await app.register(metricsPlugin)
   await app.register(clusterPlugin)
   await app.register(sessionsPlugin)
@@ -80,6 +84,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // the probes above keep their fixed paths.
   const prefix = { prefix: config.routePrefix }
   await app.register(authRoutes, prefix)
+  await app.register(signInRoutes, prefix)
   await app.register(adminRoutes, prefix)
   await app.register(presenceRoutes, prefix)
   await app.register(consoleRoutes, prefix)

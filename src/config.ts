@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { z } from 'zod'
+import { type GroupMap, parseGroupMap } from './auth/group-map.ts'
 
 /**
  * Every environment variable the gateway reads, in one schema, parsed once at boot.
@@ -20,6 +21,15 @@ const list = z.string().transform((v) =>
 )
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
+
+const groupMap = z.string().transform((v, ctx): GroupMap => {
+  try {
+    return parseGroupMap(v)
+  } catch (err) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message })
+    return z.NEVER
+  }
+})
 
 const origin = z
   .string()
@@ -116,6 +126,19 @@ const envSchema = z.object({
   GATEWAY_ROLES_CLAIM: z.string().min(1).default('roles'),
   GATEWAY_TEAMS_CLAIM: z.string().min(1).default('teams'),
 
+  GATEWAY_OIDC_ISSUER: z.string().url().optional(),
+  GATEWAY_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  GATEWAY_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  GATEWAY_OIDC_SCOPES: z
+    .string()
+    .default('openid profile email')
+    .refine((v) => v.split(/\s+/).includes('openid'), 'must include openid (space-separated scopes)'),
+  GATEWAY_OIDC_REDIRECT_URI: z.string().url().optional(),
+  GATEWAY_OIDC_GROUPS_CLAIM: z.string().min(1).default('groups'),
+  GATEWAY_OIDC_GROUP_MAP: groupMap.default(''),
+  GATEWAY_OIDC_REFRESH_S: int(1, 86_400).default(300),
+  GATEWAY_OIDC_TIMEOUT_MS: int(100, 60_000).default(5000),
+
   GATEWAY_COOKIE_SECRET: list
     .optional()
     .refine((v) => v === undefined || v.every((s) => s.length >= 32), 'each secret must be 32+ characters'),
@@ -144,6 +167,8 @@ const envSchema = z.object({
   GATEWAY_EXTRA_READ_ROUTES: list.default(''),
   GATEWAY_RATE_LIMIT_MAX: int(1).default(600),
   GATEWAY_RATE_LIMIT_WINDOW_MS: int(1000).default(60_000),
+  GATEWAY_SIGNIN_FAILURES_MAX: int(1).default(20),
+  GATEWAY_SIGNIN_FAILURES_WINDOW_MS: int(1000).default(300_000),
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
 
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
@@ -205,6 +230,7 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_ENCRYPTION_KEY',
   'GATEWAY_KASM_API_KEY',
   'GATEWAY_KASM_API_SECRET',
+  'GATEWAY_OIDC_CLIENT_SECRET',
 ]
 
 /**
@@ -269,6 +295,35 @@ function readSecretFiles(source: NodeJS.ProcessEnv, raw: Record<string, string>)
   if (bad.length > 0) throw new ConfigError(`invalid configuration: ${bad.join('; ')}`)
 }
 
+/** The sign-in settings that only make sense together. */
+function oidcProblems(env: Env, production: boolean): string[] {
+  const out: string[] = []
+  const issuer = env.GATEWAY_OIDC_ISSUER
+  if (issuer === undefined) {
+    for (const name of [
+      'GATEWAY_OIDC_CLIENT_ID',
+      'GATEWAY_OIDC_CLIENT_SECRET',
+      'GATEWAY_OIDC_REDIRECT_URI',
+    ] as const)
+      if (env[name] !== undefined) out.push(`${name}: needs GATEWAY_OIDC_ISSUER`)
+    return out
+  }
+  if (production && !issuer.startsWith('https:')) out.push('GATEWAY_OIDC_ISSUER: must be https in production')
+  if (env.GATEWAY_OIDC_CLIENT_ID === undefined)
+    out.push('GATEWAY_OIDC_CLIENT_ID: required with GATEWAY_OIDC_ISSUER')
+  if (env.GATEWAY_OIDC_CLIENT_SECRET === undefined)
+    out.push('GATEWAY_OIDC_CLIENT_SECRET: required with GATEWAY_OIDC_ISSUER (a confidential client)')
+  const redirect = env.GATEWAY_OIDC_REDIRECT_URI
+  if (redirect === undefined && env.GATEWAY_PUBLIC_ORIGIN === undefined)
+    out.push(
+      'GATEWAY_OIDC_REDIRECT_URI: required with GATEWAY_OIDC_ISSUER unless GATEWAY_PUBLIC_ORIGIN is set',
+    )
+  const callback = `${env.GATEWAY_BASE_PATH}auth/callback`
+  if (redirect !== undefined && new URL(redirect).pathname !== callback)
+    out.push(`GATEWAY_OIDC_REDIRECT_URI: its path must be ${callback}, where the gateway serves the callback`)
+  return out
+}
+
 /**
  * Parses and validates the environment once. Throws {@link ConfigError} naming the bad variables.
  * Empty strings count as unset so that `FOO=` in a compose file means the default.
@@ -310,6 +365,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     )
   if (env.GATEWAY_KASM_UPSTREAM === 'zone' && env.GATEWAY_KASM_ZONE_UPSTREAMS.length === 0)
     cross.push('GATEWAY_KASM_ZONE_UPSTREAMS: required with GATEWAY_KASM_UPSTREAM=zone')
+  cross.push(...oidcProblems(env, production))
   if (env.GATEWAY_DEMO === 'on' && (production || env.GATEWAY_SESSIONS_FILE))
     cross.push('GATEWAY_DEMO: cannot be on in production or with GATEWAY_SESSIONS_FILE')
   if (cross.length > 0) throw new ConfigError(`invalid configuration: ${cross.join('; ')}`)

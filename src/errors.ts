@@ -27,6 +27,42 @@ export const JwksUnavailable = createError(
   503,
 )
 
+// Sign-in through the identity provider (OIDC). A browser sees each as a page with a "sign in again" link;
+// the code is in the audit record. Messages never echo what arrived in the callback URL.
+export const SignInNotConfigured = createError(
+  'signin_not_configured',
+  'no identity provider is configured for sign-in',
+  404,
+)
+export const SignInDenied = createError(
+  'signin_denied',
+  'the identity provider did not sign you in (%s)',
+  403,
+)
+export const SignInStateInvalid = createError(
+  'signin_state_invalid',
+  'this sign-in does not match one started in this browser: %s',
+  400,
+)
+export const SignInCodeInvalid = createError(
+  'signin_code_invalid',
+  'the identity provider refused the sign-in code: %s',
+  400,
+)
+export const SignInTokenInvalid = createError(
+  'signin_token_invalid',
+  "the identity provider's ID token failed a check: %s",
+  400,
+)
+export const IdpRefused = createError('idp_refused', 'the identity provider refused the gateway: %s', 502)
+export const IdpUnavailable = createError('idp_unavailable', 'the identity provider cannot be reached', 503)
+export const NoRole = createError(
+  'no_role',
+  'your identity provider signed you in as %s, but gives you no role on this gateway',
+  403,
+)
+export const LogoutTokenInvalid = createError('logout_token_invalid', 'logout token refused: %s', 400)
+
 // The request itself
 export const BadRequest = createError('bad_request', '%s', 400)
 export const SessionNotFound = createError('session_not_found', 'no such session', 404)
@@ -39,6 +75,11 @@ export const UnsupportedMediaType = createError(
 )
 export const RateLimited = createError('rate_limited', 'too many requests; retry after %s seconds', 429)
 export const TooManyStreams = createError('too_many_streams', 'you already hold %s event streams', 429)
+export const TooManyFailedSignIns = createError(
+  'signin_rate_limited',
+  'too many failed sign-ins from your address; retry after %s seconds',
+  429,
+)
 
 // Upstream (runtime) faults: the client is never at fault for these
 export const UpstreamUnreachable = createError(

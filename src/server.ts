@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
-import { startDemo } from './dev/demo.ts'
+import { type DemoSignIn, startDemo, startDemoSignIn } from './dev/demo.ts'
 
 /**
  * The only file that starts anything: reads config once, builds the app, listens, and drains on SIGTERM.
@@ -10,10 +10,13 @@ import { startDemo } from './dev/demo.ts'
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>
   let app: FastifyInstance
+  let demoSignIn: DemoSignIn | null = null
   try {
     config = loadConfig()
+    // The demo's identity provider first: the app is built as its client.
+    if (config.demo) demoSignIn = await startDemoSignIn(config)
     // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
-    app = await buildApp(config)
+    app = await buildApp(demoSignIn?.config ?? config)
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`kasm-runtime-gateway: ${err.message}\n`)
@@ -26,7 +29,7 @@ async function main(): Promise<void> {
   app.server.headersTimeout = 30_000
   app.server.keepAliveTimeout = 65_000
 
-  const demo = config.demo ? await startDemo(app) : undefined
+  const demo = config.demo ? await startDemo(app, demoSignIn) : undefined
   await app.listen({ port: config.env.PORT, host: config.env.HOST })
   if (demo) demo.announce(app)
 

@@ -77,7 +77,7 @@ function buildRecord(
   const record: AuditRecord = {
     at: new Date(Date.now() - elapsed).toISOString(),
     requestId: request.id,
-    sub: request.operator?.sub ?? null,
+    sub: request.operator?.sub ?? detail.sub ?? null,
     kasmId: detail.kasmId ?? target.kasmId,
     method: request.method,
     route: detail.route ?? target.route,

@@ -11,15 +11,17 @@ const V1_ROUTES = new Set(['messages', 'actions', 'attachments', 'requests', 'ev
 const ADMIN_ROUTES = new Set(['sessions', 'unreadable-sessions', 'audit'])
 /** Admin routes whose next segment is a session id. */
 const ADMIN_SESSION_ROUTES = new Set(['sessions', 'unreadable-sessions'])
+/** Sign-out and session routes, recorded when they write. */
+const AUTH_WRITES = new Set(['logout', 'backchannel-logout', 'session'])
 
 /**
- * The target of a write under `/desktop/` or `<basePath>admin/`; null for anything the audit does not record
- * (reads, other paths). Names come from fixed lists, never from the URL text, so a record cannot carry
- * arbitrary input.
+ * The target of a write under `/desktop/` or `<basePath>admin/`, or of a sign-in or sign-out under
+ * `<basePath>auth/`; null for anything the audit does not record (reads, other paths). Names come from
+ * fixed lists, never from the URL text, so a record cannot carry arbitrary input.
  */
 export function auditTarget(method: string, url: string, basePath = '/'): AuditTarget | null {
-  if (!WRITE_METHODS.has(method)) return null
-  let path = url.split('?')[0] ?? ''
+  const [rawPath = '', query = ''] = url.split('?', 2)
+  let path = rawPath
   // The admin API lives under the base path; the v1 routes never do.
   if (basePath !== '/' && !path.startsWith('/desktop/')) {
     if (!path.startsWith(basePath)) return null
@@ -27,6 +29,8 @@ export function auditTarget(method: string, url: string, basePath = '/'): AuditT
   }
   const segments = path.split('/')
   const [, area, id, ...rest] = segments
+  if (area === 'auth' && rest.length === 0) return authTarget(method, id, query)
+  if (!WRITE_METHODS.has(method)) return null
   if (area === 'desktop') {
     const kasmId = id !== undefined && KASM_ID.test(id) ? id : null
     // The sidebar's base is /desktop/<id>/mcp/; tolerate a gateway mounting the v1 routes without `mcp/`.
@@ -45,4 +49,17 @@ function v1Route(path: readonly string[]): string {
   if (first === 'runs') return third === 'messages' ? 'runs/messages' : 'runs'
   if (first === 'requests' && second !== undefined && third === 'cancel') return 'requests/cancel'
   return first !== undefined && V1_ROUTES.has(first) ? first : 'unknown'
+}
+
+/**
+ * Sign-ins (the IdP's callback and the demo's one-time link, both GETs) and sign-outs. Starting a sign-in
+ * (`auth/login` without a ticket) is not recorded: only its outcome at the callback is.
+ */
+function authTarget(method: string, name: string | undefined, query: string): AuditTarget | null {
+  if (name === 'callback' && method === 'GET') return { kasmId: null, route: 'auth/callback' }
+  if (name === 'login' && method === 'GET' && /(?:^|&)ticket=/.test(query))
+    return { kasmId: null, route: 'auth/login' }
+  if (name !== undefined && AUTH_WRITES.has(name) && WRITE_METHODS.has(method))
+    return { kasmId: null, route: `auth/${name}` }
+  return null
 }

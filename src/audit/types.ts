@@ -38,6 +38,8 @@ export interface AuditDetail {
   /** Set once the request's record is written, so an abort and a late response do not write two. */
   recorded?: boolean
   kasmId?: string
+  /** Who, when no credential says so (a sign-in refused after the IdP named the person, a logout token's `sub`). */
+  sub?: string
   route?: string
   key?: string
   action?: string

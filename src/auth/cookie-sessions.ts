@@ -1,6 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto'
+import { Secret } from '../sessions/secret.ts'
 import type { OperatorClaims } from './claims.ts'
-import type { CookieSessionRecord, CookieSessionStore } from './cookie-store.ts'
+import type { CookieSessionRecord, CookieSessionStore, RevocationListener } from './cookie-store.ts'
+import type { IdpTokens } from './oidc/client.ts'
+import { inProcess, type Sealer } from './sealer.ts'
 
 /** Why a cookie was refused; also the `reason` label of `krg_auth_failures_total`. */
 export type CookieRefusalReason = 'cookie_invalid' | 'cookie_expired' | 'cookie_idle' | 'cookie_revoked'
@@ -23,20 +26,56 @@ export function hashSessionId(id: string): string {
   return createHash('sha256').update(id).digest('base64url')
 }
 
-/** Lifetimes of {@link CookieSessions}. */
+/** What a sign-in at the identity provider adds to a new cookie session. */
+export interface IdpSignIn {
+  /** The IdP session (`sid`), for back-channel logout. */
+  readonly sid?: string
+  readonly tokens: IdpTokens
+}
+
+/**
+ * Re-reads a person at the identity provider with their refresh token: their current claims and the tokens
+ * to keep, `refused` (the person is disabled, the grant revoked, or no role remains: the session ends), or
+ * a throw when the IdP cannot answer now (the session stays; the refresh is tried again later).
+ */
+export type IdpRefresher = (
+  tokens: IdpTokens,
+) => Promise<{ claims: OperatorClaims; tokens: IdpTokens } | 'refused'>
+
+/** Lifetimes of {@link CookieSessions}, and the identity provider's refresh. */
 export interface CookieSessionsOptions {
   /** GATEWAY_COOKIE_TTL_S in ms. */
   ttlMs: number
   /** GATEWAY_COOKIE_IDLE_S in ms. */
   idleMs: number
+  /** Seals IdP tokens at rest: the TokenVault in cluster mode; default {@link inProcess}. */
+  sealer?: Sealer
+  /** Refreshes sessions that came from the IdP with a refresh token (absent without an IdP). */
+  refresher?: IdpRefresher
+  /** GATEWAY_OIDC_REFRESH_S in ms: how often. */
+  refreshMs?: number
+  /** How long a claimed refresh may take before another request may try (default a minute). */
+  refreshLeaseMs?: number
+  /** Told how each refresh went (logs, metrics). */
+  onRefresh?: (outcome: 'updated' | 'refused' | 'failed', sub: string, err?: unknown) => void
 }
 
-/** Creates, checks and revokes cookie sessions over a {@link CookieSessionStore}; judges expiry itself. */
+/**
+ * Creates, checks and revokes cookie sessions over a {@link CookieSessionStore}; judges expiry itself. A session
+ * made by signing in at the identity provider keeps its own lifetime (not the ID token's short `exp`); when
+ * the IdP gave a refresh token, using the session after its refresh time starts a background refresh of the
+ * person's roles and teams, and a refused refresh ends the session on every replica.
+ */
 export class CookieSessions {
+  readonly #sealer: Sealer
+  readonly #refreshing = new Set<Promise<void>>()
+
   constructor(
     private readonly store: CookieSessionStore,
     private readonly options: CookieSessionsOptions,
-  ) {}
+  ) {
+    this.#sealer = options.sealer ?? inProcess
+  }
 
   /**
    * Starts a session. It ends at `min(now + TTL, notAfter)`: a session made from a bearer never outlives
@@ -45,21 +84,43 @@ export class CookieSessions {
   async create(
     claims: OperatorClaims,
     notAfter = Number.POSITIVE_INFINITY,
+    idp?: IdpSignIn,
   ): Promise<{ id: string; idHash: string; record: CookieSessionRecord }> {
     const now = Date.now()
+    const id = newSessionId()
+    const idHash = hashSessionId(id)
     const record: CookieSessionRecord = {
-      sub: claims.sub,
-      ...(claims.name === undefined ? {} : { name: claims.name }),
-      roles: [...claims.roles],
-      teams: [...claims.teams],
+      ...identity(claims),
       createdAt: now,
       expiresAt: Math.min(now + this.options.ttlMs, notAfter),
       lastSeenAt: now,
     }
-    const id = newSessionId()
-    const idHash = hashSessionId(id)
+    if (idp !== undefined) {
+      record.idp = {
+        ...(idp.sid === undefined ? {} : { sid: idp.sid }),
+        ...this.#refreshTime(idp.tokens, now),
+        sealedTokens: await this.#seal(idHash, idp.tokens),
+      }
+    }
     await this.store.create(idHash, record)
     return { id, idHash, record }
+  }
+
+  /** The IdP tokens of an active session that came from the identity provider (for RP-initiated logout). */
+  async idpTokens(idHash: string): Promise<IdpTokens | null> {
+    const stored = await this.store.get(idHash)
+    return stored?.state === 'active' ? this.#open(idHash, stored.record) : null
+  }
+
+  async #open(idHash: string, record: CookieSessionRecord): Promise<IdpTokens | null> {
+    if (record.idp === undefined) return null
+    const sealed = await this.#sealer.open(`idp:${idHash}`, record.idp.sealedTokens)
+    return JSON.parse(sealed.reveal()) as IdpTokens
+  }
+
+  /** Resolves when no refresh is running (shutdown, tests). */
+  async idle(): Promise<void> {
+    while (this.#refreshing.size > 0) await Promise.allSettled([...this.#refreshing])
   }
 
   /** Checks a session by the id from the (already unsigned) cookie and records the use. */
@@ -78,14 +139,77 @@ export class CookieSessions {
     if (now >= record.expiresAt) return { ok: false, reason: 'cookie_expired' }
     if (now >= record.lastSeenAt + this.options.idleMs) return { ok: false, reason: 'cookie_idle' }
     await this.store.touch(idHash, now)
+    const refreshAt = record.idp?.refreshAt
+    if (refreshAt !== undefined && refreshAt <= now && this.options.refresher !== undefined) {
+      const running = this.#refresh(idHash, record, now).finally(() => this.#refreshing.delete(running))
+      this.#refreshing.add(running)
+    }
     return { ok: true, idHash, record: { ...record, lastSeenAt: now } }
+  }
+
+  /** Claims the due refresh (one request on one replica wins), asks the IdP, and updates or ends the session. */
+  async #refresh(idHash: string, record: CookieSessionRecord, now: number): Promise<void> {
+    const { refresher, onRefresh } = this.options
+    try {
+      if (!(await this.store.claimRefresh(idHash, now, this.options.refreshLeaseMs ?? 60_000))) return
+      const tokens = await this.#open(idHash, record)
+      const answer = tokens === null || refresher === undefined ? 'refused' : await refresher(tokens)
+      if (answer === 'refused' || answer.claims.roles.length === 0 || answer.claims.sub !== record.sub) {
+        await this.store.revoke(idHash)
+        onRefresh?.('refused', record.sub)
+        return
+      }
+      const updated: CookieSessionRecord = {
+        ...record,
+        ...identity({ ...answer.claims, name: answer.claims.name ?? record.name }),
+        idp: {
+          ...(record.idp?.sid === undefined ? {} : { sid: record.idp.sid }),
+          ...this.#refreshTime(answer.tokens, Date.now()),
+          sealedTokens: await this.#seal(idHash, answer.tokens),
+        },
+      }
+      await this.store.update(idHash, updated)
+      onRefresh?.('updated', record.sub)
+    } catch (err) {
+      // The IdP or the store could not answer: the session stays, and is refreshed once the claim lapses.
+      onRefresh?.('failed', record.sub, err)
+    }
+  }
+
+  #refreshTime(tokens: IdpTokens, now: number): { refreshAt?: number } {
+    if (tokens.refreshToken === undefined || this.options.refresher === undefined) return {}
+    return { refreshAt: now + (this.options.refreshMs ?? 300_000) }
+  }
+
+  #seal(idHash: string, tokens: IdpTokens): Promise<string> {
+    return this.#sealer.seal(`idp:${idHash}`, new Secret(JSON.stringify(tokens)))
   }
 
   revoke(idHash: string): Promise<boolean> {
     return this.store.revoke(idHash)
   }
 
+  /** Ends every cookie session signed in through the IdP session `sid` (back-channel logout). */
+  revokeIdpSession(sid: string): Promise<number> {
+    return this.store.revokeIdpSession(sid)
+  }
+
   revokeAllOf(sub: string): Promise<number> {
     return this.store.revokeAllOf(sub)
+  }
+
+  /** Every revocation on every replica (see {@link CookieSessionStore.onRevoked}). */
+  onRevoked(listener: RevocationListener): Promise<() => void> {
+    return this.store.onRevoked(listener)
+  }
+}
+
+/** The identity part of a record, copied (never shared with the caller). */
+function identity(claims: OperatorClaims): OperatorClaims {
+  return {
+    sub: claims.sub,
+    ...(claims.name === undefined ? {} : { name: claims.name }),
+    roles: [...claims.roles],
+    teams: [...claims.teams],
   }
 }

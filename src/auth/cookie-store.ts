@@ -8,6 +8,27 @@ export interface CookieSessionRecord extends OperatorClaims {
   expiresAt: number
   /** Last use (ms since epoch); the session ends GATEWAY_COOKIE_IDLE_S after it. */
   lastSeenAt: number
+  /** Sessions started by signing in at the identity provider (OIDC): what links them to it. */
+  idp?: IdpLink
+}
+
+/** What ties a cookie session to the identity provider's sign-in it came from. */
+export interface IdpLink {
+  /** The IdP's session (`sid` of the ID token): a back-channel logout of it ends this cookie session. */
+  sid?: string
+  /** When roles and teams are next refreshed (ms since epoch); absent when the IdP issued no refresh token. */
+  refreshAt?: number
+  /** The IdP's tokens (refresh and ID token), sealed by CookieSessions: a JWE in cluster mode. */
+  sealedTokens: string
+}
+
+/**
+ * Told of every revocation on every replica: the id hashes of the cookie sessions just revoked, or, after a
+ * reconnection that may have missed some, `resync` (check every open stream's credential again).
+ */
+export interface RevocationListener {
+  revoked(idHashes: readonly string[]): void
+  resync(): void
 }
 
 /**
@@ -29,10 +50,27 @@ export interface CookieSessionStore {
   get(idHash: string): Promise<StoredCookieSession | null>
   /** Records a use; a no-op for an unknown or revoked session. */
   touch(idHash: string, lastSeenAt: number): Promise<void>
+  /**
+   * Replaces an active session's identity (roles, teams, name, IdP link, after a refresh at the IdP); its
+   * times stay as stored. Resolves false (and changes nothing) when the session is not active.
+   */
+  update(idHash: string, record: CookieSessionRecord): Promise<boolean>
+  /**
+   * Claims the session's due refresh: true, once, when it is active and `idp.refreshAt <= now`, which then
+   * moves to `now + leaseMs` so no other request or replica refreshes it meanwhile.
+   */
+  claimRefresh(idHash: string, now: number, leaseMs: number): Promise<boolean>
   /** Revokes; resolves true when an active session was revoked. */
   revoke(idHash: string): Promise<boolean>
   /** Revokes every active session of `sub` (sign out everywhere); resolves how many. */
   revokeAllOf(sub: string): Promise<number>
+  /** Revokes every active session of the IdP session `sid` (back-channel logout); resolves how many. */
+  revokeIdpSession(sid: string): Promise<number>
+  /**
+   * Calls `listener` for every revocation, on this replica or (cluster mode) any other, so open event
+   * streams end at once. Resolves, with the call that stops listening, once listening is in effect.
+   */
+  onRevoked(listener: RevocationListener): Promise<() => void>
   close(): Promise<void>
 }
 
@@ -55,6 +93,7 @@ export interface MemoryCookieStoreOptions {
 /** {@link CookieSessionStore} for a single replica; expired entries are swept by an unref'd timer. */
 export class MemoryCookieStore implements CookieSessionStore {
   readonly #entries = new Map<string, MemoryEntry>()
+  readonly #listeners = new Set<RevocationListener>()
   readonly #idleMs: number
   readonly #retainMs: number
   readonly #sweeper: NodeJS.Timeout
@@ -73,7 +112,7 @@ export class MemoryCookieStore implements CookieSessionStore {
 
   async create(idHash: string, record: CookieSessionRecord): Promise<void> {
     this.#entries.set(idHash, {
-      stored: { state: 'active', record: { ...record } },
+      stored: { state: 'active', record: structuredClone(record) },
       forgetAt: this.#end(record),
     })
   }
@@ -86,7 +125,7 @@ export class MemoryCookieStore implements CookieSessionStore {
       return null
     }
     return entry.stored.state === 'active'
-      ? { state: 'active', record: { ...entry.stored.record } }
+      ? { state: 'active', record: structuredClone(entry.stored.record) }
       : { ...entry.stored }
   }
 
@@ -97,23 +136,39 @@ export class MemoryCookieStore implements CookieSessionStore {
     entry.forgetAt = this.#end(entry.stored.record)
   }
 
-  async revoke(idHash: string): Promise<boolean> {
+  async update(idHash: string, record: CookieSessionRecord): Promise<boolean> {
     const entry = this.#entries.get(idHash)
     if (entry?.stored.state !== 'active') return false
-    entry.stored = { state: 'revoked', revokedAt: Date.now() }
+    const { createdAt, expiresAt, lastSeenAt } = entry.stored.record
+    entry.stored.record = { ...structuredClone(record), createdAt, expiresAt, lastSeenAt }
+    return true
+  }
+
+  async claimRefresh(idHash: string, now: number, leaseMs: number): Promise<boolean> {
+    const entry = this.#entries.get(idHash)
+    const idp = entry?.stored.state === 'active' ? entry.stored.record.idp : undefined
+    if (idp?.refreshAt === undefined || idp.refreshAt > now) return false
+    idp.refreshAt = now + leaseMs
+    return true
+  }
+
+  async revoke(idHash: string): Promise<boolean> {
+    if (this.#entries.get(idHash)?.stored.state !== 'active') return false
+    this.#markRevoked([idHash])
     return true
   }
 
   async revokeAllOf(sub: string): Promise<number> {
-    let count = 0
-    const now = Date.now()
-    for (const entry of this.#entries.values()) {
-      if (entry.stored.state === 'active' && entry.stored.record.sub === sub) {
-        entry.stored = { state: 'revoked', revokedAt: now }
-        count++
-      }
-    }
-    return count
+    return this.#revokeWhere((record) => record.sub === sub)
+  }
+
+  async revokeIdpSession(sid: string): Promise<number> {
+    return this.#revokeWhere((record) => record.idp?.sid === sid)
+  }
+
+  async onRevoked(listener: RevocationListener): Promise<() => void> {
+    this.#listeners.add(listener)
+    return () => void this.#listeners.delete(listener)
   }
 
   /** Forgets every entry that can no longer be valid. */
@@ -124,6 +179,27 @@ export class MemoryCookieStore implements CookieSessionStore {
   async close(): Promise<void> {
     clearInterval(this.#sweeper)
     this.#entries.clear()
+    this.#listeners.clear()
+  }
+
+  /** Revokes every active entry whose record matches and returns how many. */
+  #revokeWhere(matches: (record: CookieSessionRecord) => boolean): number {
+    const hashes: string[] = []
+    for (const [idHash, entry] of this.#entries)
+      if (entry.stored.state === 'active' && matches(entry.stored.record)) hashes.push(idHash)
+    this.#markRevoked(hashes)
+    return hashes.length
+  }
+
+  /** Leaves tombstones (no identity) and tells the listeners. */
+  #markRevoked(hashes: string[]): void {
+    if (hashes.length === 0) return
+    const now = Date.now()
+    for (const idHash of hashes) {
+      const entry = this.#entries.get(idHash)
+      if (entry) entry.stored = { state: 'revoked', revokedAt: now }
+    }
+    for (const l of this.#listeners) l.revoked(hashes)
   }
 
   #end(record: CookieSessionRecord): number {

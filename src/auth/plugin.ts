@@ -1,26 +1,39 @@
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
+import { Counter } from 'prom-client'
 import { clusterKeys } from '../cluster/keys.ts'
-import { redisCookieStore } from '../cluster/stores.ts'
+import {
+  clusterSealer,
+  redisCookieStore,
+  redisFailureCounter,
+  redisLoginAttemptStore,
+} from '../cluster/stores.ts'
 import {
   CsrfRefused,
   Forbidden,
   InvalidCredential,
   JwksUnavailable,
   StoreUnavailable,
+  TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
-import { type CookieRefusalReason, CookieSessions } from './cookie-sessions.ts'
-import { type CookieSessionStore, MemoryCookieStore } from './cookie-store.ts'
+import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
+import { type CookieSessionStore, MemoryCookieStore, type RevocationListener } from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
+import { type IdpTokens, OidcClient } from './oidc/client.ts'
+import { LoginAttempts, MemoryLoginAttemptStore } from './oidc/login-attempts.ts'
+import { oidcSettings } from './oidc/settings.ts'
+import { SignIn } from './oidc/signin.ts'
 import { type Access, allows, type Operator, type Role } from './operator.ts'
 import { registerRateLimit } from './rate-limit.ts'
+import { inProcess } from './sealer.ts'
 import { resolveAuthSecrets } from './secrets.ts'
+import { MemoryFailureCounter, SignInFailures } from './signin-failures.ts'
 
 /** Every reason a request is refused by auth: the `reason` label of `krg_auth_failures_total`. */
 export type AuthRefusalReason =
@@ -31,11 +44,51 @@ export type AuthRefusalReason =
   | 'forbidden'
   | 'ticket_invalid'
   | 'store_unavailable'
+  | 'signin_rate_limited'
+  | SignInRefusalReason
+
+/** Why a sign-in through the identity provider (or a back-channel logout) was refused. */
+export type SignInRefusalReason =
+  | 'signin_denied'
+  | 'signin_state_invalid'
+  | 'signin_code_invalid'
+  | 'signin_token_invalid'
+  | 'idp_refused'
+  | 'idp_unavailable'
+  | 'no_role'
+  | 'logout_token_invalid'
+
+/**
+ * Refusals that count against the client address's failed sign-ins: a credential that was never valid
+ * (forged, guessed, replayed). Credentials that merely aged (expired, idle, signed out), a missing one, and
+ * faults of the identity provider do not: a person's stale tabs must not lock their network out.
+ */
+const countedFailures: ReadonlySet<AuthRefusalReason> = new Set<AuthRefusalReason>([
+  'malformed',
+  'bad_signature',
+  'wrong_issuer',
+  'wrong_audience',
+  'missing_claim',
+  'invalid_claim',
+  'alg',
+  'unknown_key',
+  'cookie_invalid',
+  'ticket_invalid',
+  'signin_state_invalid',
+  'signin_code_invalid',
+  'signin_token_invalid',
+  'logout_token_invalid',
+])
 
 /** Cookie session operations for routes/auth.ts. */
 export interface CookieSessionControl {
-  /** Starts a cookie session for these claims, sets the cookie, and returns the cookie's operator. */
-  start(reply: FastifyReply, claims: OperatorClaims, notAfter?: number): Promise<Operator>
+  /**
+   * Starts a cookie session for these claims, sets the cookie, and returns the cookie's operator. `idp` ties
+   * it to a sign-in at the identity provider (its tokens are kept sealed, server-side only).
+   */
+  start(reply: FastifyReply, claims: OperatorClaims, notAfter?: number, idp?: IdpSignIn): Promise<Operator>
+  /** The IdP tokens of the cookie session the request was authenticated with, if it came from the IdP. */
+  idpTokens(request: FastifyRequest): Promise<IdpTokens | null>
   /**
    * Ends the cookie session the request was authenticated with: revokes it server-side and clears the
    * cookie. Resolves false when the request was not authenticated by a cookie (the cookie is cleared anyway).
@@ -58,8 +111,27 @@ export interface AuthService {
   /** For long-lived streams: is this operator's credential still valid now (cookie not revoked/expired, token not expired)? */
   stillValid(operator: Operator): Promise<boolean>
   issueLoginTicket(claims: { sub: string; name?: string; roles: Role[]; teams: string[] }): string
+  /**
+   * Throws 429 `signin_rate_limited` when the client address failed too many sign-ins recently; call it
+   * before looking at any credential (authenticate and the ticket do it themselves).
+   */
+  assertSignInAllowed(request: FastifyRequest): void
+  /**
+   * Counts (metrics, log, and the address's failed sign-ins when the reason is a forged or replayed one) a
+   * refused sign-in, and returns `error` to throw.
+   */
+  refuseSignIn<E extends Error>(request: FastifyRequest, reason: AuthRefusalReason, error: E): E
   /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
   revokeCookieSessions(sub: string): Promise<number>
+  /** Revokes every cookie session signed in through the IdP session `sid` (back-channel logout). */
+  revokeIdpSession(sid: string): Promise<number>
+  /** Sign-in through the identity provider; null when none is configured (GATEWAY_OIDC_ISSUER). */
+  readonly signIn: SignIn | null
+  /**
+   * Hears every cookie session revocation on every replica (sign-out, sign out everywhere, back-channel
+   * logout, a refused refresh): the event path ends those sessions' streams at once.
+   */
+  onCookieRevoked(listener: RevocationListener): Promise<() => void>
   readonly cookies: CookieSessionControl
 }
 
@@ -69,8 +141,12 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     auth: AuthService
-    /** preHandler: authenticate, check the role for `access`, and for cookie writes the CSRF rule. 403 `forbidden` when the role is too low. */
-    requireAccess(access: Access): preHandlerAsyncHookHandler
+    /**
+     * An `onRequest` hook: authenticate, check the role for `access`, and for cookie writes the CSRF rule; 403
+     * `forbidden` when the role is too low. Use it as a route's `onRequest`, so an anonymous request is refused
+     * before its body is read (the rate limit runs later, in preHandler, and counts per operator).
+     */
+    requireAccess(access: Access): onRequestAsyncHookHandler
   }
 }
 
@@ -154,10 +230,40 @@ export const authPlugin = fp(
     const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
     // The one place the cookie session store is chosen: Redis in cluster mode, else memory.
     const store: CookieSessionStore = redisCookieStore(app) ?? new MemoryCookieStore({ idleMs })
-    const sessions = new CookieSessions(store, { ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000, idleMs })
+    // Secrets kept in Redis (IdP tokens, login attempts) are sealed with the cluster's vault.
+    const sealer = clusterSealer(app) ?? inProcess
+    const oidc = oidcSettings(config)
+    const attemptStore = redisLoginAttemptStore(app) ?? new MemoryLoginAttemptStore()
+    const signIn =
+      oidc === null ? null : new SignIn(new OidcClient(oidc), new LoginAttempts(attemptStore, sealer), oidc)
+    const refreshes = new Counter({
+      name: 'krg_signin_refreshes_total',
+      help: 'Refreshes of signed-in people at the identity provider: updated, refused (session ended), failed (kept)',
+      labelNames: ['outcome'],
+      registers: [app.metrics.registry],
+    })
+    const sessions = new CookieSessions(store, {
+      ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
+      idleMs,
+      sealer,
+      ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
+      onRefresh: (outcome, sub, err) => {
+        refreshes.inc({ outcome })
+        if (outcome === 'failed') app.log.warn({ err, sub }, 'sign-in refresh failed; the session stays')
+        else app.log.info({ sub, outcome }, 'sign-in refreshed at the identity provider')
+      },
+    })
     const tickets = new LoginTickets()
+    const failures = new SignInFailures({
+      counter: redisFailureCounter(app) ?? new MemoryFailureCounter(),
+      max: env.GATEWAY_SIGNIN_FAILURES_MAX,
+      windowMs: env.GATEWAY_SIGNIN_FAILURES_WINDOW_MS,
+      onCounterError: (err) => app.log.warn({ err }, 'failed sign-ins cannot be counted; not limiting'),
+    })
     app.addHook('onClose', async () => {
       tickets.close()
+      await sessions.idle()
+      await attemptStore.close()
       await store.close()
     })
 
@@ -176,6 +282,7 @@ export const authPlugin = fp(
       // Without a configured public origin (demo, laptop) the gateway's own origin is the UI's.
       (env.GATEWAY_PUBLIC_ORIGIN === undefined && origin === `${request.protocol}://${request.host}`)
 
+    const counting = new WeakMap<FastifyRequest, Promise<void>>()
     /** Counts and logs a refusal (never the credential) and returns the error to throw. */
     const refuse = <E extends Error>(
       request: FastifyRequest,
@@ -185,7 +292,18 @@ export const authPlugin = fp(
     ): E => {
       app.metrics.authFailures.inc({ reason })
       request.log.info({ reason, ...detail }, 'auth refused')
+      // The answer waits for the count (onSend below), so the next attempt already meets the limit.
+      if (countedFailures.has(reason)) counting.set(request, failures.failed(request.ip))
       return error
+    }
+
+    // Seconds a refused address must wait, for the Retry-After of its 429.
+    const retryAfter = new WeakMap<FastifyRequest, number>()
+    function assertSignInAllowed(request: FastifyRequest): void {
+      const seconds = failures.retryAfter(request.ip)
+      if (seconds === 0) return
+      retryAfter.set(request, seconds)
+      throw refuse(request, 'signin_rate_limited', new TooManyFailedSignIns(String(seconds)))
     }
 
     // Cookies still signed with an older secret are re-signed with the current one on a good answer;
@@ -193,9 +311,12 @@ export const authPlugin = fp(
     const renewals = new WeakMap<FastifyRequest, { id: string; expiresAt: number }>()
     const refusedCookies = new WeakSet<FastifyRequest>()
     app.addHook('onSend', async (request, reply) => {
+      await counting.get(request)
       const renew = renewals.get(request)
       if (renew && reply.statusCode < 400) setSessionCookie(reply, renew.id, renew.expiresAt)
       else if (refusedCookies.has(request)) reply.clearCookie(cookieName, cookieAttributes)
+      const wait = retryAfter.get(request)
+      if (wait !== undefined && reply.statusCode === 429) reply.header('retry-after', String(wait))
     })
 
     function setSessionCookie(reply: FastifyReply, id: string, expiresAt: number): void {
@@ -266,10 +387,12 @@ export const authPlugin = fp(
       let operator: Operator
       if (authorization !== undefined) {
         // An explicit credential wins; a bad one is never rescued by an ambient cookie.
+        assertSignInAllowed(request)
         operator = await fromBearer(request, authorization)
       } else {
         const raw = only === 'bearer' ? undefined : request.cookies?.[cookieName]
         if (!raw) throw refuse(request, 'missing', new Unauthenticated())
+        assertSignInAllowed(request)
         operator = await fromCookie(request, raw)
       }
       request.operator = operator
@@ -288,8 +411,8 @@ export const authPlugin = fp(
     }
 
     const cookies: CookieSessionControl = {
-      async start(reply, claims, notAfter) {
-        const { id, idHash, record } = await sessions.create(claims, notAfter)
+      async start(reply, claims, notAfter, idp) {
+        const { id, idHash, record } = await sessions.create(claims, notAfter, idp)
         setSessionCookie(reply, id, record.expiresAt)
         return toOperator(record, 'cookie', record.expiresAt, idHash)
       },
@@ -300,7 +423,12 @@ export const authPlugin = fp(
         if (operator?.via !== 'cookie' || operator.cookieSessionId === undefined) return false
         return sessions.revoke(operator.cookieSessionId)
       },
+      async idpTokens(request) {
+        const id = request.operator?.via === 'cookie' ? request.operator.cookieSessionId : undefined
+        return id === undefined ? null : sessions.idpTokens(id)
+      },
       consumeTicket(request, ticket) {
+        assertSignInAllowed(request)
         const claims = tickets.consume(ticket)
         if (claims === null) {
           throw refuse(
@@ -323,13 +451,18 @@ export const authPlugin = fp(
         return (await sessions.check(operator.cookieSessionId)).ok
       },
       issueLoginTicket: (claims) => tickets.issue(claims),
+      assertSignInAllowed,
+      refuseSignIn: (request, reason, error) => refuse(request, reason, error),
       revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
+      revokeIdpSession: (sid) => sessions.revokeIdpSession(sid),
+      signIn,
+      onCookieRevoked: (listener) => sessions.onRevoked(listener),
       cookies,
     }
 
     app.decorateRequest('operator', null)
     app.decorate('auth', service)
-    app.decorate('requireAccess', (access: Access): preHandlerAsyncHookHandler => {
+    app.decorate('requireAccess', (access: Access): onRequestAsyncHookHandler => {
       return async (request) => {
         const operator = await authenticate(request)
         checkCsrf(request, operator)

@@ -1,13 +1,20 @@
 import type { Redis } from 'ioredis'
-import type { CookieSessionRecord, CookieSessionStore, StoredCookieSession } from '../auth/cookie-store.ts'
+import type {
+  CookieSessionRecord,
+  CookieSessionStore,
+  RevocationListener,
+  StoredCookieSession,
+} from '../auth/cookie-store.ts'
+import type { ChangeFeed } from './change-feed.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /**
- * Each cookie session is a hash `{state, record, expiresAt, lastSeenAt, revokedAt}` under the SHA-256 of its
- * id; the identity (`record`, JSON) is dropped when revoked. The key expires (PEXPIREAT, Redis's clock) once
- * the session can no longer be valid plus a retention, like the memory store. A per-subject set lists the
- * hashes for "sign out everywhere". Every lookup reads Redis, so a revocation on one replica is refused by
- * every replica from the next request on.
+ * Each cookie session is a hash `{state, record, createdAt, expiresAt, lastSeenAt, refreshAt, revokedAt}` under the SHA-256
+ * of its id; the identity (`record`, JSON) is dropped when revoked. The key expires (PEXPIREAT, Redis's clock)
+ * once the session can no longer be valid plus a retention, like the memory store. A per-subject set lists the
+ * hashes for "sign out everywhere", a per-IdP-session set those for back-channel logout. Every lookup reads
+ * Redis, so a revocation on one replica is refused by every replica from the next request on; every
+ * revocation is also published (in the same script) so each replica ends that session's open streams at once.
  */
 
 /** KEYS: session. ARGV: lastSeenAt, idle ms, retain ms. */
@@ -21,34 +28,57 @@ redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', ends + tonumber(ARGV[3]))
 return 1
 `
 
-/** KEYS: session. ARGV: now. 1 when an active session was revoked. */
-const revoke = `
+/** KEYS: session. ARGV: record JSON, refreshAt ('' for none). 1 when the active session was updated. */
+const update = `
 if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'revoked', 'revokedAt', ARGV[1])
-redis.call('HDEL', KEYS[1], 'record')
+redis.call('HSET', KEYS[1], 'record', ARGV[1])
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], 'refreshAt') else redis.call('HSET', KEYS[1], 'refreshAt', ARGV[2]) end
 return 1
 `
 
-/** KEYS: subject set. ARGV: now, key prefix of sessions. Revokes every active one; returns how many. */
-const revokeAll = `
-local n = 0
+/** KEYS: session. ARGV: now, lease ms. 1 when a due refresh was claimed (refreshAt moved to now + lease). */
+const claimRefresh = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end
+local due = redis.call('HGET', KEYS[1], 'refreshAt')
+if not due or tonumber(due) > tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'refreshAt', string.format('%.0f', tonumber(ARGV[1]) + tonumber(ARGV[2])))
+return 1
+`
+
+/** KEYS: session, revocation channel. ARGV: now, session hash. 1 when an active session was revoked. */
+const revoke = `
+if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'revoked', 'revokedAt', ARGV[1])
+redis.call('HDEL', KEYS[1], 'record', 'createdAt', 'refreshAt')
+redis.call('PUBLISH', KEYS[2], ARGV[2])
+return 1
+`
+
+/**
+ * KEYS: a set of session hashes (a subject's or an IdP session's), revocation channel. ARGV: now, key prefix
+ * of sessions. Revokes every active one, empties the set, publishes the revoked hashes; returns how many.
+ */
+const revokeSet = `
+local revoked = {}
 for _, hash in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local key = ARGV[2] .. hash
-  local state = redis.call('HGET', key, 'state')
-  if state == 'active' then
+  if redis.call('HGET', key, 'state') == 'active' then
     redis.call('HSET', key, 'state', 'revoked', 'revokedAt', ARGV[1])
-    redis.call('HDEL', key, 'record')
-    n = n + 1
+    redis.call('HDEL', key, 'record', 'createdAt', 'refreshAt')
+    revoked[#revoked + 1] = hash
   end
-  redis.call('SREM', KEYS[1], hash)
 end
-return n
+redis.call('DEL', KEYS[1])
+if #revoked > 0 then redis.call('PUBLISH', KEYS[2], table.concat(revoked, ',')) end
+return #revoked
 `
 
 interface CookieCommands {
   krgCookieTouch(key: string, lastSeenAt: number, idleMs: number, retainMs: number): Promise<number>
-  krgCookieRevoke(key: string, now: number): Promise<number>
-  krgCookieRevokeAll(setKey: string, now: number, prefix: string): Promise<number>
+  krgCookieUpdate(key: string, record: string, refreshAt: string): Promise<number>
+  krgCookieClaimRefresh(key: string, now: number, leaseMs: number): Promise<number>
+  krgCookieRevoke(key: string, channel: string, now: number, idHash: string): Promise<number>
+  krgCookieRevokeSet(setKey: string, channel: string, now: number, prefix: string): Promise<number>
 }
 
 /** Options of {@link RedisCookieStore}. */
@@ -59,6 +89,8 @@ export interface RedisCookieStoreOptions {
   readonly idleMs: number
   /** How long an ended session is kept so its refusal reason is known; default ten minutes. */
   readonly retainMs?: number
+  /** Where revocations are heard (the cluster's subscriber); without one {@link onRevoked} hears nothing. */
+  readonly feed?: ChangeFeed
 }
 
 /** The cluster's {@link CookieSessionStore}. Errors (Redis down) propagate: the caller answers 503. */
@@ -67,39 +99,45 @@ export class RedisCookieStore implements CookieSessionStore {
   readonly #keys: ClusterKeys
   readonly #idleMs: number
   readonly #retainMs: number
+  readonly #feed: ChangeFeed | undefined
 
   constructor(options: RedisCookieStoreOptions) {
     const r = options.command as Redis & Partial<CookieCommands>
     if (!r.krgCookieTouch) {
       options.command.defineCommand('krgCookieTouch', { numberOfKeys: 1, lua: touch })
-      options.command.defineCommand('krgCookieRevoke', { numberOfKeys: 1, lua: revoke })
-      options.command.defineCommand('krgCookieRevokeAll', { numberOfKeys: 1, lua: revokeAll })
+      options.command.defineCommand('krgCookieUpdate', { numberOfKeys: 1, lua: update })
+      options.command.defineCommand('krgCookieClaimRefresh', { numberOfKeys: 1, lua: claimRefresh })
+      options.command.defineCommand('krgCookieRevoke', { numberOfKeys: 2, lua: revoke })
+      options.command.defineCommand('krgCookieRevokeSet', { numberOfKeys: 2, lua: revokeSet })
     }
     this.#redis = options.command as Redis & CookieCommands
     this.#keys = options.keys
     this.#idleMs = options.idleMs
     this.#retainMs = options.retainMs ?? 10 * 60_000
+    this.#feed = options.feed
   }
 
   async create(idHash: string, record: CookieSessionRecord): Promise<void> {
     const key = this.#keys.cookie(idHash)
     const forgetAt = Math.min(record.expiresAt, record.lastSeenAt + this.#idleMs) + this.#retainMs
-    const ofSub = this.#keys.cookiesOf(record.sub)
-    await this.#redis
-      .multi()
-      .hset(key, {
-        state: 'active',
-        record: JSON.stringify(record),
-        expiresAt: String(record.expiresAt),
-        lastSeenAt: String(record.lastSeenAt),
-      })
-      .pexpireat(key, forgetAt)
-      .sadd(ofSub, idHash)
-      // The set lives as long as the longest session in it could.
-      .pexpireat(ofSub, record.expiresAt + this.#retainMs, 'GT')
-      .pexpireat(ofSub, record.expiresAt + this.#retainMs, 'NX')
-      .exec()
-      .then(failed)
+    const setsUntil = record.expiresAt + this.#retainMs
+    const multi = this.#redis.multi().hset(key, {
+      state: 'active',
+      record: JSON.stringify(record),
+      createdAt: String(record.createdAt),
+      expiresAt: String(record.expiresAt),
+      lastSeenAt: String(record.lastSeenAt),
+      ...(record.idp?.refreshAt === undefined ? {} : { refreshAt: String(record.idp.refreshAt) }),
+    })
+    multi.pexpireat(key, forgetAt)
+    // Each set lives as long as the longest session in it could.
+    for (const set of [
+      this.#keys.cookiesOf(record.sub),
+      ...(record.idp?.sid === undefined ? [] : [this.#keys.cookiesOfIdpSession(record.idp.sid)]),
+    ]) {
+      multi.sadd(set, idHash).pexpireat(set, setsUntil, 'GT').pexpireat(set, setsUntil, 'NX')
+    }
+    await multi.exec().then(failed)
   }
 
   async get(idHash: string): Promise<StoredCookieSession | null> {
@@ -107,7 +145,15 @@ export class RedisCookieStore implements CookieSessionStore {
     if (h.state === 'revoked') return { state: 'revoked', revokedAt: Number(h.revokedAt) }
     if (h.state !== 'active' || h.record === undefined) return null
     const record = JSON.parse(h.record) as CookieSessionRecord
+    // The times are hash fields of their own (the record JSON is replaced on update): those are the truth.
+    if (h.createdAt !== undefined) record.createdAt = Number(h.createdAt)
+    record.expiresAt = Number(h.expiresAt)
     record.lastSeenAt = Math.max(record.lastSeenAt, Number(h.lastSeenAt))
+    // The hash field is the truth: a claimed refresh moves it without rewriting the record.
+    if (record.idp !== undefined) {
+      if (h.refreshAt === undefined) delete record.idp.refreshAt
+      else record.idp.refreshAt = Number(h.refreshAt)
+    }
     return { state: 'active', record }
   }
 
@@ -115,16 +161,46 @@ export class RedisCookieStore implements CookieSessionStore {
     await this.#redis.krgCookieTouch(this.#keys.cookie(idHash), lastSeenAt, this.#idleMs, this.#retainMs)
   }
 
+  async update(idHash: string, record: CookieSessionRecord): Promise<boolean> {
+    const refreshAt = record.idp?.refreshAt === undefined ? '' : String(record.idp.refreshAt)
+    const ok = await this.#redis.krgCookieUpdate(this.#keys.cookie(idHash), JSON.stringify(record), refreshAt)
+    return ok === 1
+  }
+
+  async claimRefresh(idHash: string, now: number, leaseMs: number): Promise<boolean> {
+    return (await this.#redis.krgCookieClaimRefresh(this.#keys.cookie(idHash), now, leaseMs)) === 1
+  }
+
   async revoke(idHash: string): Promise<boolean> {
-    return (await this.#redis.krgCookieRevoke(this.#keys.cookie(idHash), Date.now())) === 1
+    const { cookie, cookiesRevokedChannel } = this.#keys
+    return (
+      (await this.#redis.krgCookieRevoke(cookie(idHash), cookiesRevokedChannel, Date.now(), idHash)) === 1
+    )
   }
 
-  async revokeAllOf(sub: string): Promise<number> {
-    return this.#redis.krgCookieRevokeAll(this.#keys.cookiesOf(sub), Date.now(), this.#keys.cookie(''))
+  revokeAllOf(sub: string): Promise<number> {
+    return this.#revokeSet(this.#keys.cookiesOf(sub))
   }
 
-  /** The connection belongs to the cluster plugin. */
+  revokeIdpSession(sid: string): Promise<number> {
+    return this.#revokeSet(this.#keys.cookiesOfIdpSession(sid))
+  }
+
+  async onRevoked(listener: RevocationListener): Promise<() => void> {
+    if (this.#feed === undefined) return () => {}
+    return this.#feed.listen(this.#keys.cookiesRevokedChannel, {
+      message: (payload) => listener.revoked(payload.split(',')),
+      resync: () => listener.resync(),
+    })
+  }
+
+  /** The connections belong to the cluster plugin. */
   async close(): Promise<void> {}
+
+  #revokeSet(setKey: string): Promise<number> {
+    const { cookie, cookiesRevokedChannel } = this.#keys
+    return this.#redis.krgCookieRevokeSet(setKey, cookiesRevokedChannel, Date.now(), cookie(''))
+  }
 }
 
 /** MULTI reports a failed command in its results instead of rejecting: make it reject. */

@@ -31,10 +31,18 @@ export interface ClusterKeys {
   cookie(idHash: string): string
   /** Set of a subject's cookie session hashes (logout everywhere). */
   cookiesOf(sub: string): string
+  /** Set of the cookie session hashes signed in through one identity-provider session (back-channel logout). */
+  cookiesOfIdpSession(sid: string): string
+  /** Pub/sub channel: comma-separated hashes of cookie sessions just revoked (their streams end). */
+  readonly cookiesRevokedChannel: string
   /** Capped stream of audit records. */
   readonly audit: string
   /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
   readonly rateLimit: string
+  /** String (sealed) with a TTL: a sign-in waiting for its callback, by the hash of its `state`. */
+  loginAttempt(stateHash: string): string
+  /** Counter of failed sign-ins from one client address in the current window. */
+  signInFailures(address: string): string
   /** Sorted set: replicas with presence for a session, scored by expiry time (ms). */
   presenceIndex(kasmId: string): string
   /** String (JSON) with a TTL: one replica's viewers of one session. */
@@ -59,8 +67,12 @@ export function clusterKeys(prefix: string): ClusterKeys {
     kasmStale: `${p}kasm:stale`,
     cookie: (hash) => `${p}cookie:${hash}`,
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
+    cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${sid}`,
+    cookiesRevokedChannel: `${p}cookies:revoked`,
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,
+    signInFailures: (address) => `${p}signin-fail:${address}`,
+    loginAttempt: (hash) => `${p}login:${hash}`,
     presenceIndex: (id) => `${p}presence:{${id}}`,
     presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
   }

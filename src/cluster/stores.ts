@@ -1,13 +1,18 @@
 import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
+import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { Sealer } from '../auth/sealer.ts'
+import type { FailureCounter } from '../auth/signin-failures.ts'
 import { MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryStaleSessions, type StaleSessions } from '../kasm/stale.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { RedisAuditLog } from './audit-log.ts'
 import { RedisCookieStore } from './cookie-store.ts'
+import { RedisFailureCounter } from './failure-counter.ts'
 import type { JobLease } from './job-lease.ts'
 import { RedisStaleSessions } from './kasm-stale.ts'
+import { RedisLoginAttemptStore } from './login-attempts.ts'
 import type { Cluster } from './plugin.ts'
 import { Resealer } from './reseal.ts'
 import { RedisSessionStore } from './session-store.ts'
@@ -69,7 +74,10 @@ export function clusterJobLease(app: FastifyInstance): JobLease {
   return clusterOf(app)?.jobLease ?? new MemoryReaderLease()
 }
 
-/** Cookie sessions: every lookup reads Redis, so a revocation is honoured by every replica at once. */
+/**
+ * Cookie sessions: every lookup reads Redis, so a revocation is honoured by every replica at once, and each
+ * revocation is published on the change feed so every replica ends that session's streams.
+ */
 export function redisCookieStore(app: FastifyInstance): CookieSessionStore | null {
   const cluster = clusterOf(app)
   if (!cluster) return null
@@ -77,7 +85,27 @@ export function redisCookieStore(app: FastifyInstance): CookieSessionStore | nul
     command: cluster.redis,
     keys: cluster.keys,
     idleMs: cluster.env.GATEWAY_COOKIE_IDLE_S * 1000,
+    feed: cluster.feed,
   })
+}
+
+/** Sign-ins waiting for their callback, which any replica may receive. */
+export function redisLoginAttemptStore(app: FastifyInstance): LoginAttemptStore | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisLoginAttemptStore(cluster.redis, cluster.keys.loginAttempt)
+}
+
+/** What seals secrets kept in Redis (IdP tokens, login attempts): the vault of GATEWAY_ENCRYPTION_KEY. */
+export function clusterSealer(app: FastifyInstance): Sealer | null {
+  return clusterOf(app)?.vault ?? null
+}
+
+/** Failed sign-ins per client address, counted across every replica. */
+export function redisFailureCounter(app: FastifyInstance): FailureCounter | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisFailureCounter(cluster.redis, cluster.keys.signInFailures)
 }
 
 /** Audit records: one capped stream (GATEWAY_AUDIT_RECORDS) shared by every replica. */

@@ -1,19 +1,73 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
+import type { Config } from '../config.ts'
+import type { DemoIdp } from './demo-idp.ts'
 import { type SimulatedRuntime, startSimulatedRuntime } from './runtime/index.ts'
 
-/** The embedded demo: a simulated runtime registered as session `demo`, and a one-time login link. */
+/** The embedded demo: a simulated runtime registered as session `demo`, the demo's sign-in, a one-time link. */
 export interface Demo {
-  /** Prints the login link once the gateway listens (the link needs the real port). */
+  /** Prints how to sign in once the gateway listens (the one-time link needs the real port). */
   announce(app: FastifyInstance): void
   close(): Promise<void>
+}
+
+/** The demo's own identity provider, started before the app so the app is configured as its client. */
+export interface DemoSignIn {
+  readonly idp: DemoIdp
+  /** `config` with GATEWAY_OIDC_* pointing at the demo IdP. */
+  readonly config: Config
+}
+
+/**
+ * With no identity provider configured, the demo signs people in through a real one of its own (oidc-provider
+ * in this process, two demo people), so a newcomer sees the flow a team will use. Null when an IdP is
+ * configured, when PORT is 0 (the redirect URI must be known before listening), or when oidc-provider (a dev
+ * dependency, absent from the image) cannot be loaded: the one-time link still works then.
+ */
+export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null> {
+  const { env } = config
+  if (env.GATEWAY_OIDC_ISSUER !== undefined || env.PORT === 0) return null
+  let idpModule: typeof import('./demo-idp.ts')
+  try {
+    idpModule = await import('./demo-idp.ts')
+  } catch {
+    process.stderr.write(
+      'kasm-runtime-gateway demo: no demo sign-in (oidc-provider is a dev dependency: npm ci)\n',
+    )
+    return null
+  }
+  const origin = env.GATEWAY_PUBLIC_ORIGIN ?? `http://localhost:${env.PORT}`
+  const base = `${origin}${config.basePath}`
+  const idp = await idpModule.startDemoIdp({ host: env.HOST, issuerHost: new URL(origin).hostname })
+  const clientId = 'kasm-runtime-gateway-demo'
+  const clientSecret = randomBytes(24).toString('base64url')
+  idp.setClient({
+    clientId,
+    clientSecret,
+    redirectUris: [`${base}auth/callback`],
+    postLogoutRedirectUris: [`${base}auth/logged-out`],
+    backchannelLogoutUri: `${base}auth/backchannel-logout`,
+  })
+  return {
+    idp,
+    config: {
+      ...config,
+      env: {
+        ...env,
+        GATEWAY_OIDC_ISSUER: idp.issuer,
+        GATEWAY_OIDC_CLIENT_ID: clientId,
+        GATEWAY_OIDC_CLIENT_SECRET: clientSecret,
+        GATEWAY_OIDC_REDIRECT_URI: `${base}auth/callback`,
+      },
+    },
+  }
 }
 
 /**
  * Starts the demo for `npm start` with no configuration. Never called in production or with a sessions file
  * (see `config.demo`). The runtime's messaging token is random and lives only in this process.
  */
-export async function startDemo(app: FastifyInstance): Promise<Demo> {
+export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null): Promise<Demo> {
   const messagingToken = randomBytes(24).toString('base64url')
   const runtime: SimulatedRuntime = await startSimulatedRuntime({
     messagingToken,
@@ -21,10 +75,11 @@ export async function startDemo(app: FastifyInstance): Promise<Demo> {
     kasmId: 'demo',
     autoplay: true,
   })
+  // Team blue: the demo people's team.
   await app.sessions.put({
     kasmId: 'demo',
     upstream: runtime.url,
-    team: 'demo',
+    team: 'blue',
     messagingToken,
     source: 'demo',
   })
@@ -33,18 +88,26 @@ export async function startDemo(app: FastifyInstance): Promise<Demo> {
       const address = app.server.address()
       const port = address !== null && typeof address === 'object' ? address.port : app.config.env.PORT
       const origin = app.config.env.GATEWAY_PUBLIC_ORIGIN ?? `http://localhost:${port}`
+      const base = `${origin}${app.config.basePath}`
       const ticket = app.auth.issueLoginTicket({
         sub: 'demo-operator',
         name: 'Demo operator',
         roles: ['operator'],
         teams: ['*'],
       })
-      // stdout, not the logger: the ticket is a one-time credential meant for the person at this terminal.
+      // stdout, not the logger: the password and the ticket are credentials for the person at this terminal.
+      const people = signIn
+        ? `Sign in at ${base}auth/login through the demo identity provider (${signIn.idp.issuer}):\n` +
+          `  olivia (operator of team blue) or victor (viewer of team blue), password ${signIn.idp.password}\n\n` +
+          'Or open this one-time link within 10 minutes to sign in as an operator of every team:\n'
+        : 'Open this one-time link within 10 minutes to sign in as an operator:\n'
       process.stdout.write(
-        `\nkasm-runtime-gateway demo: session "demo" is a simulated runtime.\n` +
-          `Open this one-time link within 10 minutes to sign in as an operator:\n\n  ${origin}${app.config.basePath}auth/login?ticket=${ticket}\n\n`,
+        `\nkasm-runtime-gateway demo: session "demo" is a simulated runtime.\n${people}\n  ${base}auth/login?ticket=${ticket}\n\n`,
       )
     },
-    close: () => runtime.close(),
+    async close() {
+      await runtime.close()
+      await signIn?.idp.close()
+    },
   }
 }

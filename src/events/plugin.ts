@@ -60,6 +60,12 @@ export const eventsPlugin = fp(
       ...(cluster ? { storeOutage: () => cluster.health.down } : {}),
     })
     app.decorate('events', { streams, bus, lease, metrics })
+    // A revoked cookie session (on any replica) loses its streams now, not at the next recheck.
+    const stopHearing = await app.auth.onCookieRevoked({
+      revoked: (idHashes) => streams.endCookieSessions(idHashes),
+      resync: () => void streams.recheckCredentials(),
+    })
+    app.addHook('onClose', async () => stopHearing())
 
     if (env.GATEWAY_STREAM_EAGER) {
       app.addHook('onReady', async () => {

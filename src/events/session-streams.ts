@@ -181,6 +181,27 @@ export class SessionStreams {
     return viewer
   }
 
+  /**
+   * Ends at once the streams of these cookie sessions (by id hash), revoked on this replica or another: a
+   * sign-out reaches open streams without waiting for the periodic recheck. Returns how many ended.
+   */
+  endCookieSessions(idHashes: readonly string[]): number {
+    const revoked = new Set(idHashes)
+    let ended = 0
+    for (const viewer of this.#viewers) {
+      const id = viewer.operator.cookieSessionId
+      if (id === undefined || !revoked.has(id)) continue
+      viewer.end('revoked')
+      ended++
+    }
+    return ended
+  }
+
+  /** Checks every open stream's credential now (revocations may have been missed while Redis was away). */
+  recheckCredentials(): Promise<void> {
+    return this.#recheckAuth()
+  }
+
   /** Watches every registered session with its reader kept running (GATEWAY_STREAM_EAGER). */
   async watchAll(): Promise<void> {
     for (const view of await this.#o.sessions.list()) {

@@ -41,6 +41,15 @@ const authFailureReasons = {
   forbidden: true,
   ticket_invalid: true,
   store_unavailable: true,
+  signin_rate_limited: true,
+  signin_denied: true,
+  signin_state_invalid: true,
+  signin_code_invalid: true,
+  signin_token_invalid: true,
+  idp_refused: true,
+  idp_unavailable: true,
+  no_role: true,
+  logout_token_invalid: true,
 } satisfies Record<AuthRefusalReason, true>
 
 /**

@@ -20,7 +20,8 @@ const auditQuerySchema = z
  * Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
  */
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
-  const preHandler = app.requireAccess('admin')
+  // Authenticated before the body is read: an anonymous PUT with a broken body is 401, never 400.
+  const onRequest = app.requireAccess('admin')
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
@@ -35,13 +36,13 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     })
   }
 
-  app.get('/admin/sessions', { preHandler }, async (request) => {
+  app.get('/admin/sessions', { onRequest }, async (request) => {
     const operator = operatorOf(request)
     const sessions = (await app.sessions.list()).filter((s) => seesTeam(operator, s.team))
     return { sessions: await withStale(sessions) }
   })
 
-  app.get<{ Params: { kasmId: string } }>('/admin/sessions/:kasmId', { preHandler }, async (request) => {
+  app.get<{ Params: { kasmId: string } }>('/admin/sessions/:kasmId', { onRequest }, async (request) => {
     const operator = operatorOf(request)
     const session = await app.sessions.get(request.params.kasmId)
     if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
@@ -51,7 +52,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   // Launch through the gateway: it mints the messaging token, Kasm starts the session with it, the session is
   // registered under Kasm's id. The token never appears in the answer.
-  app.post('/admin/sessions', { preHandler }, async (request, reply) => {
+  app.post('/admin/sessions', { onRequest }, async (request, reply) => {
     const operator = operatorOf(request)
     request.auditDetail.route = 'admin/sessions'
     request.auditDetail.action = 'launch'
@@ -78,7 +79,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.put<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { preHandler },
+    { onRequest },
     async (request, reply) => {
       const operator = operatorOf(request)
       const id = kasmIdSchema.safeParse(request.params.kasmId)
@@ -109,7 +110,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { preHandler },
+    { onRequest },
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.route = 'admin/sessions'
@@ -124,7 +125,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   // Records no configured GATEWAY_ENCRYPTION_KEY opens (cluster mode): ids, teams and why, never content.
   // A record whose team cannot be read is shown only to admins of every team (`*`).
-  app.get('/admin/unreadable-sessions', { preHandler }, async (request) => {
+  app.get('/admin/unreadable-sessions', { onRequest }, async (request) => {
     const operator = operatorOf(request)
     const sessions = (await app.sessions.unreadable()).filter((s) => seesRecord(operator, s.team))
     return { sessions }
@@ -133,7 +134,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Nothing is deleted automatically: an admin decides, and the deletion is audited.
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/unreadable-sessions/:kasmId',
-    { preHandler },
+    { onRequest },
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.route = 'admin/unreadable-sessions'
@@ -146,7 +147,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
-  app.get('/admin/audit', { preHandler }, async (request) => {
+  app.get('/admin/audit', { onRequest }, async (request) => {
     operatorOf(request)
     const query = auditQuerySchema.safeParse(request.query)
     if (!query.success) throw new BadRequest(formatIssues(query.error))

@@ -25,50 +25,33 @@ function me(operator: Operator): MeBody {
 }
 
 /**
- * `/auth/*`: exchange a bearer for a cookie session, see who you are, sign out, and the demo's one-time
- * login link. None of these needs a role: an operator without one can still see that they have none.
+ * `/auth/*` for programs and the console: exchange a bearer for a cookie session, see who you are, sign out.
+ * None of these needs a role: an operator without one can still see that they have none. People sign in
+ * through routes/signin.ts.
  */
 export async function authRoutes(app: FastifyInstance): Promise<void> {
   // Identities and Set-Cookie answers must never sit in a shared cache (this plugin is encapsulated).
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
-  // Authentication runs in preHandlers so the rate limit (appended after them) counts per operator.
+  // Authentication runs in onRequest, before any body is read; the rate limit (preHandler) then counts per
+  // operator.
   const bearerOnly = async (request: FastifyRequest) => void (await app.auth.authenticate(request, 'bearer'))
   const anyCredential = async (request: FastifyRequest) => void (await app.auth.authenticate(request))
   const cookieWrite = async (request: FastifyRequest) =>
     app.auth.checkCsrf(request, await app.auth.authenticate(request, 'cookie'))
 
   // A browser's EventSource cannot send a bearer: the UI trades its token for an HttpOnly cookie here.
-  app.post('/auth/session', { preHandler: bearerOnly }, async (request, reply) => {
+  app.post('/auth/session', { onRequest: bearerOnly }, async (request, reply) => {
     const operator = request.operator!
     const session = await app.auth.cookies.start(reply, toClaims(operator), operator.expiresAt)
     return reply.code(201).send(me(session))
   })
 
-  app.get('/auth/me', { preHandler: anyCredential }, async (request) => me(request.operator!))
+  app.get('/auth/me', { onRequest: anyCredential }, async (request) => me(request.operator!))
 
-  app.delete('/auth/session', { preHandler: cookieWrite }, async (request, reply) => {
+  app.delete('/auth/session', { onRequest: cookieWrite }, async (request, reply) => {
     await app.auth.cookies.end(request, reply)
     return reply.code(204).send()
   })
-
-  app.get<{ Querystring: { ticket?: string } }>(
-    '/auth/login',
-    {
-      schema: {
-        querystring: {
-          type: 'object',
-          properties: { ticket: { type: 'string', minLength: 1, maxLength: 256 } },
-          required: ['ticket'],
-        },
-      },
-    },
-    async (request, reply) => {
-      const claims = app.auth.cookies.consumeTicket(request, request.query.ticket ?? '')
-      await app.auth.cookies.start(reply, claims)
-      // The ticket must not linger in history or a Referer: leave its URL at once.
-      return reply.header('referrer-policy', 'no-referrer').redirect(app.config.basePath, 303)
-    },
-  )
 }

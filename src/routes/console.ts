@@ -36,7 +36,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     })
   }
 
-  app.get('/sessions', { preHandler: app.requireAccess('read') }, async (request) => {
+  app.get('/sessions', { onRequest: app.requireAccess('read') }, async (request) => {
     const operator = request.operator!
     const sessions = (await app.sessions.list())
       .filter((s) => seesTeam(operator, s.team))

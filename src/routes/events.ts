@@ -23,7 +23,7 @@ const RUN_ID = /^[\x21-\x7e]{1,200}$/
 export async function eventsRoutes(app: FastifyInstance): Promise<void> {
   app.get<EventsRoute>(
     '/desktop/:kasmId/mcp/events',
-    { preHandler: app.requireAccess('read') },
+    { onRequest: app.requireAccess('read') },
     async (request, reply) => {
       const operator = request.operator
       if (operator === null) throw new Unauthenticated()

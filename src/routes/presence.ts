@@ -7,10 +7,10 @@ import { StoreUnavailable } from '../errors.ts'
  * fault answers 503. Memory presence in embedded mode, Redis presence in cluster mode (src/cluster).
  */
 export async function presenceRoutes(app: FastifyInstance): Promise<void> {
-  const preHandler = app.requireAccess('admin')
+  const onRequest = app.requireAccess('admin')
   app.get<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId/presence',
-    { preHandler },
+    { onRequest },
     async (request, reply) => {
       const session = await app.sessions.resolve(request.params.kasmId, request.operator!)
       reply.header('cache-control', 'no-store')

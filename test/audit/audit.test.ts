@@ -17,7 +17,7 @@ async function start(t: TestContext, overrides: Record<string, string> = {}) {
   const app: FastifyInstance = await buildApp(loadConfig(testEnv(overrides)), { logger: logs.logger })
   app.post<{ Params: { kasmId: string }; Querystring: { upstream?: string; fail?: string } }>(
     '/desktop/:kasmId/mcp/audit-probe',
-    { preHandler: app.requireAccess('write') },
+    { onRequest: app.requireAccess('write') },
     async (request, reply) => {
       request.auditDetail.kasmId = request.params.kasmId
       request.auditDetail.route = 'actions'

@@ -37,9 +37,9 @@ export async function startAuthGateway(
     last = req.operator
     return { sub: req.operator?.sub, via: req.operator?.via }
   }
-  app.get('/t/read', { preHandler: app.requireAccess('read') }, handler('read'))
-  app.post('/t/write', { preHandler: app.requireAccess('write') }, handler('write'))
-  app.post('/t/admin', { preHandler: app.requireAccess('admin') }, handler('admin'))
+  app.get('/t/read', { onRequest: app.requireAccess('read') }, handler('read'))
+  app.post('/t/write', { onRequest: app.requireAccess('write') }, handler('write'))
+  app.post('/t/admin', { onRequest: app.requireAccess('admin') }, handler('admin'))
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.after(() => app.close())
   const address = app.server.address()

@@ -52,14 +52,10 @@ test('unauthenticated routes are limited per client address; probes and metrics 
 test('a route can set its own budget or opt out with config.rateLimit', async (t) => {
   const app = await buildApp(loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: '2' })))
   t.after(() => app.close())
-  app.get(
-    '/t/free',
-    { preHandler: app.requireAccess('read'), config: { rateLimit: false } },
-    async () => 'ok',
-  )
+  app.get('/t/free', { onRequest: app.requireAccess('read'), config: { rateLimit: false } }, async () => 'ok')
   app.get(
     '/t/tight',
-    { preHandler: app.requireAccess('read'), config: { rateLimit: { max: 1, timeWindow: 60_000 } } },
+    { onRequest: app.requireAccess('read'), config: { rateLimit: { max: 1, timeWindow: 60_000 } } },
     async () => 'ok',
   )
   await app.ready()
@@ -90,7 +86,7 @@ test('with app.redis the budget is shared across replicas', async (t) => {
     app.decorate('redis', redis)
     await app.register(metricsPlugin)
     await app.register(authPlugin)
-    app.get('/t/read', { preHandler: app.requireAccess('read') }, async () => 'ok')
+    app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
     await app.ready()
     t.after(() => app.close())
     return app

@@ -6,7 +6,15 @@ import { createParser } from 'eventsource-parser'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
-import { freePort, type RedisServer, startRedisServer, uniquePrefix, until } from './redis-harness.ts'
+import {
+  deletePrefix,
+  freePort,
+  REDIS_TEST_URL,
+  type RedisServer,
+  startRedisServer,
+  uniquePrefix,
+  until,
+} from './redis-harness.ts'
 
 /**
  * Real gateway replicas as child processes (`node --import tsx src/server.ts`), a real redis-server of the
@@ -17,6 +25,20 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
 export const TOKEN = 'messaging-token-for-cluster-tests'
 /** 32 bytes, base64url: only for tests. */
 export const TEST_ENCRYPTION_KEY = 'Q2x1c3Rlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE'
+
+/**
+ * The environment of an in-process replica on the shared test Redis (REDIS_TEST_URL) under a key prefix of its
+ * own, deleted when the test ends; give every replica of one test the same object.
+ */
+export function sharedRedisEnv(t: { after(fn: () => unknown): void }): Record<string, string> {
+  const prefix = uniquePrefix()
+  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
+  return {
+    REDIS_URL: REDIS_TEST_URL,
+    GATEWAY_REDIS_PREFIX: prefix,
+    GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+  }
+}
 
 /** Lines of output kept per replica (a test at LOG_LEVEL=info reads a whole outage's). */
 const MAX_LINES = 20_000

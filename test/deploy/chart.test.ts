@@ -4,7 +4,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
-import { chartDir, fetchHelm, helm, helmSource, helmUnavailable, type Manifest, only } from './helm.ts'
+import {
+  chartDir,
+  fetchHelm,
+  helm,
+  helmSource,
+  helmUnavailable,
+  type Manifest,
+  only,
+  template,
+} from './helm.ts'
 import { schemaErrors, unknownFieldErrors } from './kube-validate.ts'
 import { gatewayContainer, refusal, render, renderWith, scenarios } from './scenarios.ts'
 
@@ -239,6 +248,24 @@ describe('helm chart', { concurrency: 4, skip: await helmUnavailable() }, () => 
     assert.ok(paths.includes('/'))
     for (const hidden of ['/admin/', '/metrics', '/healthz'])
       assert.ok(!paths.some((p) => hidden.startsWith(p) && p !== '/'), `${hidden} is not routed publicly`)
+  })
+
+  test("a GATEWAY_BASE_PATH also routes it on Kasm's host: people sign in and use the console there", async () => {
+    const manifests = await template({ set: ['ingress.enabled=true', 'config.GATEWAY_BASE_PATH=/gateway/'] })
+    const rules = (
+      only(manifests, 'Ingress').spec as {
+        rules: { host: string; http: { paths: { path: string; pathType: string }[] } }[]
+      }
+    ).rules
+    const kasm = rules.find((r) => r.host === 'kasm.example.com')
+    assert.deepEqual(
+      kasm?.http.paths.map((p) => [p.path, p.pathType]),
+      [
+        ['/desktop/[A-Za-z0-9_-]+/mcp/', 'ImplementationSpecific'],
+        ['/gateway/', 'Prefix'],
+      ],
+    )
+    assert.deepEqual(schemaErrors(manifests), [])
   })
 
   test('existing secret: the keys the configuration needs and the sessions file come from it', async () => {

@@ -23,6 +23,21 @@ test('deploy/kasm/nginx-location.conf proxies the gateway path exactly as the te
   assert.deepEqual(kasm, demo)
 })
 
+test("deploy/kasm/nginx-location.conf sends the gateway's base path there too, as the event path is sent, admin API aside", async () => {
+  const conf = await readFile(join(root, 'deploy/kasm/nginx-location.conf'), 'utf8')
+  const block = (selector: string) => {
+    const m = new RegExp(`location ${selector} \\{([^}]*)\\}`).exec(conf)
+    assert.ok(m, `location ${selector}`)
+    return m[1]!
+      .split('\n')
+      .map((l) => l.replace(/#.*$/, '').trim())
+      .filter((l) => l !== '')
+  }
+  assert.deepEqual(block('/gateway/'), gatewayLocation(conf).directives)
+  assert.deepEqual(block('= /gateway'), ['return 308 /gateway/;'])
+  assert.deepEqual(block('/gateway/admin/'), ['return 404;'])
+})
+
 test('deploy/kasm/ingress.yaml validates against the Kubernetes schemas and matches the chart', async () => {
   const manifests: Manifest[] = parseManifests(await readFile(join(root, 'deploy/kasm/ingress.yaml'), 'utf8'))
   assert.deepEqual(
@@ -37,8 +52,10 @@ test('deploy/kasm/ingress.yaml validates against the Kubernetes schemas and matc
   const gatewayRule = manifests[1]?.spec as {
     rules: { http: { paths: { path: string; pathType: string }[] } }[]
   }
-  const [path] = gatewayRule.rules[0]?.http.paths ?? []
+  const [path, basePath] = gatewayRule.rules[0]?.http.paths ?? []
   assert.equal(path?.path, values.ingress.kasmPath)
   assert.equal(path?.pathType, 'ImplementationSpecific')
+  // What the chart renders for config.GATEWAY_BASE_PATH=/gateway/.
+  assert.deepEqual([basePath?.path, basePath?.pathType], ['/gateway/', 'Prefix'])
   assert.equal(manifests[1]?.metadata.annotations?.['nginx.ingress.kubernetes.io/proxy-buffering'], 'off')
 })

@@ -10,6 +10,7 @@ import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { parseDocument } from 'yaml'
 import { killAll } from '../cluster/redis-harness.ts'
+import { startNginx } from '../helpers/nginx.ts'
 import { root } from './helm.ts'
 
 /**
@@ -20,7 +21,6 @@ import { root } from './helm.ts'
 
 const run = promisify(execFile)
 const REDIS = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379'
-const NGINX = process.env.NGINX_PATH ?? '/usr/sbin/nginx'
 
 interface Service {
   environment?: Record<string, string>
@@ -153,16 +153,7 @@ test('the compose topology: a proxy routes /desktop/<id>/mcp/ to two replicas sh
       '}',
     ].join('\n'),
   )
-  try {
-    await run(NGINX, ['-t', '-q', '-p', dir, '-c', join(dir, 'nginx.conf')])
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException & { stderr?: string }
-    assert.fail(
-      e.code === 'ENOENT' ? `${NGINX} not found: apt-get install nginx-light` : `nginx -t: ${e.stderr}`,
-    )
-  }
-  const nginx = spawn(NGINX, ['-p', dir, '-c', join(dir, 'nginx.conf')], { stdio: 'ignore' })
-  children.push(nginx)
+  children.push(await startNginx(dir, join(dir, 'nginx.conf')))
   const proxy = `http://127.0.0.1:${proxyPort}`
   const deadline = Date.now() + 10_000
   for (;;) {

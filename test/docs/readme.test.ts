@@ -6,6 +6,7 @@ import { configVariables, loadConfig, secretFileVariables } from '../../src/conf
 /** The default as the README should show it: the parsed value, lists comma-joined, unset as an em dash. */
 function shown(value: unknown): string {
   if (value === undefined) return '—'
+  if (value instanceof Map) return value.size === 0 ? '—' : [...value.keys()].join(',')
   if (Array.isArray(value)) return value.length === 0 ? '—' : value.join(',')
   return String(value)
 }

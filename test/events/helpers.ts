@@ -1,6 +1,7 @@
 import http from 'node:http'
 import type { TestContext } from 'node:test'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
+import type { FastifyInstance } from 'fastify'
 import {
   type SimulatedRuntime,
   type SimulatedRuntimeOptions,
@@ -30,13 +31,13 @@ export interface Stack {
   eventsUrl: string
 }
 
-/** A simulated runtime registered as session `s1` in a real gateway; both closed by `t.after`. */
-export async function startStack(
+/** A simulated runtime registered as session `kasmId` (team blue) in `app`; closed by `t.after`. */
+export async function addRuntimeSession(
   t: TestContext,
-  env: Record<string, string> = {},
+  app: FastifyInstance,
+  kasmId = 's1',
   runtime: SimulatedRuntimeOptions = {},
-  gatewayOpts: Parameters<typeof startGateway>[1] = {},
-): Promise<Stack> {
+): Promise<SimulatedRuntime> {
   const rt = await startSimulatedRuntime({
     messagingToken: TOKEN,
     observeTokenRequired: true,
@@ -44,15 +45,20 @@ export async function startStack(
     ...runtime,
   })
   t.after(() => rt.close())
+  await app.sessions.put({ kasmId, upstream: rt.url, team: 'blue', messagingToken: TOKEN, source: 'admin' })
+  return rt
+}
+
+/** A simulated runtime registered as session `s1` in a real gateway; both closed by `t.after`. */
+export async function startStack(
+  t: TestContext,
+  env: Record<string, string> = {},
+  runtime: SimulatedRuntimeOptions = {},
+  gatewayOpts: Parameters<typeof startGateway>[1] = {},
+): Promise<Stack> {
   const gw = await startGateway({ ...fastEventEnv, ...env }, gatewayOpts)
   t.after(() => gw.close())
-  await gw.app.sessions.put({
-    kasmId: 's1',
-    upstream: rt.url,
-    team: 'blue',
-    messagingToken: TOKEN,
-    source: 'admin',
-  })
+  const rt = await addRuntimeSession(t, gw.app, 's1', runtime)
   return { rt, gw, token: await bearer(), eventsUrl: `${gw.url}/desktop/s1/mcp/events` }
 }
 

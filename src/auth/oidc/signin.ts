@@ -1,0 +1,100 @@
+import * as oidc from 'openid-client'
+import { NoRole, SignInStateInvalid } from '../../errors.ts'
+import type { OperatorClaims } from '../claims.ts'
+import type { IdpRefresher, IdpSignIn } from '../cookie-sessions.ts'
+import type { IdpTokens, OidcClient } from './client.ts'
+import { identityOf } from './identity.ts'
+import type { LoginAttempts } from './login-attempts.ts'
+import type { OidcSettings } from './settings.ts'
+
+/** The 403 `no_role` of a person the IdP signed in, with their `sub` for the audit record. */
+export type NoRoleError = InstanceType<typeof NoRole> & { readonly sub: string }
+
+/** A finished sign-in: who, what ties the cookie session to the IdP, and where the person goes next. */
+export interface CompletedSignIn {
+  readonly claims: OperatorClaims
+  readonly idp: IdpSignIn
+  readonly returnTo: string
+}
+
+/**
+ * Sign-in through the identity provider, from the first redirect to the cookie session's claims: a login
+ * attempt per redirect (state, nonce, PKCE verifier, the browser binding, where to return), the callback's
+ * checks in order (the attempt, the browser, then the IdP's answer), and the mapping to roles and teams.
+ */
+export class SignIn {
+  readonly #client: OidcClient
+  readonly #attempts: LoginAttempts
+  readonly #settings: OidcSettings
+
+  constructor(client: OidcClient, attempts: LoginAttempts, settings: OidcSettings) {
+    this.#client = client
+    this.#attempts = attempts
+    this.#settings = settings
+  }
+
+  /** Starts a sign-in: the IdP's authorization URL for this browser (`bindingHash`) and `returnTo`. */
+  async begin(options: { returnTo: string; bindingHash: string; prompt?: 'login' }): Promise<URL> {
+    const nonce = oidc.randomNonce()
+    const codeVerifier = oidc.randomPKCECodeVerifier()
+    const state = await this.#attempts.start({
+      bindingHash: options.bindingHash,
+      nonce,
+      codeVerifier,
+      returnTo: options.returnTo,
+    })
+    return this.#client.authorizationUrl({
+      state,
+      nonce,
+      codeVerifier,
+      ...(options.prompt === undefined ? {} : { prompt: options.prompt }),
+    })
+  }
+
+  /**
+   * The callback. The attempt named by `state` is consumed first (whatever happens next it cannot be used
+   * again), then it must belong to this browser, then the IdP's answer is checked and exchanged. Throws the
+   * gateway's sign-in errors; a person without a role gets 403 `no_role`.
+   */
+  async complete(query: URLSearchParams, bindingHash: string | undefined): Promise<CompletedSignIn> {
+    const state = query.get('state')
+    const attempt = state === null ? null : await this.#attempts.finish(state)
+    if (state === null || attempt === null)
+      throw new SignInStateInvalid('it is unknown, expired (10 minutes) or used already')
+    if (bindingHash === undefined || bindingHash !== attempt.bindingHash)
+      throw new SignInStateInvalid('it was started in another browser')
+    const answer = await this.#client.exchange(query, {
+      state,
+      nonce: attempt.nonce,
+      codeVerifier: attempt.codeVerifier,
+    })
+    const claims = identityOf(answer, this.#settings)
+    if (claims.roles.length === 0) {
+      const who = claims.name === undefined ? claims.sub : `${claims.name} (${claims.sub})`
+      throw Object.assign(new NoRole(who), { sub: claims.sub })
+    }
+    const sid = answer.idClaims.sid
+    return {
+      claims,
+      idp: { ...(typeof sid === 'string' && sid !== '' ? { sid } : {}), tokens: answer.tokens },
+      returnTo: attempt.returnTo,
+    }
+  }
+
+  /** For CookieSessions: the person's current roles and teams from a refresh. */
+  readonly refresher: IdpRefresher = async (tokens: IdpTokens) => {
+    const answer = await this.#client.refresh(tokens)
+    if (answer === 'refused') return 'refused'
+    return { claims: identityOf(answer, this.#settings), tokens: answer.tokens }
+  }
+
+  /** Where to send the person after signing out here (the IdP's end-session endpoint), or null. */
+  endSessionUrl(idToken: string | undefined): Promise<URL | null> {
+    return this.#client.endSessionUrl(idToken)
+  }
+
+  /** A verified back-channel logout token: whom to sign out. */
+  logoutToken(token: string): Promise<{ sid?: string; sub?: string }> {
+    return this.#client.verifyLogoutToken(token)
+  }
+}

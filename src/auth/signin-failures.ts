@@ -1,0 +1,89 @@
+/** Counts failures per key in fixed windows: this replica's memory, or Redis shared by every replica. */
+export interface FailureCounter {
+  /** Adds one failure for `key`; resolves the count in the current window and the ms until it resets. */
+  add(key: string, windowMs: number): Promise<{ count: number; resetInMs: number }>
+}
+
+/** Entries a memory counter holds at most; the oldest window is dropped first (addresses are unbounded). */
+const MAX_KEYS = 100_000
+
+/** {@link FailureCounter} of one replica. */
+export class MemoryFailureCounter implements FailureCounter {
+  readonly #windows = new Map<string, { count: number; resetAt: number }>()
+
+  async add(key: string, windowMs: number): Promise<{ count: number; resetInMs: number }> {
+    const now = Date.now()
+    let window = this.#windows.get(key)
+    if (window === undefined || window.resetAt <= now) {
+      this.#windows.delete(key)
+      if (this.#windows.size >= MAX_KEYS) this.#sweep(now)
+      window = { count: 0, resetAt: now + windowMs }
+      this.#windows.set(key, window)
+    }
+    window.count++
+    return { count: window.count, resetInMs: window.resetAt - now }
+  }
+
+  #sweep(now: number): void {
+    for (const [key, w] of this.#windows) if (w.resetAt <= now) this.#windows.delete(key)
+    // Still full: forget the oldest windows (Map order is insertion order).
+    for (const key of this.#windows.keys()) {
+      if (this.#windows.size < MAX_KEYS) break
+      this.#windows.delete(key)
+    }
+  }
+}
+
+/** Options of {@link SignInFailures}. */
+export interface SignInFailuresOptions {
+  readonly counter: FailureCounter
+  /** GATEWAY_SIGNIN_FAILURES_MAX: failures per address per window before it is refused. */
+  readonly max: number
+  /** GATEWAY_SIGNIN_FAILURES_WINDOW_MS. */
+  readonly windowMs: number
+  /** A counter that cannot count (Redis down) lets sign-ins through: the limit protects, it does not authenticate. */
+  readonly onCounterError: (err: unknown) => void
+}
+
+/**
+ * Failed sign-ins per client address (the address GATEWAY_TRUST_PROXY makes of the request). Once an address
+ * has failed `max` times in a window, every credential it presents is refused with 429 until the window
+ * ends, before the credential is even looked at. Counting is shared across replicas in cluster mode; the
+ * refusal is decided locally from what the shared count said at this replica's last failure, so a request
+ * with a good credential costs nothing, and an attacker spreading guesses over N replicas gets at most N-1
+ * guesses more than `max`.
+ */
+export class SignInFailures {
+  readonly #o: SignInFailuresOptions
+  readonly #blocked = new Map<string, number>()
+
+  constructor(options: SignInFailuresOptions) {
+    this.#o = options
+  }
+
+  /** Seconds until `address` may present a credential again; 0 when it may now. */
+  retryAfter(address: string): number {
+    const until = this.#blocked.get(address)
+    if (until === undefined) return 0
+    const left = until - Date.now()
+    if (left <= 0) {
+      this.#blocked.delete(address)
+      return 0
+    }
+    return Math.ceil(left / 1000)
+  }
+
+  /** Counts one failed sign-in from `address`. */
+  async failed(address: string): Promise<void> {
+    let result: { count: number; resetInMs: number }
+    try {
+      result = await this.#o.counter.add(address, this.#o.windowMs)
+    } catch (err) {
+      this.#o.onCounterError(err)
+      return
+    }
+    if (result.count < this.#o.max) return
+    if (this.#blocked.size >= MAX_KEYS) this.#blocked.clear()
+    this.#blocked.set(address, Date.now() + Math.max(1, result.resetInMs))
+  }
+}

@@ -1,0 +1,31 @@
+import type { Redis } from 'ioredis'
+import type { FailureCounter } from '../auth/signin-failures.ts'
+
+/** KEYS: counter. ARGV: window ms. Returns {count, ms until the window ends}. */
+const add = `
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {n, redis.call('PTTL', KEYS[1])}
+`
+
+interface FailureCommands {
+  krgFailureAdd(key: string, windowMs: number): Promise<[number, number]>
+}
+
+/** The cluster's {@link FailureCounter}: one expiring counter per key, shared by every replica. */
+export class RedisFailureCounter implements FailureCounter {
+  readonly #redis: Redis & FailureCommands
+  readonly #key: (key: string) => string
+
+  constructor(command: Redis, keyOf: (key: string) => string) {
+    const r = command as Redis & Partial<FailureCommands>
+    if (!r.krgFailureAdd) command.defineCommand('krgFailureAdd', { numberOfKeys: 1, lua: add })
+    this.#redis = command as Redis & FailureCommands
+    this.#key = keyOf
+  }
+
+  async add(key: string, windowMs: number): Promise<{ count: number; resetInMs: number }> {
+    const [count, pttl] = await this.#redis.krgFailureAdd(this.#key(key), windowMs)
+    return { count, resetInMs: pttl > 0 ? pttl : windowMs }
+  }
+}

@@ -1,0 +1,21 @@
+import type { Redis } from 'ioredis'
+import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+
+/** The cluster's {@link LoginAttemptStore}: the callback may reach any replica. GETDEL makes each one-time. */
+export class RedisLoginAttemptStore implements LoginAttemptStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keyOf: (key: string) => string,
+  ) {}
+
+  async put(key: string, value: string, ttlMs: number): Promise<void> {
+    await this.redis.set(this.keyOf(key), value, 'PX', ttlMs)
+  }
+
+  take(key: string): Promise<string | null> {
+    return this.redis.getdel(this.keyOf(key))
+  }
+
+  /** The connection belongs to the cluster plugin. */
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,170 @@
+import type { ErrorBody } from '../errors.ts'
+import type { Page, PageAction } from './page.ts'
+
+/**
+ * Every page the gateway shows a person, by situation. Builders are pure: they take what the page says and
+ * return a {@link Page}; `app.pages.send` renders and sends it. Links are relative to the base path.
+ */
+
+/** The sign-in link, back to `returnTo` (a same-origin path) afterwards; `prompt: 'login'` asks the IdP to ask again. */
+export function signInLink(returnTo?: string, prompt?: 'login'): string {
+  const query = new URLSearchParams()
+  if (returnTo !== undefined && returnTo !== '') query.set('return_to', returnTo)
+  if (prompt !== undefined) query.set('prompt', prompt)
+  const q = query.toString()
+  return q === '' ? 'auth/login' : `auth/login?${q}`
+}
+
+const consoleLink: PageAction = { label: 'Open the console', to: '' }
+
+/** A 401 to a browser navigation: the person is not (or no longer) signed in. */
+export function signInRequired(options: { returnTo?: string; message?: string; code?: string }): Page {
+  return {
+    status: 401,
+    title: 'Sign in to continue',
+    lead: 'This page is only for people signed in to the gateway.',
+    // "send a bearer token" is for programs; a person is simply not signed in.
+    details:
+      options.code === 'unauthenticated'
+        ? ['You are not signed in, or your session here has ended.']
+        : options.message === undefined
+          ? []
+          : [capitalise(options.message)],
+    actions: [{ label: 'Sign in', to: signInLink(options.returnTo) }],
+    ...(options.code === undefined ? {} : { code: options.code }),
+  }
+}
+
+const signInFailures: Record<string, string> = {
+  signin_denied: 'You did not let the gateway sign you in at your identity provider.',
+  signin_state_invalid:
+    'This sign-in does not match one started in this browser: it took longer than 10 minutes, was opened in another browser, or was used already.',
+  signin_code_invalid:
+    'Your identity provider did not accept the sign-in code; it may have been used already.',
+  signin_token_invalid: "Your identity provider's answer did not pass the gateway's checks.",
+  idp_refused:
+    'Your identity provider refused the gateway. An administrator must check its client registration.',
+  signin_rate_limited: 'Too many sign-ins failed from your network address. Wait a few minutes.',
+}
+
+/** Sign-in went wrong at the callback (or a one-time link was bad): say why, offer to start again. */
+export function signInFailed(options: { status: number; code: string; message: string }): Page {
+  return {
+    status: options.status,
+    title: 'Sign-in failed',
+    lead: signInFailures[options.code] ?? 'The gateway could not sign you in.',
+    details: [capitalise(options.message)],
+    actions: [{ label: 'Sign in again', to: signInLink() }, consoleLink],
+    code: options.code,
+  }
+}
+
+/** The identity provider is down or does not answer in time. */
+export function idpUnavailable(): Page {
+  return {
+    status: 503,
+    title: 'Your identity provider cannot be reached',
+    lead: 'The gateway could not reach your identity provider to sign you in.',
+    details: [
+      'Try again in a minute. If this keeps happening, tell your administrator: the gateway logged the cause.',
+    ],
+    actions: [{ label: 'Try again', to: signInLink() }],
+    code: 'idp_unavailable',
+  }
+}
+
+/** The identity provider signed the person in, but nothing they hold maps to a role of the gateway. */
+export function noRole(options: { message: string }): Page {
+  return {
+    status: 403,
+    title: 'You have no role on this gateway',
+    lead: capitalise(options.message),
+    details: [
+      'A role (viewer, operator or admin) comes from your identity provider. Ask your administrator to add you to a group that grants one, then sign in again.',
+    ],
+    actions: [{ label: 'Sign in with another account', to: signInLink(undefined, 'login') }],
+    code: 'no_role',
+  }
+}
+
+/**
+ * Just signed in, after an identity provider on another site: the browser holds the new SameSite=Strict
+ * cookie but would not send it on a redirect chain that began on that site, so this page continues itself.
+ */
+export function signedIn(options: { continueTo: string; name: string }): Page {
+  return {
+    status: 200,
+    title: 'Signed in',
+    lead: `You are signed in as ${options.name}.`,
+    continueTo: options.continueTo,
+    actions: [{ label: 'Continue', href: options.continueTo }],
+  }
+}
+
+/** After sign-out (and, when the identity provider offers it, after signing out there too). */
+export function signedOut(): Page {
+  return {
+    status: 200,
+    title: 'You are signed out',
+    lead: 'Your session on the gateway has ended on every replica, and its event streams are closed.',
+    actions: [{ label: 'Sign in again', to: signInLink() }],
+  }
+}
+
+/** `auth/login` on a gateway without an identity provider. */
+export function signInNotConfigured(): Page {
+  return {
+    status: 404,
+    title: 'Sign-in is not set up',
+    lead: 'This gateway has no identity provider to sign people in.',
+    details: [
+      'Programs sign in with a bearer token. To let people sign in, an administrator sets GATEWAY_OIDC_ISSUER, GATEWAY_OIDC_CLIENT_ID and GATEWAY_OIDC_CLIENT_SECRET.',
+    ],
+    code: 'signin_not_configured',
+  }
+}
+
+const titles: Record<number, string> = {
+  400: 'The request was not understood',
+  403: 'You cannot do this',
+  404: 'Not found',
+  409: 'That conflicts with the current state',
+  413: 'That is too large',
+  429: 'Too many requests',
+  502: 'The session runtime failed',
+  503: 'Temporarily unavailable',
+  504: 'The session runtime did not answer in time',
+}
+
+/**
+ * The page for any error the gateway answers a navigation with: sign-in pages for the sign-in codes and
+ * every 401, a plain explanation with the stable code for everything else. `returnTo` is the path the
+ * person asked for (a 401 offers to come back to it after signing in).
+ */
+export function pageForError(status: number, body: ErrorBody, returnTo?: string): Page {
+  if (body.error === 'idp_unavailable') return idpUnavailable()
+  if (body.error === 'no_role') return noRole({ message: body.message })
+  if (body.error === 'signin_not_configured') return signInNotConfigured()
+  if (body.error.startsWith('signin_') || body.error === 'idp_refused')
+    return signInFailed({ status, code: body.error, message: body.message })
+  if (status === 401) {
+    return signInRequired({
+      ...(returnTo === undefined ? {} : { returnTo }),
+      message: body.message,
+      code: body.error,
+    })
+  }
+  return {
+    status,
+    title: titles[status] ?? (status >= 500 ? 'Something went wrong' : 'The request was refused'),
+    lead: capitalise(body.message),
+    actions: [consoleLink],
+    code: body.error,
+  }
+}
+
+function capitalise(text: string): string {
+  const t = text.trim()
+  const sentence = t.charAt(0).toUpperCase() + t.slice(1)
+  return /[.!?]$/.test(sentence) ? sentence : `${sentence}.`
+}

@@ -1,0 +1,68 @@
+import { readFile } from 'node:fs/promises'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { ErrorBody } from '../errors.ts'
+import { pageForError } from './catalogue.ts'
+import { isBrowserNavigation } from './navigation.ts'
+import { PAGE_CSP, type Page, renderPage } from './page.ts'
+
+/** `app.pages`: how any route shows a person a page. */
+export interface Pages {
+  /** Renders `page` and sends it with its status, the strict policy and `no-store`. */
+  send(reply: FastifyReply, page: Page): FastifyReply
+  /**
+   * Answers an error: a human page for a browser navigation ({@link isBrowserNavigation}), the JSON body
+   * `{error, message}` for everything else. The app's error and not-found handlers use it.
+   */
+  sendError(request: FastifyRequest, reply: FastifyReply, status: number, body: ErrorBody): FastifyReply
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    pages: Pages
+  }
+}
+
+const stylesheet = new URL('./pages.css', import.meta.url)
+
+/**
+ * The gateway's human pages (sign-in, signed out, errors for navigations) and their stylesheet at
+ * `<base>pages/pages.css`. Register with the base path's prefix.
+ */
+export const pagesPlugin = fp(
+  async (app, options: { prefix?: string }) => {
+    const basePath = app.config.basePath
+    const css = await readFile(stylesheet)
+    const pages: Pages = {
+      send(reply, page) {
+        return reply
+          .code(page.status)
+          .header('content-type', 'text/html; charset=utf-8')
+          .header('content-security-policy', PAGE_CSP)
+          .header('x-content-type-options', 'nosniff')
+          .header('referrer-policy', 'no-referrer')
+          .header('cache-control', 'no-store')
+          .send(renderPage(page, basePath))
+      },
+      sendError(request, reply, status, body) {
+        if (!isBrowserNavigation(request)) return reply.code(status).send(body)
+        return pages.send(reply, { ...pageForError(status, body, returnPath(request)), status })
+      },
+    }
+    app.decorate('pages', pages)
+    // fastify-plugin shares the decorator app-wide; the route goes under the base path like the console.
+    app.get(`${options.prefix ?? ''}/pages/pages.css`, async (_request, reply) =>
+      reply
+        .header('content-type', 'text/css; charset=utf-8')
+        .header('x-content-type-options', 'nosniff')
+        .header('cache-control', 'public, max-age=3600')
+        .send(css),
+    )
+  },
+  { name: 'pages' },
+)
+
+/** The path (and query) a navigation asked for, to come back to after signing in; GETs only. */
+function returnPath(request: FastifyRequest): string | undefined {
+  return request.method === 'GET' ? request.url : undefined
+}

@@ -1,0 +1,179 @@
+import { randomBytes } from 'node:crypto'
+import type { CookieSerializeOptions } from '@fastify/cookie'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { hashSessionId } from '../auth/cookie-sessions.ts'
+import type { NoRoleError } from '../auth/oidc/signin.ts'
+import type { AuthRefusalReason } from '../auth/plugin.ts'
+import { safeReturnTo } from '../auth/return-to.ts'
+import { BadRequest, LogoutTokenInvalid, NoRole, SignInNotConfigured } from '../errors.ts'
+import { signedIn as signedInPage, signedOut } from '../pages/catalogue.ts'
+
+interface LoginQuery {
+  ticket?: string
+  return_to?: string
+  prompt?: string
+}
+
+/** How long the browser binding of a sign-in lives: as long as a login attempt. */
+const BINDING_MAX_AGE_S = 600
+
+/**
+ * Sign-in and sign-out for people, under the base path:
+ *
+ * - `GET auth/login?return_to=<path>[&prompt=login]`: 302 to the identity provider (state, nonce, PKCE S256),
+ *   bound to this browser by a short-lived HttpOnly cookie; or, with `?ticket=`, the demo's one-time link.
+ * - `GET auth/callback`: the IdP's answer; a cookie session and 303 to `return_to`, or a page saying why not.
+ * - `POST auth/logout`: ends the cookie session on every replica, then RP-initiated logout at the IdP.
+ * - `GET auth/logged-out`: the signed-out page the IdP returns to.
+ * - `POST auth/backchannel-logout`: OpenID Connect Back-Channel Logout 1.0, from the IdP.
+ *
+ * Every outcome of callback, logout, back-channel logout and the one-time link is an audit record.
+ */
+export async function signInRoutes(app: FastifyInstance): Promise<void> {
+  const { config } = app
+  const base = config.basePath
+  const signIn = app.auth.signIn
+  const bindingCookie = config.cookieSecure ? '__Host-krg_signin' : 'krg_signin'
+  const bindingAttributes: CookieSerializeOptions = {
+    path: '/',
+    httpOnly: true,
+    secure: config.cookieSecure,
+    // The IdP's redirect back is a cross-site top-level GET: Lax lets the binding come along, Strict would not.
+    sameSite: 'lax',
+    signed: true,
+    maxAge: BINDING_MAX_AGE_S,
+  }
+
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+  })
+  // The IdP posts logout tokens as a form (the only form this plugin reads).
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string', bodyLimit: 16 * 1024 },
+    (_request, body, done) => done(null, new URLSearchParams(body as string)),
+  )
+
+  /** Counts a refused sign-in (failed sign-ins of the address, metrics) and rethrows it for the page. */
+  const refused = (request: FastifyRequest, err: unknown): never => {
+    const code = (err as { code?: string }).code?.toLowerCase()
+    if (code !== undefined && /^(signin_|idp_|no_role|logout_token)/.test(code))
+      throw app.auth.refuseSignIn(request, code as AuthRefusalReason, err as Error)
+    throw err
+  }
+
+  app.get<{ Querystring: LoginQuery }>('/auth/login', async (request, reply) => {
+    const { ticket, prompt } = request.query
+    if (typeof ticket === 'string') return ticketSignIn(request, reply, ticket)
+    if (signIn === null) throw new SignInNotConfigured()
+    if (prompt !== undefined && prompt !== 'login') throw new BadRequest('prompt may only be "login"')
+    const returnTo = safeReturnTo(request.query.return_to, base)
+    // Already signed in (and not asking to sign in anew): no need to bother the IdP.
+    if (prompt === undefined && (await signedIn(request))) return reply.redirect(returnTo, 303)
+    const binding = currentBinding(request) ?? randomBytes(32).toString('base64url')
+    const url = await signIn.begin({
+      returnTo,
+      bindingHash: hashSessionId(binding),
+      ...(prompt === undefined ? {} : { prompt }),
+    })
+    reply.setCookie(bindingCookie, binding, bindingAttributes)
+    return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
+  })
+
+  /** The demo's one-time link (`npm start`). */
+  async function ticketSignIn(request: FastifyRequest, reply: FastifyReply, ticket: string) {
+    request.auditDetail.action = 'sign_in'
+    if (ticket.length === 0 || ticket.length > 256) throw new BadRequest('ticket must be 1 to 256 characters')
+    const claims = app.auth.cookies.consumeTicket(request, ticket)
+    request.operator = await app.auth.cookies.start(reply, claims)
+    // The ticket must not linger in history or a Referer: leave its URL at once.
+    return reply.header('referrer-policy', 'no-referrer').redirect(base, 303)
+  }
+
+  app.get('/auth/callback', async (request, reply) => {
+    request.auditDetail.action = 'sign_in'
+    if (signIn === null) throw new SignInNotConfigured()
+    app.auth.assertSignInAllowed(request)
+    const query = new URLSearchParams(request.url.split('?')[1] ?? '')
+    const binding = currentBinding(request)
+    let done: Awaited<ReturnType<typeof signIn.complete>>
+    try {
+      done = await signIn.complete(query, binding === undefined ? undefined : hashSessionId(binding))
+    } catch (err) {
+      // The IdP did sign this person in: the record says who was turned away.
+      if (err instanceof NoRole) request.auditDetail.sub = (err as NoRoleError).sub
+      return refused(request, err)
+    }
+    request.operator = await app.auth.cookies.start(reply, done.claims, undefined, done.idp)
+    reply.clearCookie(bindingCookie, bindingAttributes)
+    reply.header('referrer-policy', 'no-referrer')
+    // After an IdP on another site, a redirect would arrive without the new SameSite=Strict cookie (the chain
+    // began there): a page that continues by itself makes the next navigation same-site.
+    if (headerOf(request, 'sec-fetch-site') === 'cross-site')
+      return app.pages.send(
+        reply,
+        signedInPage({ continueTo: done.returnTo, name: done.claims.name ?? done.claims.sub }),
+      )
+    return reply.redirect(done.returnTo, 303)
+  })
+
+  app.post('/auth/logout', async (request, reply) => {
+    request.auditDetail.action = 'sign_out'
+    // Signed out already (or never signed in): nothing to end, the answer is the same.
+    const operator = await signedIn(request)
+    if (operator) app.auth.checkCsrf(request, operator)
+    const idToken = operator ? (await app.auth.cookies.idpTokens(request))?.idToken : undefined
+    await app.auth.cookies.end(request, reply)
+    const endSession = signIn === null ? null : await signIn.endSessionUrl(idToken)
+    return reply.redirect(endSession?.href ?? `${base}auth/logged-out`, 303)
+  })
+
+  app.get('/auth/logged-out', async (_request, reply) => app.pages.send(reply, signedOut()))
+
+  app.post<{ Body: URLSearchParams | undefined }>('/auth/backchannel-logout', async (request, reply) => {
+    request.auditDetail.action = 'backchannel_logout'
+    if (signIn === null) throw new SignInNotConfigured()
+    app.auth.assertSignInAllowed(request)
+    const token = request.body instanceof URLSearchParams ? request.body.getAll('logout_token') : []
+    if (token.length !== 1 || token[0] === '') {
+      return refused(request, new LogoutTokenInvalid('send exactly one logout_token form field'))
+    }
+    let whom: { sid?: string; sub?: string }
+    try {
+      whom = await signIn.logoutToken(token[0] ?? '')
+    } catch (err) {
+      return refused(request, err)
+    }
+    if (whom.sub !== undefined) request.auditDetail.sub = whom.sub
+    const ended =
+      whom.sid !== undefined
+        ? await app.auth.revokeIdpSession(whom.sid)
+        : await app.auth.revokeCookieSessions(whom.sub ?? '')
+    request.log.info({ sub: whom.sub, ended }, 'back-channel logout')
+    return reply.code(200).send({ ended })
+  })
+
+  /** The operator of a valid session cookie, or null (never throws: sign-in pages work signed out). */
+  async function signedIn(request: FastifyRequest) {
+    if (!request.cookies?.[config.cookieName]) return null
+    try {
+      return await app.auth.authenticate(request, 'cookie')
+    } catch {
+      return null
+    }
+  }
+
+  function currentBinding(request: FastifyRequest): string | undefined {
+    const raw = request.cookies?.[bindingCookie]
+    if (!raw) return undefined
+    const unsigned = app.unsignCookie(raw)
+    return unsigned.valid && unsigned.value !== null && /^[A-Za-z0-9_-]{43}$/.test(unsigned.value)
+      ? unsigned.value
+      : undefined
+  }
+}
+
+function headerOf(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name]
+  return (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase()
+}

@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict'
+import { describe, type TestContext, test } from 'node:test'
+import pino from 'pino'
+import {
+  type CookieSessionRecord,
+  type CookieSessionStore,
+  MemoryCookieStore,
+} from '../../src/auth/cookie-store.ts'
+import { ChangeFeed } from '../../src/cluster/change-feed.ts'
+import { openConnection, waitReady } from '../../src/cluster/connections.ts'
+import { RedisCookieStore } from '../../src/cluster/cookie-store.ts'
+import { clusterKeys } from '../../src/cluster/keys.ts'
+import { deletePrefix, REDIS_TEST_URL, uniquePrefix, until } from '../cluster/redis-harness.ts'
+
+/** What both cookie session stores promise: the refresh claim, identity updates, IdP-session revocation, revocation events. */
+
+const record = (sub: string, now: number, idp?: CookieSessionRecord['idp']): CookieSessionRecord => ({
+  sub,
+  roles: ['operator'],
+  teams: ['blue'],
+  createdAt: now,
+  expiresAt: now + 3600_000,
+  lastSeenAt: now,
+  ...(idp === undefined ? {} : { idp }),
+})
+
+type Pair = { writer: CookieSessionStore; reader: CookieSessionStore }
+
+async function memoryPair(t: TestContext): Promise<Pair> {
+  const store = new MemoryCookieStore({ idleMs: 60_000 })
+  t.after(() => store.close())
+  return { writer: store, reader: store }
+}
+
+let named = 0
+async function redisPair(t: TestContext): Promise<Pair> {
+  const prefix = uniquePrefix()
+  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
+  const open = async (role: 'command' | 'subscriber') => {
+    const c = openConnection(
+      { redis: { kind: 'url', url: REDIS_TEST_URL }, name: `krgtest-cs-${++named}`, commandTimeoutMs: 2000 },
+      role,
+    )
+    c.on('error', () => {})
+    c.connect().catch(() => {})
+    t.after(() => c.disconnect())
+    await waitReady(c, 3000)
+    return c
+  }
+  const keys = clusterKeys(prefix)
+  const log = pino({ level: 'silent' })
+  // Two replicas: each its own connections and feed.
+  const replica = async () =>
+    new RedisCookieStore({
+      command: await open('command'),
+      keys,
+      idleMs: 60_000,
+      feed: new ChangeFeed(await open('subscriber'), log),
+    })
+  return { writer: await replica(), reader: await replica() }
+}
+
+for (const [name, make] of [
+  ['memory', memoryPair],
+  ['redis (two replicas)', redisPair],
+] as const) {
+  describe(`cookie store contract: ${name}`, () => {
+    test('a due refresh is claimed once; the identity can be replaced while active, never revived', async (t) => {
+      const { writer, reader } = await make(t)
+      const now = Date.now()
+      await writer.create(
+        'h1',
+        record('ann', now, { sid: 'sid-1', refreshAt: now - 1, sealedTokens: 'sealed' }),
+      )
+      await writer.create('h2', record('ann', now))
+      assert.equal(await reader.claimRefresh('h1', now, 30_000), true)
+      assert.equal(await writer.claimRefresh('h1', now, 30_000), false, 'claimed already')
+      assert.equal(await writer.claimRefresh('h2', now, 30_000), false, 'nothing to refresh')
+      const claimed = await reader.get('h1')
+      assert.equal(claimed?.state === 'active' ? claimed.record.idp?.refreshAt : 0, now + 30_000)
+
+      const updated = record('ann', 0, { sid: 'sid-1', refreshAt: now + 300_000, sealedTokens: 'rotated' })
+      updated.roles = ['viewer']
+      updated.teams = []
+      assert.equal(await reader.update('h1', updated), true)
+      const got = await writer.get('h1')
+      assert.ok(got?.state === 'active')
+      assert.deepEqual(got.record.roles, ['viewer'])
+      assert.deepEqual(got.record.teams, [], 'empty teams survive')
+      assert.equal(got.record.idp?.sealedTokens, 'rotated')
+      assert.equal(got.record.idp?.refreshAt, now + 300_000)
+      assert.equal(got.record.createdAt, now, 'times stay as stored')
+      assert.equal(await writer.claimRefresh('h1', now + 300_000, 1000), true, 'due again at the new time')
+
+      assert.equal(await writer.revoke('h1'), true)
+      assert.equal(await reader.update('h1', updated), false)
+      assert.equal((await reader.get('h1'))?.state, 'revoked')
+      assert.equal(await reader.claimRefresh('h1', now + 10_000_000, 1000), false)
+    })
+
+    test('revocations are heard by every replica: one, a subject, an IdP session', async (t) => {
+      const { writer, reader } = await make(t)
+      const heard: string[][] = []
+      const stop = await reader.onRevoked({ revoked: (h) => heard.push([...h].sort()), resync: () => {} })
+      t.after(stop)
+      const now = Date.now()
+      const link = (sid: string) => ({ sid, sealedTokens: 'x' })
+      await writer.create('a1', record('ann', now, link('s-ann')))
+      await writer.create('a2', record('ann', now, link('s-ann')))
+      await writer.create('a3', record('ann', now, link('s-other')))
+      await writer.create('b1', record('ben', now))
+      await writer.create('b2', record('ben', now))
+
+      assert.equal(await writer.revoke('b1'), true)
+      await until('one revocation heard', () => heard.length === 1, 2000)
+      assert.deepEqual(heard[0], ['b1'])
+      assert.equal(await writer.revokeIdpSession('s-ann'), 2)
+      await until('the IdP session heard', () => heard.length === 2, 2000)
+      assert.deepEqual(heard[1], ['a1', 'a2'])
+      assert.equal(await writer.revokeIdpSession('s-ann'), 0, 'nothing left of it')
+      assert.equal((await reader.get('a3'))?.state, 'active', 'another IdP session of ann is untouched')
+      assert.equal(await writer.revokeAllOf('ben'), 1)
+      await until('the subject heard', () => heard.length === 3, 2000)
+      assert.deepEqual(heard[2], ['b2'])
+      assert.equal(await writer.revokeAllOf('ben'), 0)
+      assert.equal(await writer.revoke('b2'), false, 'no second revocation, nothing heard')
+      assert.equal(heard.length, 3)
+    })
+  })
+}

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
+import { addRuntimeSession, openSse, until } from '../events/helpers.ts'
+import { startGateway, type TestGateway } from '../helpers/gateway.ts'
+import { bearer } from '../helpers/jwt.ts'
+import { auth, call, cookiePair } from './harness.ts'
+
+/**
+ * Item 9 of the hostile-clients issue: a revoked cookie session loses its open event streams within a
+ * second on every replica, not at the next periodic recheck (set to a minute here, so it cannot be what
+ * ends them).
+ */
+
+const SAME_ORIGIN = { 'sec-fetch-site': 'same-origin' }
+const slowRecheck = { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000', GATEWAY_STREAM_LINGER_MS: '0' }
+
+async function signIn(gw: TestGateway, sub = 'alice'): Promise<string> {
+  const res = await call(`${gw.url}/auth/session`, { method: 'POST', headers: auth(await bearer({ sub })) })
+  assert.equal(res.status, 201)
+  return cookiePair(res)
+}
+
+async function stream(gw: TestGateway, cookie: string) {
+  const client = await openSse(`${gw.url}/desktop/s1/mcp/events`, { cookie })
+  assert.equal(client.status, 200)
+  return client
+}
+
+test('sign-out and sign-out-everywhere end the open streams of exactly those cookie sessions, at once', async (t) => {
+  const gw = await startGateway(slowRecheck)
+  t.after(() => gw.close())
+  await addRuntimeSession(t, gw.app)
+  const first = await signIn(gw)
+  const second = await signIn(gw)
+  const other = await signIn(gw, 'bob')
+  const a1 = await stream(gw, first)
+  const a2 = await stream(gw, first)
+  const b = await stream(gw, second)
+  const c = await stream(gw, other)
+
+  const out = await call(`${gw.url}/auth/session`, {
+    method: 'DELETE',
+    headers: { cookie: first, ...SAME_ORIGIN },
+  })
+  assert.equal(out.status, 204)
+  await until('both streams of the signed-out cookie ended', () => a1.isEnded && a2.isEnded, 1000)
+  assert.equal(b.isEnded, false, "alice's other cookie session keeps its stream")
+  assert.equal(c.isEnded, false)
+
+  assert.equal(await gw.app.auth.revokeCookieSessions('alice'), 1)
+  await until("alice's remaining stream ended", () => b.isEnded, 1000)
+  assert.equal(c.isEnded, false, "bob's stream is untouched")
+  assert.equal(gw.app.events.streams.stats().viewers, 1)
+  c.close()
+})
+
+test('cluster mode: a sign-out on one replica ends that cookie session’s streams on another within a second', async (t) => {
+  const env = { ...slowRecheck, ...sharedRedisEnv(t) }
+  const a = await startGateway(env)
+  t.after(() => a.close())
+  const b = await startGateway(env)
+  t.after(() => b.close())
+  await addRuntimeSession(t, a.app)
+  await until(
+    'the other replica knows the session',
+    async () => (await b.app.sessions.get('s1')) !== undefined,
+  )
+
+  const cookie = await signIn(a)
+  const survivor = await signIn(a, 'bob')
+  const onB = await stream(b, cookie)
+  const bobOnB = await stream(b, survivor)
+  const onA = await stream(a, cookie)
+
+  const out = await call(`${a.url}/auth/session`, { method: 'DELETE', headers: { cookie, ...SAME_ORIGIN } })
+  assert.equal(out.status, 204)
+  await until('the streams on both replicas ended', () => onB.isEnded && onA.isEnded, 1000)
+  assert.equal(bobOnB.isEnded, false)
+
+  // Sign out everywhere from replica B reaches bob's stream on B too (and nothing else is left).
+  assert.equal(await b.app.auth.revokeCookieSessions('bob'), 1)
+  await until("bob's stream ended", () => bobOnB.isEnded, 1000)
+  // The cookie is refused everywhere from now on.
+  assert.equal((await call(`${b.url}/auth/me`, { headers: { cookie } })).status, 401)
+})
