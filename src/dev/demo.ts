@@ -20,6 +20,8 @@ export async function startDemo(app: FastifyInstance): Promise<Demo> {
     sessionToken: randomBytes(24).toString('base64url'),
     kasmId: 'demo',
     autoplay: true,
+    // A handoff pause a newcomer can see end on its own while looking around.
+    escalationPauseS: 90,
   })
   await app.sessions.put({
     kasmId: 'demo',

@@ -11,10 +11,10 @@
  * dispatched ones unknown (the runtime never guesses a message was seen).
  */
 
+import { checkReply } from '../../protocol/fields.ts'
 import type { RunState, RuntimeCore } from './core.ts'
 import type { Sender } from './credentials.ts'
 import { canonical, checkEnvelope } from './envelope.ts'
-import { checkReply } from './fields.ts'
 import { HttpError } from './http-error.ts'
 import type { MessageRecord, MessageState } from './records.ts'
 import { closeRequest } from './requests.ts'
