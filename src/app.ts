@@ -7,14 +7,17 @@ import { toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
+import { overviewPlugin } from './overview/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
 import { consoleRoutes } from './routes/console.ts'
 import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
+import { overviewRoutes } from './routes/overview.ts'
 import { presenceRoutes } from './routes/presence.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
+import { summaryPlugin } from './summary/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 
 declare module 'fastify' {
@@ -68,6 +71,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(authPlugin)
   await app.register(upstreamPlugin)
   await app.register(eventsPlugin)
+  await app.register(summaryPlugin)
+  await app.register(overviewPlugin)
 
   await app.register(healthRoutes)
   await app.register(eventsRoutes)
@@ -78,6 +83,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(authRoutes, prefix)
   await app.register(adminRoutes, prefix)
   await app.register(presenceRoutes, prefix)
+  await app.register(overviewRoutes, prefix)
   await app.register(consoleRoutes, prefix)
   return app
 }

@@ -121,6 +121,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 `
 
+/** KEYS: a session's board hash. ARGV: field, expected value. Deletes the field only if it holds that value. */
+const boardDelete = `
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`
+
 /** What {@link replay} returns (see there). */
 export type ReplayReply =
   | [lastId: string]
@@ -140,6 +146,7 @@ export interface ClusterCommands {
   krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
   krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
   krgRelease(lease: string, fence: string): Promise<number>
+  krgBoardDelete(board: string, field: string, expected: string): Promise<number>
 }
 
 /** Defines the scripts on the command connection (idempotent) and returns it typed. */
@@ -151,6 +158,7 @@ export function defineScripts(redis: Redis): Redis & ClusterCommands {
     redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
+    redis.defineCommand('krgBoardDelete', { numberOfKeys: 1, lua: boardDelete })
   }
   return redis as Redis & ClusterCommands
 }

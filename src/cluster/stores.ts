@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import type { SessionStore } from '../sessions/store.ts'
+import type { SessionBoard } from '../summary/board.ts'
 import { RedisAuditLog } from './audit-log.ts'
+import { RedisBoard } from './board.ts'
 import { RedisCookieStore } from './cookie-store.ts'
 import type { Cluster } from './plugin.ts'
 import { RedisSessionStore } from './session-store.ts'
@@ -58,4 +60,11 @@ export function redisAuditLog(app: FastifyInstance): AuditLog | null {
     capacity: cluster.env.GATEWAY_AUDIT_RECORDS,
     log: cluster.log,
   })
+}
+
+/** Session boards (reader health, question claims): a hash per session, changes published to every replica. */
+export function redisSessionBoard(app: FastifyInstance): SessionBoard | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisBoard({ command: cluster.redis, feed: cluster.feed, keys: cluster.keys })
 }

@@ -599,3 +599,20 @@ test('a field type of a newer release is accepted by futureFieldTypes and checke
   assert.deepEqual(empty.body.fields, [{ field: 'd', error: 'required' }])
   assert.equal((await reply({ d: '2026-03-01' }, 'r2')).status, 202)
 })
+
+test('a reply value that redaction would make invalid is refused with 422 at its field', async (t) => {
+  const rt = await startRuntime(t, { redactPatterns: ['sk-[A-Za-z0-9]{8,}'] })
+  const { request_id, revision } = rt.ask({
+    title: 'Reference?',
+    fields: [{ id: 'ref', type: 'string', pattern: '^[a-z0-9-]+$', required: true }],
+  })
+  const reply = (ref: string, key: string) =>
+    call(rt.url, 'POST', 'messages', {
+      token: MESSAGING,
+      body: { run: rt.run, key, reply_to: request_id, revision, values: { ref } },
+    })
+  const refused = await reply('sk-abcdefgh1234', 'r1')
+  assert.equal(refused.status, 422)
+  assert.deepEqual(refused.body.fields, [{ field: 'ref', error: 'does not match ^[a-z0-9-]+$' }])
+  assert.equal((await reply('ab-1234', 'r2')).status, 202)
+})

@@ -22,6 +22,8 @@ export interface CoreOptions {
   escalationPauseS: number
   /** Request field types of a newer release, accepted in definitions (see protocol/fields.ts). */
   futureFieldTypes: ReadonlySet<string>
+  /** Redaction rules (global regular expressions) applied to reply values before they are checked. */
+  redactPatterns: readonly RegExp[]
   messagingToken?: string
   sessionToken?: string
 }

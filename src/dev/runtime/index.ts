@@ -61,6 +61,12 @@ export interface SimulatedRuntimeOptions {
    * with any constraint, and a reply's value for them is only checked for presence. Default none.
    */
   futureFieldTypes?: readonly string[]
+  /**
+   * Redaction rules (regular expression sources) of the run's secrets settings: what they match in a reply's
+   * values becomes `[REDACTED]` before the values are checked, so a value redaction would make invalid is
+   * refused with 422, as the protocol says. Default none.
+   */
+  redactPatterns?: readonly string[]
 }
 
 export interface SimulatedRuntime {
@@ -119,6 +125,7 @@ function resolveOptions(options: SimulatedRuntimeOptions): CoreOptions {
     observeTokenRequired: options.observeTokenRequired ?? false,
     escalationPauseS: options.escalationPauseS ?? 600,
     futureFieldTypes: new Set(options.futureFieldTypes ?? []),
+    redactPatterns: (options.redactPatterns ?? []).map((source) => new RegExp(source, 'gu')),
   }
   if (options.messagingToken !== undefined && options.messagingToken !== '') {
     core.messagingToken = options.messagingToken
