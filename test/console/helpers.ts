@@ -6,6 +6,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Role } from '../../src/auth/operator.ts'
 import { launchChromium } from '../helpers/chromium.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
+import { waitFor } from '../helpers/wait.ts'
 import { fastEnv } from '../overview/helpers.ts'
 
 export { addRuntime, TOKEN } from '../overview/helpers.ts'
@@ -66,10 +67,10 @@ export async function signIn(
   options.before?.(page)
   const ticket = gw.app.auth.issueLoginTicket(person)
   await page.goto(`${gw.url}/auth/login?ticket=${ticket}`)
-  await page.waitForSelector('header.bar')
+  await page.waitForSelector('#app > :not(.boot)')
   if (options.path !== undefined && options.path !== '/') {
     await page.goto(`${gw.url}${options.path}`)
-    await page.waitForSelector('header.bar')
+    await page.waitForSelector('#app > :not(.boot)')
   }
   return page
 }
@@ -97,4 +98,12 @@ export async function assertAccessible(page: Page, what: string): Promise<void> 
 /** Waits until nothing is scheduled in the page (two animation frames): what the console renders is on screen. */
 export async function settled(page: Page): Promise<void> {
   await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r())))')
+}
+
+/**
+ * Waits until `expression` is truthy in the page. Evaluated through the DevTools protocol each time (the
+ * page's CSP forbids the `eval` that Playwright's waitForFunction uses for a string).
+ */
+export async function until(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
+  await waitFor(expression, async () => Boolean(await page.evaluate(expression)), timeoutMs)
 }

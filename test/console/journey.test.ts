@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
 import { waitFor } from '../helpers/wait.ts'
-import { addRuntime, browser, settled, signIn, startConsoleGateway, TOKEN } from './helpers.ts'
+import { addRuntime, browser, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red', 'green'] }
 
@@ -52,7 +52,7 @@ test('the main journey: overview of two teams, one session, events, a refused th
 
   // The overview: every session of Carol's teams, the one with a question first.
   await page.waitForSelector('.session-row >> text=k-green-6')
-  await page.waitForFunction("document.querySelector('.session-row .kasm-id')?.textContent === 'k-red'")
+  await until(page, "document.querySelector('.session-row .kasm-id')?.textContent === 'k-red'")
   const order = await page.locator('.session-row .kasm-id').allTextContents()
   assert.equal(order[0], 'k-red')
   assert.equal(order.length, 8)
@@ -114,7 +114,8 @@ test('the main journey: overview of two teams, one session, events, a refused th
   await page.getByRole('button', { name: 'Stop the agent' }).click()
   await page.waitForSelector('button:has-text("Stopping…")')
   await page.waitForSelector('button:has-text("Stopping…")', { state: 'hidden' })
-  await page.waitForFunction(
+  await until(
+    page,
     "[...document.querySelectorAll('button')].every((b) => b.hidden || !/Stop/.test(b.textContent))",
   )
   assert.ok(red.received.some((r) => r.method === 'POST' && r.url.startsWith('/actions')))

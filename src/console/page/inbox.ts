@@ -162,8 +162,18 @@ export class InboxView {
       this.#questions.set(request.request_id, view)
       view.setHolder(this.#claims[request.request_id]?.name ?? null)
     } else view.update(request)
-    const target = request.state === 'open' ? this.#openList : this.#closedList
-    if (view.el.parentElement !== target) target.prepend(view.el)
+    if (request.state === 'closed') {
+      // The latest closed first.
+      if (view.el.parentElement !== this.#closedList) this.#closedList.prepend(view.el)
+    } else if (view.el.parentElement !== this.#openList) {
+      // Open ones soonest deadline first, as the overview sorts them.
+      const deadline = request.deadline ?? '9999'
+      view.el.dataset.deadline = deadline
+      const later = [...this.#openList.querySelectorAll<HTMLElement>(':scope > .question')].find(
+        (el) => (el.dataset.deadline ?? '9999') > deadline,
+      )
+      this.#openList.insertBefore(view.el, later ?? null)
+    }
     this.#emptyNotes()
   }
 

@@ -57,7 +57,7 @@ export class Timeline {
   startRun(run: string): void {
     this.#runVerdict = h('span', { class: 'run-verdict' }, 'running')
     this.#lastSeq = 0
-    this.#push(h('li', { class: 'run-start' }, h('h3', {}, 'Run ', h('code', {}, run)), this.#runVerdict))
+    this.#push(h('li', { class: 'run-start' }, h('h2', {}, 'Run ', h('code', {}, run)), this.#runVerdict))
   }
 
   /** The run closed its trace without `done`. */
