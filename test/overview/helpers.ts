@@ -31,7 +31,12 @@ export interface Overview {
   close(): void
 }
 
-export async function openOverview(t: TestContext, gw: TestGateway, token: string): Promise<Overview> {
+/** Opens `<gateway>/api/overview` with a bearer; closed by `t.after`. */
+export async function openOverview(
+  t: { after(fn: () => unknown): void },
+  gw: { url: string },
+  token: string,
+): Promise<Overview> {
   const sse = await openSse(`${gw.url}/api/overview`, { authorization: `Bearer ${token}` })
   t.after(() => sse.close())
   const entries = (): Map<string, Entry> => {
