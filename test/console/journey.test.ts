@@ -20,7 +20,11 @@ function streamCounter(page: Page): () => number {
 test('the main journey: overview of two teams, one session, events, a refused then accepted answer, a message with an attachment, Stop', async (t) => {
   const gw = await startConsoleGateway(t)
   const blue = await addRuntime(t, gw, 'k-blue', 'blue')
-  const red = await addRuntime(t, gw, 'k-red', 'red', { redactPatterns: ['sk-[A-Za-z0-9]{8,}'] })
+  // Each delivery state lasts 250 ms here (a stop's wait twice that): long enough to be seen on screen.
+  const red = await addRuntime(t, gw, 'k-red', 'red', {
+    redactPatterns: ['sk-[A-Za-z0-9]{8,}'],
+    deliveryStepMs: 250,
+  })
   // More sessions than a browser has connections per origin: the page must still hold at most two streams.
   for (let i = 1; i <= 6; i++) await addRuntime(t, gw, `k-green-${i}`, 'green')
   blue.emit('info', { run_id: blue.run, app: 'expenses', goal: 'File the March report', agentic: true })

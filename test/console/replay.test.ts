@@ -7,6 +7,7 @@ const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams
 /** Counts what happens to the timeline list and the Home panel (a MutationObserver, set before the page runs). */
 const OBSERVE = `(() => {
   window.__timeline = { batches: 0, added: 0, removed: 0 }
+  // Redraws of the Home panel (a redraw replaces its content).
   window.__home = 0
   new MutationObserver((records) => {
     for (const r of records) {
@@ -15,7 +16,7 @@ const OBSERVE = `(() => {
         window.__timeline.batches++
         window.__timeline.added += r.addedNodes.length
         window.__timeline.removed += r.removedNodes.length
-      } else if (el.closest && el.closest('.home')) window.__home++
+      } else if (el.closest && el.closest('.home') && r.removedNodes.length > 0) window.__home++
     }
   }).observe(document, { subtree: true, childList: true })
 })()`
@@ -46,9 +47,10 @@ test('a replayed session of 1,000 events renders in a few batches, never re-rend
   const replayed = (await page.evaluate('window.__timeline')) as Counts
   assert.equal(replayed.removed, 0)
   assert.equal(replayed.added, 1001)
-  assert.ok(replayed.batches <= 20, `1,000 events were appended in ${replayed.batches} batches`)
+  // Handled in slices of a few milliseconds, appended once per frame: far fewer appends than events.
+  assert.ok(replayed.batches <= 100, `1,000 events were appended in ${replayed.batches} batches`)
   const homeAfterReplay = (await page.evaluate('window.__home')) as number
-  assert.ok(homeAfterReplay <= 10, `the Home panel changed ${homeAfterReplay} times during the replay`)
+  assert.ok(homeAfterReplay <= 6, `the Home panel was redrawn ${homeAfterReplay} times during the replay`)
 
   // Live events after the replay: appended, the items already there untouched.
   await page.evaluate("document.querySelector('ol.timeline > li:nth-child(2)').dataset.mark = 'first'")

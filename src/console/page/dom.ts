@@ -22,18 +22,23 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return el
 }
 
-/** Appends children, strings as text. */
-export function append(parent: Node, children: readonly Child[]): void {
+function nodes(children: readonly Child[]): (Node | string)[] {
+  const out: (Node | string)[] = []
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue
-    parent.appendChild(typeof child === 'object' ? child : document.createTextNode(String(child)))
+    out.push(typeof child === 'object' ? child : String(child))
   }
+  return out
 }
 
-/** Replaces an element's children. */
+/** Appends children (strings as text) in one DOM operation. */
+export function append(parent: Element | DocumentFragment, children: readonly Child[]): void {
+  parent.append(...nodes(children))
+}
+
+/** Replaces an element's children in one DOM operation. */
 export function replace(parent: Element, ...children: Child[]): void {
-  parent.replaceChildren()
-  append(parent, children)
+  parent.replaceChildren(...nodes(children))
 }
 
 /** Sets text only when it changed (no layout work for an unchanged countdown or badge). */

@@ -229,6 +229,8 @@ export class InboxView {
       )
     }
     if (this.#send !== null) this.#send.disabled = this.#run === null || this.#uploading > 0
+    // Nothing to control (no loop, no pause) and nothing to say: no empty box.
+    this.#controls.hidden = this.#stop.hidden && this.#finish.hidden && this.#controlStatus.textContent === ''
   }
 
   #emptyNotes(): void {
@@ -433,6 +435,7 @@ export class InboxView {
   }
 
   #say(target: HTMLElement, message: string, refusal: boolean): void {
+    if (target === this.#controlStatus) this.#controls.hidden = false
     target.classList.toggle('refused', refusal)
     setText(target, message)
     if (refusal) announce(message)

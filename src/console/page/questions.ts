@@ -383,14 +383,16 @@ export class QuestionView {
     const path = `${base}api/sessions/${encodeURIComponent(this.#ctx.kasmId)}/requests/${encodeURIComponent(this.#request.request_id)}/claim?run=${encodeURIComponent(this.#request.run)}`
     b.disabled = true
     b.setAttribute('aria-busy', 'true')
+    setText(b, mine ? 'Releasing…' : 'Taking…')
     try {
       await api(path, { method: mine ? 'DELETE' : 'PUT' })
       this.setHolder(mine ? null : this.#ctx.me)
     } catch (err) {
-      this.#say(errorText(err), true)
+      this.#say(`Not taken: ${errorText(err)}`, true)
     } finally {
       b.disabled = false
       b.removeAttribute('aria-busy')
+      this.#claimUi()
     }
   }
 

@@ -25,6 +25,16 @@ export function canWrite(me: Me): boolean {
 }
 
 type Tab = 'home' | 'timeline' | 'inbox'
+
+/** An event as read from the stream, waiting for its slice. */
+interface QueuedEvent {
+  readonly id: string | undefined
+  readonly type: string
+  readonly data: string
+}
+
+/** How long one slice of event handling may run before the page gets the main thread back. */
+const SLICE_MS = 8
 const TABS: readonly [Tab, string][] = [
   ['home', 'Home'],
   ['timeline', 'Timeline'],
@@ -61,6 +71,11 @@ export class SessionView {
   #scheduled = false
   #gone = false
   #revision = -1
+  #queue: QueuedEvent[] = []
+  #queueHead = 0
+  #draining = false
+  /** A message to oneself: the next slice runs as soon as the browser has had its turn (no timer clamping). */
+  readonly #yield = new MessageChannel()
   #health: string | undefined
 
   constructor(kasmId: string, model: OverviewModel, me: Me, initialTab: Tab = 'home') {
@@ -120,6 +135,7 @@ export class SessionView {
       panels,
     )
     this.select(initialTab, false)
+    this.#yield.port1.onmessage = () => this.#drain()
     this.#off = model.subscribe((change) => {
       if (change.kind === 'entry' && change.entry.kasmId === kasmId) this.#schedule()
       if (change.kind === 'gone' && change.kasmId === kasmId) this.#showGone()
@@ -131,6 +147,7 @@ export class SessionView {
   /** Closes the session's event stream (the view left the page). */
   destroy(): void {
     this.#off()
+    this.#yield.port1.close()
     this.#stream?.close()
     if (this.#closedPoll !== null) window.clearInterval(this.#closedPoll)
   }
@@ -165,7 +182,7 @@ export class SessionView {
       `${this.#path}events`,
       {
         open: () => this.#notice(null),
-        event: (e) => this.#event(e.id, e.event ?? 'message', e.data),
+        event: (e) => this.#enqueue(e.id, e.event ?? 'message', e.data),
         comment: (c) => {
           const m = /^ ?run (\S+)$/.exec(c)
           if (m?.[1] !== undefined) this.#runSeen(m[1])
@@ -248,6 +265,34 @@ export class SessionView {
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) this.#showGone()
     }
+  }
+
+  /**
+   * Events are handled in slices of a few milliseconds, yielding to the browser in between: a replay of
+   * thousands (one network read) never blocks the page for longer than a frame.
+   */
+  #enqueue(id: string | undefined, type: string, data: string): void {
+    this.#queue.push({ id, type, data })
+    if (this.#draining) return
+    this.#draining = true
+    this.#yield.port2.postMessage(null)
+  }
+
+  #drain(): void {
+    const started = performance.now()
+    let i = this.#queueHead
+    while (i < this.#queue.length && performance.now() - started < SLICE_MS) {
+      const e = this.#queue[i++] as QueuedEvent
+      if (!this.#gone) this.#event(e.id, e.type, e.data)
+    }
+    if (i < this.#queue.length) {
+      this.#queueHead = i
+      this.#yield.port2.postMessage(null)
+      return
+    }
+    this.#queue = []
+    this.#queueHead = 0
+    this.#draining = false
   }
 
   #event(id: string | undefined, type: string, data: string): void {
