@@ -29,6 +29,7 @@ export class InboxView {
   readonly #openList: HTMLElement
   readonly #closedList: HTMLElement
   readonly #messageList: HTMLOListElement
+  readonly #noMessage: HTMLElement
   readonly #controls: HTMLElement
   readonly #controlStatus: HTMLElement
   readonly #stop: HTMLButtonElement
@@ -52,6 +53,7 @@ export class InboxView {
     this.#openList = h('div', { class: 'questions' })
     this.#closedList = h('div', { class: 'questions closed' })
     this.#messageList = h('ol', { class: 'messages', 'aria-label': 'Messages' })
+    this.#noMessage = h('p', { class: 'muted' }, 'No message in this run yet.')
     this.#controlStatus = h('p', { class: 'form-status', role: 'status' })
     this.#stop = h(
       'button',
@@ -123,7 +125,7 @@ export class InboxView {
       })
       parts.push(this.#compose)
     }
-    parts.push(h('h2', {}, 'Messages'), this.#messageList)
+    parts.push(h('h2', {}, 'Messages'), this.#noMessage, this.#messageList)
     first.push(h('h2', {}, 'Earlier questions'), this.#closedList)
     // Two columns on a wide screen: what waits for a person, and the conversation.
     this.el = h(
@@ -145,6 +147,7 @@ export class InboxView {
     this.#messages.clear()
     this.#byKey.clear()
     replace(this.#messageList)
+    this.#noMessage.hidden = false
     this.#emptyNotes()
   }
 
@@ -200,6 +203,7 @@ export class InboxView {
     this.#messages.set(record.id, shown)
     if (record.key !== undefined) this.#byKey.set(record.key, shown)
     this.#messageList.append(shown.li)
+    this.#noMessage.hidden = true
   }
 
   /** The controls for the run's state: Stop while its loop runs, finish during a handoff pause. */
