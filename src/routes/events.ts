@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { BadRequest, SessionNotFound, ShuttingDown, Unauthenticated } from '../errors.ts'
 import type { StreamPosition } from '../events/bus.ts'
 import { takeOver } from '../events/takeover.ts'
-import { parseEventId } from '../protocol/event-id.ts'
+import { parseEventId } from '../protocol/events.ts'
 import { KASM_ID } from '../sessions/types.ts'
 
 interface EventsRoute {

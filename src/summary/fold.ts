@@ -1,3 +1,4 @@
+import type { StreamMessage } from '../protocol/events.ts'
 import type {
   EscalationPause,
   EscalationRecord,
@@ -17,19 +18,8 @@ import type {
  * bounded in size, every string is clipped, and a payload that is not what the protocol says is ignored.
  */
 
-/**
- * One item of a session's event stream as the fold reads it: the event bus's messages have this shape, and
- * so do the events the console parses from `/events`.
- */
-export type FoldInput =
-  | {
-      readonly kind: 'event'
-      readonly run: string
-      readonly seq: number
-      readonly type: string
-      readonly data: string
-    }
-  | { readonly kind: 'closed'; readonly run: string }
+/** One item of a session's event stream: the bus's messages, and the events the page parses from `/events`. */
+export type FoldInput = StreamMessage
 
 /** Longest text kept from a payload (titles, goals, reasons). */
 const MAX_TEXT = 300

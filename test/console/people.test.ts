@@ -1,24 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { request } from 'undici'
 import { bearer } from '../helpers/jwt.ts'
-import { openOverview } from '../overview/helpers.ts'
+import { call, openOverview } from '../overview/helpers.ts'
 import { addRuntime, browser, signIn, startConsoleGateway } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
-
-async function send(url: string, token: string, method: string, body?: unknown) {
-  const res = await request(url, {
-    method: method as 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  })
-  await res.body.dump()
-  return res.statusCode
-}
 
 test("another operator answers first: the 409 says who, and shows their answer; I'm on it marks are shared", async (t) => {
   const gw = await startConsoleGateway(t)
@@ -42,7 +28,7 @@ test("another operator answers first: the 409 says who, and shows their answer; 
 
   // Dan takes the first question: Carol sees it, and is not offered to take it.
   const claim = `${gw.url}/api/sessions/k1/requests/${first.request_id}/claim?run=${encodeURIComponent(rt.run)}`
-  assert.equal(await send(claim, dan, 'PUT'), 200)
+  assert.equal((await call(claim, 'PUT', dan)).status, 200)
   await q1.locator('text=Dan is on it.').waitFor()
   assert.equal(await q1.getByRole('button', { name: 'I’m on it' }).isVisible(), false)
 
@@ -56,7 +42,7 @@ test("another operator answers first: the 409 says who, and shows their answer; 
   // Dan answers while the run's events are held up, so Carol's form still looks open when she answers.
   rt.stallStreams(true)
   const reply = { run: rt.run, key: 'dan-1', reply_to: first.request_id, revision: 1, values: { rows: 42 } }
-  assert.equal(await send(`${gw.url}/desktop/k1/mcp/messages`, dan, 'POST', reply), 202)
+  assert.equal((await call(`${gw.url}/desktop/k1/mcp/messages`, 'POST', dan, reply)).status, 202)
   await q1.getByLabel('Rows').fill('7')
   await q1.getByRole('button', { name: 'Answer' }).click()
   await q1.locator('text=Someone answered first. Answered by Dan').waitFor()

@@ -65,19 +65,18 @@ work(expenses, [
   ['type(field="Amount", text="182.40")', 'typed "182.40"'],
 ])
 const question = expenses.ask({
-  title: 'Which cost centre should the March report go to?',
-  help: 'The app offers three cost centres and the goal does not say which.',
+  title: 'Two receipts match the hotel line. Which one should I attach?',
+  help: 'Both are from the same hotel; one is the deposit, one the final bill.',
   fields: [
     {
-      id: 'cost_centre',
+      id: 'receipt',
       type: 'string',
       required: true,
-      enum: ['CC-100 Sales', 'CC-200 Engineering', 'CC-300 Support'],
-      label: 'Cost centre',
-      hint: 'radio',
+      enum: ['Deposit, 80.00 EUR', 'Final bill, 246.00 EUR'],
+      label: 'Receipt',
     },
     { id: 'nights', type: 'integer', minimum: 0, maximum: 14, label: 'Hotel nights to claim' },
-    { id: 'note', type: 'string', max_length: 200, label: 'Note for the approver' },
+    { id: 'approver_note', type: 'string', max_length: 200, label: 'Note for the approver' },
   ],
   deadlineS: 262,
 })

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { MemoryEventBus, MemoryReaderLease } from '../../src/events/memory-bus.ts'
 import { eventFrame, Heartbeat, runComment } from '../../src/events/sse.ts'
-import { parseEventId } from '../../src/protocol/event-id.ts'
+import { parseEventId } from '../../src/protocol/events.ts'
 import { ev, recorder } from './bus-contract.ts'
 
 /*

@@ -1,4 +1,5 @@
 import type { TestContext } from 'node:test'
+import { request } from 'undici'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import type { SessionSummary } from '../../src/summary/types.ts'
 import { openSse, type SseClient } from '../events/helpers.ts'
@@ -86,4 +87,18 @@ export const fastEnv: Record<string, string> = {
   GATEWAY_PING_INTERVAL_MS: '200',
   GATEWAY_STREAM_AUTH_RECHECK_MS: '1000',
   GATEWAY_PRESENCE_TTL_MS: '1000',
+}
+
+/** A JSON call with a bearer: the status and the parsed body (null when empty). */
+export async function call(url: string, method: string, token: string, body?: unknown) {
+  const res = await request(url, {
+    method: method as 'GET',
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+  const text = await res.body.text()
+  return { status: res.statusCode, body: text === '' ? null : (JSON.parse(text) as Record<string, unknown>) }
 }

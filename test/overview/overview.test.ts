@@ -1,24 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { request } from 'undici'
 import { openSse } from '../events/helpers.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
-import { addRuntime, fastEnv, openOverview, TOKEN } from './helpers.ts'
-
-async function call(url: string, method: string, token: string, body?: unknown) {
-  const res = await request(url, {
-    method: method as 'GET',
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  })
-  const text = await res.body.text()
-  return { status: res.statusCode, body: text === '' ? null : (JSON.parse(text) as Record<string, unknown>) }
-}
+import { addRuntime, call, fastEnv, openOverview, TOKEN } from './helpers.ts'
 
 test('one stream of every visible session: team filtering, live summaries, reader health, no text or values', async (t) => {
   const gw = await startGateway(fastEnv)

@@ -63,3 +63,16 @@ export function announce(message: string): void {
     region.textContent = message
   })
 }
+
+/** A function that runs `fn` once on the next animation frame, however often it is called before then. */
+export function perFrame(fn: () => void): () => void {
+  let scheduled = false
+  return () => {
+    if (scheduled) return
+    scheduled = true
+    requestAnimationFrame(() => {
+      scheduled = false
+      fn()
+    })
+  }
+}

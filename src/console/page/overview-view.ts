@@ -1,5 +1,5 @@
 import { base, sessionBase } from './api.ts'
-import { h, replace, setText } from './dom.ts'
+import { h, perFrame, replace, setText } from './dom.ts'
 import { ago, timeLeft } from './format.ts'
 import { healthBadge, runState, verdictTone } from './labels.ts'
 import {
@@ -56,7 +56,6 @@ export class OverviewView {
   readonly #search: HTMLInputElement
   readonly #team: HTMLSelectElement
   readonly #off: () => void
-  #scheduled = false
   #firstRowMarked = false
 
   constructor(model: OverviewModel) {
@@ -108,14 +107,7 @@ export class OverviewView {
     this.#schedule()
   }
 
-  #schedule(): void {
-    if (this.#scheduled) return
-    this.#scheduled = true
-    requestAnimationFrame(() => {
-      this.#scheduled = false
-      this.#render()
-    })
-  }
+  readonly #schedule = perFrame(() => this.#render())
 
   #upsert(entry: OverviewEntry): void {
     let row = this.#rows.get(entry.kasmId)

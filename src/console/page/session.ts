@@ -1,8 +1,8 @@
-import { parseEventId } from '../../protocol/event-id.ts'
+import { parseEventId } from '../../protocol/events.ts'
 import { SummaryFold } from '../../summary/fold.ts'
 import type { SessionSummary } from '../../summary/types.ts'
 import { ApiError, api, base, sessionBase } from './api.ts'
-import { h, replace, setText } from './dom.ts'
+import { h, perFrame, replace, setText } from './dom.ts'
 import { ago, clock } from './format.ts'
 import { InboxView } from './inbox.ts'
 import { healthBadge, healthHelp, runState, verdictTone } from './labels.ts'
@@ -68,7 +68,6 @@ export class SessionView {
   #lastId: string | null = null
   #inboxState: InboxState | null = null
   #closedPoll: number | null = null
-  #scheduled = false
   #gone = false
   #revision = -1
   #queue: QueuedEvent[] = []
@@ -349,14 +348,7 @@ export class SessionView {
     }, 5000)
   }
 
-  #schedule(): void {
-    if (this.#scheduled) return
-    this.#scheduled = true
-    requestAnimationFrame(() => {
-      this.#scheduled = false
-      this.#render()
-    })
-  }
+  readonly #schedule = perFrame(() => this.#render())
 
   #render(): void {
     if (this.#gone) return

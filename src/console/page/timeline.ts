@@ -1,4 +1,4 @@
-import { h, setText } from './dom.ts'
+import { h, perFrame, setText } from './dom.ts'
 import { clock } from './format.ts'
 import { closedByText, verdictTone } from './labels.ts'
 import { artifactUrl } from './overview-view.ts'
@@ -27,7 +27,6 @@ export class Timeline {
   readonly #dialogImg: HTMLImageElement
   readonly #dialogCaption: HTMLElement
   #pending: DocumentFragment = document.createDocumentFragment()
-  #scheduled = false
   #items = 0
   #runVerdict: HTMLElement | null = null
   #lastSeq = 0
@@ -219,13 +218,12 @@ export class Timeline {
   #push(li: HTMLElement): void {
     this.#pending.appendChild(li)
     this.#items++
-    if (this.#scheduled) return
-    this.#scheduled = true
-    requestAnimationFrame(() => this.#flush())
+    this.#scheduleFlush()
   }
 
+  readonly #scheduleFlush = perFrame(() => this.#flush())
+
   #flush(): void {
-    this.#scheduled = false
     const nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80
     this.#list.appendChild(this.#pending)
     this.#pending = document.createDocumentFragment()
