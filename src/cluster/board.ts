@@ -71,6 +71,11 @@ export class RedisBoard implements SessionBoard {
     return () => this.#listeners.delete(listener)
   }
 
+  async drop(kasmId: string): Promise<void> {
+    const { command, keys } = this.#o
+    if ((await command.del(keys.board(kasmId))) > 0) await command.publish(keys.boardChannel, kasmId)
+  }
+
   async close(): Promise<void> {
     this.#listeners.clear()
     const unlisten = this.#unlisten

@@ -15,6 +15,8 @@ export interface SessionBoard {
    * may have been missed (Redis was away): re-read what you hold.
    */
   onChange(listener: (kasmId: string | null) => void): () => void
+  /** Forgets a session's record (the session was removed). */
+  drop(kasmId: string): Promise<void>
   close(): Promise<void>
 }
 
@@ -53,6 +55,10 @@ export class MemoryBoard implements SessionBoard {
   onChange(listener: (kasmId: string | null) => void): () => void {
     this.#listeners.add(listener)
     return () => this.#listeners.delete(listener)
+  }
+
+  async drop(kasmId: string): Promise<void> {
+    if (this.#records.delete(kasmId)) this.#changed(kasmId)
   }
 
   async close(): Promise<void> {

@@ -27,13 +27,21 @@ export const summaryPlugin = fp(
       log: app.log.child({ component: 'summaries' }),
     })
     const offHealth = app.events.streams.onHealth((kasmId, health) => summaries.reportHealth(kasmId, health))
+    // A removed session's board goes with it (every replica hears of the removal; dropping twice is harmless).
+    const offSessions = app.sessions.onChange((kasmId) => {
+      void app.sessions
+        .get(kasmId)
+        .then((session) => (session === undefined ? board.drop(kasmId) : undefined))
+        .catch((err: unknown) => app.log.warn({ err, kasmId }, 'board of a removed session not dropped'))
+    })
     app.decorate('board', board)
     app.decorate('summaries', summaries)
     app.addHook('preClose', async () => {
       offHealth()
+      offSessions()
       await summaries.close()
     })
     app.addHook('onClose', () => board.close())
   },
-  { name: 'summary', dependencies: ['events'] },
+  { name: 'summary', dependencies: ['events', 'sessions'] },
 )

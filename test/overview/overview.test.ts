@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { request } from 'undici'
 import { openSse } from '../events/helpers.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
@@ -107,8 +108,10 @@ test('sessions appear, move teams and disappear live; a closed overview lets its
     source: 'admin',
   })
   await overview.until('the session to come back', (m) => m.has('k1'))
+  await gw.app.board.set('k1', 'claim:x', '{}')
   await gw.app.sessions.remove('k1')
   await overview.until('the removed session to go', (m) => !m.has('k1'))
+  await waitFor('its board to go with it', async () => (await gw.app.board.read('k1')).size === 0)
 
   await addRuntime(t, gw, 'k2', 'blue')
   await overview.until('k2', (m) => m.get('k2')?.health === 'live')
@@ -192,6 +195,22 @@ test("I'm on it: one holder per question, shown on every overview, released by i
   )
   assert.equal((await claim(dan, 'PUT', request_id, 'bad run id')).status, 400)
   assert.equal((await claim(dan, 'PUT', 'x'.repeat(101))).status, 400)
+  // With a cookie, a claim from another site is refused before anything is written.
+  const signin = await request(`${gw.url}/auth/session`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${dan}` },
+  })
+  await signin.body.dump()
+  const cookie = String(signin.headers['set-cookie']).split(';')[0] as string
+  const forged = await request(
+    `${gw.url}/api/sessions/k1/requests/${request_id}/claim?run=${encodeURIComponent(rt.run)}`,
+    {
+      method: 'PUT',
+      headers: { cookie, 'sec-fetch-site': 'cross-site', origin: 'https://evil.example' },
+    },
+  )
+  assert.equal(forged.statusCode, 403)
+  assert.equal(((await forged.body.json()) as { error: string }).error, 'csrf_refused')
 
   assert.equal((await claim(carol, 'DELETE')).status, 204)
   await overview.until('the mark to go', (m) => m.get('k1')?.claims[request_id] === undefined)

@@ -33,11 +33,15 @@ export class OverviewModel {
   live = false
   readonly #listeners = new Set<(change: OverviewChange) => void>()
   readonly #stream: EventStream
+  /** Sessions named since the stream (re)opened. */
+  readonly #fresh = new Set<string>()
 
   constructor() {
     this.#stream = openEventStream(`${base}api/overview`, {
       open: () => {
         this.live = true
+        // A new snapshot follows: what it does not name again went away while the stream was down.
+        this.#fresh.clear()
         this.#emit({ kind: 'connection', live: true })
       },
       event: (e) => this.#receive(e.event ?? 'message', e.data),
@@ -77,12 +81,18 @@ export class OverviewModel {
       const entry = body as unknown as OverviewEntry
       const previous = this.entries.get(entry.kasmId)
       this.entries.set(entry.kasmId, entry)
+      this.#fresh.add(entry.kasmId)
       this.#emit({ kind: 'entry', entry, previous })
     } else if (type === 'gone' && typeof body.kasmId === 'string') {
       this.entries.delete(body.kasmId)
       this.#emit({ kind: 'gone', kasmId: body.kasmId })
     } else if (type === 'ready') {
       if (typeof body.now === 'string') setServerNow(body.now)
+      for (const kasmId of [...this.entries.keys()]) {
+        if (this.#fresh.has(kasmId)) continue
+        this.entries.delete(kasmId)
+        this.#emit({ kind: 'gone', kasmId })
+      }
       this.ready = true
       this.#emit({ kind: 'ready' })
     }
