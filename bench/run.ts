@@ -5,6 +5,7 @@
 const benches: Record<string, () => Promise<{ main(argv: string[]): Promise<void> }>> = {
   events: () => import('./events/run.ts'),
   cluster: () => import('./cluster/run.ts'),
+  console: () => import('./console/run.ts'),
 }
 
 const [name = 'events', ...rest] = process.argv.slice(2)

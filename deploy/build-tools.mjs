@@ -1,6 +1,7 @@
-// Adds to an `npm ci --omit=dev` tree exactly what `tsc` needs to build the gateway: `typescript` and every
-// `@types/*` devDependency (src/dev/demo-idp.ts is compiled with the types of `oidc-provider`, a devDependency
-// the image lacks, so the demo falls back to its one-time link there) with their dependencies, at the versions package-lock.json pins. The image's build stage runs
+// Adds to an `npm ci --omit=dev` tree exactly what `npm run build` needs: `typescript` and every `@types/*`
+// devDependency for `tsc` (src/dev/demo-idp.ts is compiled with the types of `oidc-provider`, a devDependency
+// the image lacks, so the demo falls back to its one-time link there), and `esbuild` with `tsx` for the
+// console's bundle (src/console/bundle.ts), with their dependencies, at the versions package-lock.json pins. The image's build stage runs
 // it instead of a full `npm ci`, which would also fetch the linters, browsers' drivers and test models.
 //
 //   node deploy/build-tools.mjs        (in the directory holding package-lock.json and node_modules/)
@@ -12,6 +13,8 @@ import { join } from 'node:path'
 const manifest = JSON.parse(readFileSync('package.json', 'utf8'))
 const TOOLS = [
   'typescript',
+  'esbuild',
+  'tsx',
   ...Object.keys(manifest.devDependencies ?? {}).filter((n) => n.startsWith('@types/')),
 ]
 
@@ -24,6 +27,14 @@ const visit = (name) => {
   if (!entry?.version) throw new Error(`package-lock.json has no node_modules/${name}`)
   pinned.set(name, entry.version)
   for (const dep of Object.keys(entry.dependencies ?? {})) visit(dep)
+  // esbuild's binary is an optional dependency per platform: only this machine's.
+  for (const dep of Object.keys(entry.optionalDependencies ?? {})) if (forThisMachine(dep)) visit(dep)
+}
+function forThisMachine(name) {
+  const entry = lock[`node_modules/${name}`]
+  if (!entry) return false
+  const fits = (list, value) => list === undefined || list.includes(value)
+  return fits(entry.os, process.platform) && fits(entry.cpu, process.arch)
 }
 for (const tool of TOOLS) visit(tool)
 

@@ -8,6 +8,7 @@ import { eventsPlugin } from './events/plugin.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
+import { overviewPlugin } from './overview/plugin.ts'
 import { pagesPlugin } from './pages/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
@@ -15,9 +16,11 @@ import { consoleRoutes } from './routes/console.ts'
 import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
+import { overviewRoutes } from './routes/overview.ts'
 import { presenceRoutes } from './routes/presence.ts'
 import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
+import { summaryPlugin } from './summary/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 
 declare module 'fastify' {
@@ -76,6 +79,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(upstreamPlugin)
   await app.register(eventsPlugin)
   await app.register(kasmPlugin)
+  await app.register(summaryPlugin)
+  await app.register(overviewPlugin)
 
   await app.register(healthRoutes)
   await app.register(eventsRoutes)
@@ -87,6 +92,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(signInRoutes, prefix)
   await app.register(adminRoutes, prefix)
   await app.register(presenceRoutes, prefix)
+  await app.register(overviewRoutes, prefix)
   await app.register(consoleRoutes, prefix)
   return app
 }

@@ -164,3 +164,13 @@ export function toErrorBody(err: FastifyError | Error): { status: number; body: 
 
 /** A write that would fight another source of truth, e.g. the admin API changing a sessions-file session. */
 export const SessionConflict = createError('session_conflict', '%s', 409)
+
+// The console's questions ("I'm on it" marks, who answered)
+export const QuestionTaken = createError('question_taken', '%s is already on this question', 409)
+export const QuestionNotYours = createError('question_not_yours', 'someone else holds this question', 409)
+export const QuestionClosed = createError('question_closed', 'this question is no longer open', 409)
+export const AnswerUnknown = createError(
+  'answer_unknown',
+  'the gateway has no record of who answered this question (it may have been answered outside the gateway)',
+  404,
+)

@@ -78,6 +78,7 @@ function buildRecord(
     at: new Date(Date.now() - elapsed).toISOString(),
     requestId: request.id,
     sub: request.operator?.sub ?? detail.sub ?? null,
+    ...(request.operator?.name === undefined ? {} : { name: request.operator.name }),
     kasmId: detail.kasmId ?? target.kasmId,
     method: request.method,
     route: detail.route ?? target.route,
@@ -86,6 +87,8 @@ function buildRecord(
     latencyMs,
   }
   if (detail.key !== undefined) record.key = detail.key
+  if (detail.run !== undefined) record.run = detail.run
+  if (detail.replyTo !== undefined) record.replyTo = detail.replyTo
   if (detail.action !== undefined) record.action = detail.action
   if (detail.upstreamStatus !== undefined) record.upstreamStatus = detail.upstreamStatus
   if (error !== undefined) record.error = error

@@ -8,6 +8,8 @@ export interface AuditRecord {
   requestId: string
   /** The operator's `sub`; null when the request was refused before authentication. */
   sub: string | null
+  /** The operator's display name, when the credential carries one (the console says who answered). */
+  name?: string
   /** The session, when the URL or the route named a valid one. */
   kasmId: string | null
   method: string
@@ -15,6 +17,10 @@ export interface AuditRecord {
   route: string
   /** The client's idempotency key, when the route has one. */
   key?: string
+  /** The run a message or action was addressed to (its `run` field). */
+  run?: string
+  /** The request a reply answered (its `reply_to`); never the values. */
+  replyTo?: string
   /** The control action (`stop`, `finish_handoff`) or the admin change (`create`, `replace`, `delete`). */
   action?: string
   /**
@@ -42,6 +48,8 @@ export interface AuditDetail {
   sub?: string
   route?: string
   key?: string
+  run?: string
+  replyTo?: string
   action?: string
   upstreamStatus?: number
   error?: string
@@ -52,6 +60,19 @@ export interface AuditQuery {
   limit: number
   kasmId?: string
   sub?: string
+  /** Replies to this request (with {@link AuditQuery.run}: of that run). */
+  replyTo?: string
+  run?: string
+}
+
+/** Whether a record passes a query's filters (each filter matches exactly; an absent one matches all). */
+export function matches(record: AuditRecord, query: AuditQuery): boolean {
+  return (
+    (query.kasmId === undefined || record.kasmId === query.kasmId) &&
+    (query.sub === undefined || record.sub === query.sub) &&
+    (query.replyTo === undefined || record.replyTo === query.replyTo) &&
+    (query.run === undefined || record.run === query.run)
+  )
 }
 
 /** Where audit records go: a ring buffer in memory, a capped Redis stream in a cluster. */

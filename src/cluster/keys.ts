@@ -47,6 +47,10 @@ export interface ClusterKeys {
   presenceIndex(kasmId: string): string
   /** String (JSON) with a TTL: one replica's viewers of one session. */
   presence(kasmId: string, replicaId: string): string
+  /** Hash: a session's board (its reader's health, who took which question). */
+  board(kasmId: string): string
+  /** Pub/sub channel: a kasmId whose board changed. */
+  readonly boardChannel: string
 }
 
 /** Builds the key set for a prefix such as `krg:`. */
@@ -75,5 +79,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     loginAttempt: (hash) => `${p}login:${hash}`,
     presenceIndex: (id) => `${p}presence:{${id}}`,
     presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
+    board: (id) => `${p}board:{${id}}`,
+    boardChannel: `${p}board:changed`,
   }
 }

@@ -29,6 +29,8 @@ export interface Presence {
   /** Binds the replica's viewer streams (the cluster plugin does, once the app is ready). */
   setSource(source: ViewerSource): void
   of(kasmId: string): Promise<PresenceView>
+  /** Views of several sessions at once (one pass over the viewers, one round trip to Redis). */
+  ofMany(kasmIds: readonly string[]): Promise<Map<string, PresenceView>>
   close(): Promise<void>
 }
 
@@ -80,6 +82,11 @@ export class MemoryPresence implements Presence {
     return view(kasmId, countBySession(this.#source(), kasmId).values())
   }
 
+  async ofMany(kasmIds: readonly string[]): Promise<Map<string, PresenceView>> {
+    const counts = countBySession(this.#source())
+    return new Map(kasmIds.map((k) => [k, view(k, counts.has(k) ? [counts.get(k) as Counts] : [])]))
+  }
+
   async close(): Promise<void> {}
 }
 
@@ -120,22 +127,39 @@ export class RedisPresence implements Presence {
   }
 
   async of(kasmId: string): Promise<PresenceView> {
+    return (await this.ofMany([kasmId])).get(kasmId) as PresenceView
+  }
+
+  async ofMany(kasmIds: readonly string[]): Promise<Map<string, PresenceView>> {
     const { command, keys, replicaId } = this.#o
-    const others = (await command.zrangebyscore(keys.presenceIndex(kasmId), Date.now(), '+inf')).filter(
-      (r) => r !== replicaId,
+    const now = Date.now()
+    const pipeline = command.pipeline()
+    for (const kasmId of kasmIds) pipeline.zrangebyscore(keys.presenceIndex(kasmId), now, '+inf')
+    const indexes = (await pipeline.exec()) ?? []
+    const failed = indexes.find(([err]) => err)?.[0]
+    if (failed) throw failed
+    const wanted: [kasmId: string, key: string][] = []
+    kasmIds.forEach((kasmId, i) => {
+      for (const r of (indexes[i]?.[1] as string[] | undefined) ?? []) {
+        if (r !== replicaId) wanted.push([kasmId, keys.presence(kasmId, r)])
+      }
+    })
+    const local = countBySession(this.#source())
+    const parts = new Map<string, Counts[]>(
+      kasmIds.map((k) => [k, local.has(k) ? [local.get(k) as Counts] : []]),
     )
-    const parts: Counts[] = [...countBySession(this.#source(), kasmId).values()]
-    if (others.length > 0) {
-      for (const value of await command.mget(...others.map((r) => keys.presence(kasmId, r)))) {
-        if (value === null) continue
+    if (wanted.length > 0) {
+      const values = await command.mget(...wanted.map(([, key]) => key))
+      values.forEach((value, i) => {
+        if (value === null) return
         try {
-          parts.push(JSON.parse(value) as Counts)
+          parts.get((wanted[i] as [string, string])[0])?.push(JSON.parse(value) as Counts)
         } catch {
           // A record this version cannot read is skipped, never fatal.
         }
-      }
+      })
     }
-    return view(kasmId, parts)
+    return new Map(kasmIds.map((k) => [k, view(k, parts.get(k) ?? [])]))
   }
 
   /** Writes this replica's counts now (the timer calls it; tests call it to skip the wait). */

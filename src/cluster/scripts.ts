@@ -137,6 +137,12 @@ redis.call('PUBLISH', ARGV[5], ARGV[6])
 return 1
 `
 
+/** KEYS: a session's board hash. ARGV: field, expected value. Deletes the field only if it holds that value. */
+const boardDelete = `
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`
+
 /** What {@link replay} returns (see there). */
 export type ReplayReply =
   | [lastId: string]
@@ -166,6 +172,7 @@ export interface ClusterCommands {
     channel: string,
     announcement: string,
   ): Promise<number>
+  krgBoardDelete(board: string, field: string, expected: string): Promise<number>
 }
 
 /** Defines the scripts on the command connection (idempotent) and returns it typed. */
@@ -178,6 +185,7 @@ export function defineScripts(redis: Redis): Redis & ClusterCommands {
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
     redis.defineCommand('krgCasRecord', { numberOfKeys: 2, lua: casRecord })
+    redis.defineCommand('krgBoardDelete', { numberOfKeys: 1, lua: boardDelete })
   }
   return redis as Redis & ClusterCommands
 }

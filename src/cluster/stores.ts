@@ -7,7 +7,9 @@ import type { FailureCounter } from '../auth/signin-failures.ts'
 import { MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryStaleSessions, type StaleSessions } from '../kasm/stale.ts'
 import type { SessionStore } from '../sessions/store.ts'
+import type { SessionBoard } from '../summary/board.ts'
 import { RedisAuditLog } from './audit-log.ts'
+import { RedisBoard } from './board.ts'
 import { RedisCookieStore } from './cookie-store.ts'
 import { RedisFailureCounter } from './failure-counter.ts'
 import type { JobLease } from './job-lease.ts'
@@ -124,4 +126,11 @@ export function redisAuditLog(app: FastifyInstance): AuditLog | null {
 export function staleSessions(app: FastifyInstance): StaleSessions {
   const cluster = clusterOf(app)
   return cluster ? new RedisStaleSessions(cluster.redis, cluster.keys.kasmStale) : new MemoryStaleSessions()
+}
+
+/** Session boards (reader health, question claims): a hash per session, changes published to every replica. */
+export function redisSessionBoard(app: FastifyInstance): SessionBoard | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisBoard({ command: cluster.redis, feed: cluster.feed, keys: cluster.keys })
 }

@@ -74,6 +74,8 @@ export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null)
     sessionToken: randomBytes(24).toString('base64url'),
     kasmId: 'demo',
     autoplay: true,
+    // A handoff pause a newcomer can see end on its own while looking around.
+    escalationPauseS: 90,
   })
   // Team blue: the demo people's team.
   await app.sessions.put({

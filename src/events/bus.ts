@@ -3,18 +3,10 @@
  * in memory (one process) and Redis (a cluster of replicas). Everything else in `events/` talks to this.
  */
 
-/** One item of a session's event stream, as read from the runtime. */
-export type BusMessage =
-  /** A trace event. `data` is the runtime's `data:` payload, byte for byte (lines joined with `\n`). */
-  | {
-      readonly kind: 'event'
-      readonly run: string
-      readonly seq: number
-      readonly type: string
-      readonly data: string
-    }
-  /** The run closed its trace without `done`: viewers get `event: closed` and their stream ends. */
-  | { readonly kind: 'closed'; readonly run: string }
+import type { StreamMessage } from '../protocol/events.ts'
+
+/** One item of a session's event stream, as read from the runtime (the protocol's shape). */
+export type BusMessage = StreamMessage
 
 /** A message with its SSE frame, serialised once per event (never once per viewer). */
 export interface Delivery {

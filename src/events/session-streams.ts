@@ -8,7 +8,7 @@ import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { Heartbeat } from './sse.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
-import { type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
+import { type ReaderHealth, type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
 import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream.ts'
 
 /** Limits and intervals of the event path (from the environment; tests shorten them). */
@@ -47,6 +47,8 @@ export interface SessionStreamsOptions {
 interface Watch {
   readonly kasmId: string
   readonly viewers: Set<ViewerStream>
+  /** Watchers without a socket (a session summary): each keeps the session read like a viewer does. */
+  retainers: number
   reader: UpstreamReader | null
   fence: number | null
   /** Session version the reader connects with (a new one restarts it). */
@@ -77,6 +79,7 @@ export class SessionStreams {
   #closed: Promise<void> | null = null
   readonly #offChange: () => void
   readonly #shared: ViewerShared
+  readonly #healthListeners = new Set<(kasmId: string, health: ReaderHealth) => void>()
 
   constructor(options: SessionStreamsOptions) {
     this.#o = options
@@ -202,6 +205,34 @@ export class SessionStreams {
     return this.#recheckAuth()
   }
 
+  /**
+   * Counts as a watcher of the session without a viewer socket: its upstream stream is read (on this replica
+   * or the lease holder's) until the returned release is called, then lingers as after the last viewer.
+   * A session summary folds the bus while it holds this.
+   */
+  retain(kasmId: string): () => void {
+    const watch = this.#watch(kasmId)
+    watch.retainers++
+    if (watch.lingerTimer !== null) {
+      clearTimeout(watch.lingerTimer)
+      watch.lingerTimer = null
+    }
+    this.#ensureReading(watch)
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      watch.retainers--
+      this.#unwatched(watch)
+    }
+  }
+
+  /** Calls `listener` when a reader of this replica finds its runtime's health changed (the summaries share it). */
+  onHealth(listener: (kasmId: string, health: ReaderHealth) => void): () => void {
+    this.#healthListeners.add(listener)
+    return () => this.#healthListeners.delete(listener)
+  }
+
   /** Watches every registered session with its reader kept running (GATEWAY_STREAM_EAGER). */
   async watchAll(): Promise<void> {
     for (const view of await this.#o.sessions.list()) {
@@ -266,6 +297,7 @@ export class SessionStreams {
       watch = {
         kasmId,
         viewers: new Set(),
+        retainers: 0,
         reader: null,
         fence: null,
         version: 0,
@@ -280,7 +312,10 @@ export class SessionStreams {
   }
 
   #wanted(watch: Watch): boolean {
-    return !this.#closing && (watch.viewers.size > 0 || watch.eager || watch.lingerTimer !== null)
+    return (
+      !this.#closing &&
+      (watch.viewers.size > 0 || watch.retainers > 0 || watch.eager || watch.lingerTimer !== null)
+    )
   }
 
   /** Becomes the session's reader if the lease allows; otherwise retries while the session is wanted. */
@@ -344,6 +379,9 @@ export class SessionStreams {
       log,
       metrics: this.#o.metrics,
       ...(this.#o.storeOutage ? { storeOutage: this.#o.storeOutage } : {}),
+      onHealth: (health) => {
+        for (const listener of this.#healthListeners) listener(watch.kasmId, health)
+      },
       onStop: (why) => {
         if (watch.reader !== reader) return
         watch.reader = null
@@ -414,7 +452,12 @@ export class SessionStreams {
     const watch = this.#watches.get(viewer.kasmId)
     if (watch === undefined) return
     watch.viewers.delete(viewer)
-    if (watch.viewers.size > 0 || watch.eager || this.#closing) return
+    this.#unwatched(watch)
+  }
+
+  /** A viewer or retainer left: with nobody left, the reader lingers, then stops. */
+  #unwatched(watch: Watch): void {
+    if (watch.viewers.size > 0 || watch.retainers > 0 || watch.eager || this.#closing) return
     const linger = this.#o.limits.lingerMs
     if (linger === 0 || watch.reader === null) {
       void this.#retire(watch)
@@ -429,7 +472,7 @@ export class SessionStreams {
 
   /** The last viewer left (and the linger passed): stop reading and forget the watch. */
   async #retire(watch: Watch): Promise<void> {
-    if (watch.viewers.size > 0 || watch.eager) return
+    if (watch.viewers.size > 0 || watch.retainers > 0 || watch.eager) return
     this.#clearTimers(watch)
     if (this.#watches.get(watch.kasmId) === watch) this.#watches.delete(watch.kasmId)
     await this.#stopReading(watch)

@@ -3,6 +3,20 @@
  * Nothing else lives here: parsing the upstream stream is eventsource-parser's job (see upstream-reader).
  */
 
+/**
+ * The response head of every event stream the gateway serves on a taken-over socket: no chunked framing,
+ * the body ends when the socket does.
+ */
+export const STREAM_HEAD: Buffer = Buffer.from(
+  'HTTP/1.1 200 OK\r\n' +
+    'Content-Type: text/event-stream\r\n' +
+    'Cache-Control: no-store\r\n' +
+    'X-Accel-Buffering: no\r\n' +
+    'X-Content-Type-Options: nosniff\r\n' +
+    'Connection: close\r\n' +
+    '\r\n',
+)
+
 /** `: ping` every interval: a comment, ignored by every SSE client, that keeps proxies from idling out. */
 export const PING_FRAME: Buffer = Buffer.from(': ping\n\n')
 
@@ -23,15 +37,6 @@ export function eventFrame(run: string, seq: number, type: string, data: string)
   let text = `id: ${oneLine(run)}:${seq}\nevent: ${oneLine(type)}\n`
   for (const line of lines) text += `data: ${line}\n`
   return Buffer.from(`${text}\n`)
-}
-
-/** Parses an SSE id `<run>:<seq>` (the run itself may contain `:`); null unless seq is a safe integer. */
-export function parseEventId(id: string): { run: string; seq: number } | null {
-  const at = id.lastIndexOf(':')
-  if (at <= 0) return null
-  const digits = id.slice(at + 1)
-  if (!/^\d{1,15}$/.test(digits)) return null
-  return { run: id.slice(0, at), seq: Number(digits) }
 }
 
 // A run id or type comes from the runtime; a stray newline in one must not be able to forge a frame.

@@ -2,11 +2,11 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FastifyBaseLogger } from 'fastify'
 import { type Dispatcher, request } from 'undici'
 import type { Env } from '../config.ts'
+import { parseEventId } from '../protocol/events.ts'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
-import { parseEventId } from './sse.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
 
 /** The reader's delays, from the protocol's advice for a sidebar (scaled down in tests). */
@@ -36,6 +36,13 @@ export function readerTiming(env: Env): ReaderTiming {
   }
 }
 
+/**
+ * How the runtime fares as the reader sees it, for people: `live` once a stream is open; `not_up` while
+ * the runtime is not there yet (Kasm's proxy answers 502); `token_refused` when it refuses the messaging
+ * token; `unreachable` when it answers with an error, or cannot be reached after a stream was live.
+ */
+export type ReaderHealth = 'live' | 'not_up' | 'token_refused' | 'unreachable'
+
 /** What the reader is doing, for tests and logs. */
 export type ReaderState = 'starting' | 'connecting' | 'live' | 'retrying' | 'closed' | 'stopped'
 
@@ -56,6 +63,8 @@ export interface UpstreamReaderOptions {
   readonly storeOutage?: () => boolean
   /** The bus refused an append (stale fence) or the session disappeared: the reader has stopped itself. */
   readonly onStop?: (why: 'lease_lost' | 'session_removed') => void
+  /** Called when {@link ReaderHealth} changes (never twice in a row with the same value). */
+  readonly onHealth?: (health: ReaderHealth) => void
 }
 
 /** How one connection attempt ended. */
@@ -94,6 +103,7 @@ export class UpstreamReader {
   /** A stream was live and dropped: failures back off instead of polling. */
   #backingOff = false
   #connections = 0
+  #health: ReaderHealth | null = null
 
   constructor(options: UpstreamReaderOptions) {
     this.kasmId = options.kasmId
@@ -107,6 +117,12 @@ export class UpstreamReader {
   /** Upstream connection attempts so far. */
   get connections(): number {
     return this.#connections
+  }
+
+  #report(health: ReaderHealth): void {
+    if (this.#health === health) return
+    this.#health = health
+    this.#o.onHealth?.(health)
   }
 
   /** Starts the read loop (idempotent). */
@@ -182,15 +198,19 @@ export class UpstreamReader {
           'runtime refused the messaging token; retrying slowly until it is rotated',
         )
         this.#state = 'retrying'
+        this.#report('token_refused')
         await this.#sleep(timing.refusedRetryMs)
         return
       case 'not_up':
         metrics.reconnects.inc({ reason: 'not_up' })
         metrics.upstreamErrors.inc({ reason: 'unreachable' })
+        // After a live stream dropped, a runtime that does not answer is gone rather than not up yet.
+        this.#report(this.#backingOff ? 'unreachable' : 'not_up')
         break
       case 'bad_status':
         metrics.reconnects.inc({ reason: 'bad_status' })
         metrics.upstreamErrors.inc({ reason: 'unreachable' })
+        this.#report('unreachable')
         log.warn({ kasmId, status: outcome.status }, 'runtime answered the event stream with an error')
         break
       case 'dropped':
@@ -256,6 +276,7 @@ export class UpstreamReader {
       }
       live = true
       this.#state = 'live'
+      this.#report('live')
       this.#o.metrics.upstreamStreams.inc()
       const liveSince = Date.now()
       idle = setTimeout(() => this.#interrupt?.(STALLED), this.#o.timing.idleTimeoutMs)

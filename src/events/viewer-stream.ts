@@ -3,18 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
 import type { Delivery, StreamPosition, Subscriber, Subscription } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
-import { PING_FRAME, runComment } from './sse.ts'
-
-/** The response head of every viewer stream: no chunked framing, the body ends when the socket does. */
-const HEAD = Buffer.from(
-  'HTTP/1.1 200 OK\r\n' +
-    'Content-Type: text/event-stream\r\n' +
-    'Cache-Control: no-store\r\n' +
-    'X-Accel-Buffering: no\r\n' +
-    'X-Content-Type-Options: nosniff\r\n' +
-    'Connection: close\r\n' +
-    '\r\n',
-)
+import { PING_FRAME, runComment, STREAM_HEAD } from './sse.ts'
 
 /** How long an ended stream waits for the client to close its side before the socket is destroyed. */
 const END_GRACE_MS = 10_000
@@ -162,7 +151,7 @@ export class ViewerStream implements Subscriber {
     // next write failed, keeping a departed viewer counted (and in presence) until the next ping.
     socket.on('end', ViewerStream.#onEnd)
     // Queued, not written: the head and the replay leave in one write at the end of this turn.
-    this.#enqueue(HEAD, true)
+    this.#enqueue(STREAM_HEAD, true)
     this.#markDirty()
   }
 

@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify'
 import { BadRequest, SessionNotFound, ShuttingDown, Unauthenticated } from '../errors.ts'
 import type { StreamPosition } from '../events/bus.ts'
-import { parseEventId } from '../events/sse.ts'
 import { takeOver } from '../events/takeover.ts'
 import { countWhenClosed } from '../metrics/streams.ts'
+import { parseEventId } from '../protocol/events.ts'
 import { KASM_ID } from '../sessions/types.ts'
 
 interface EventsRoute {
@@ -12,7 +12,7 @@ interface EventsRoute {
 }
 
 /** A run id as the protocol uses it: printable, no spaces or control characters, bounded. */
-const RUN_ID = /^[\x21-\x7e]{1,200}$/
+export const RUN_ID = /^[\x21-\x7e]{1,200}$/
 
 /**
  * `GET /desktop/:kasmId/mcp/events`: the session's event stream in the sidebar protocol's wire format, from

@@ -67,8 +67,16 @@ export async function handleV1(
   const body = bodyFor(route, request)
   if (body !== undefined && isJsonBody(body)) {
     const key = auditText(body.value.key)
+    const run = auditText(body.value.run)
     const action = route.name === 'actions' ? auditText(body.value.action) : undefined
-    noteAudit(request, { ...(key === undefined ? {} : { key }), ...(action === undefined ? {} : { action }) })
+    // A reply's request, so the console can say who answered first; never its values.
+    const replyTo = route.name === 'messages' ? auditText(body.value.reply_to) : undefined
+    noteAudit(request, {
+      ...(key === undefined ? {} : { key }),
+      ...(run === undefined ? {} : { run }),
+      ...(action === undefined ? {} : { action }),
+      ...(replyTo === undefined ? {} : { replyTo }),
+    })
     if (route.name === 'actions' && isAck(body.value.action)) throw new SessionTokenOnly()
   }
 

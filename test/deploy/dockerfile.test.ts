@@ -216,12 +216,20 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
         .map(([path]) => path.slice('node_modules/'.length))
         .filter((name) => !name.includes('/node_modules/')),
     )
-    // The compiler and type declarations (what `tsc` reads), nothing that runs: no linter, bundler or driver.
+    // The compiler, type declarations and the console's bundler (esbuild, run by tsx): no linter, browser driver
+    // or test tool.
     const build = await packagesIn(join(stageDirs.get('build') ?? '', 'node_modules'))
     const extra = build.filter((name) => !production.has(name))
     assert.ok(extra.includes('typescript') && extra.includes('@types/node'), extra.join(' '))
     assert.deepEqual(
-      extra.filter((name) => name !== 'typescript' && name !== 'undici-types' && !name.startsWith('@types/')),
+      extra.filter(
+        (name) =>
+          !['typescript', 'undici-types', 'esbuild', 'tsx', 'get-tsconfig', 'resolve-pkg-maps'].includes(
+            name,
+          ) &&
+          !name.startsWith('@types/') &&
+          !name.startsWith('@esbuild/'),
+      ),
       [],
     )
     const shipped = await packagesIn(join(image, 'node_modules'))
@@ -238,10 +246,20 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
     assert.ok(existsSync(join(dist, 'server.js.map')), 'source maps ship for --enable-source-maps')
     assert.ok(existsSync(join(dist, 'dev/runtime-server.js')), 'the compose runtime entry point is built')
 
-    // Files that are not TypeScript (the console's page, styles, script) must reach dist/ too.
+    // The console's page is bundled (esbuild, at build time only) into hashed files named by a manifest.
+    const manifest = JSON.parse(await readFile(join(dist, 'console/manifest.json'), 'utf8')) as Record<
+      string,
+      string
+    >
+    for (const name of Object.values(manifest))
+      assert.ok(existsSync(join(dist, 'console', name)), `dist/console/${name}`)
+    assert.ok(!existsSync(join(dist, 'console/bundle.js')), 'the bundler (esbuild) is not part of dist/')
+    // Every other file of src/ reaches dist/.
     const src = join(root, 'src')
+    const bundled = (rel: string) => rel.startsWith('console/page/') || rel === 'console/bundle.ts'
     for (const file of await filesUnder(src)) {
       const rel = relative(src, file)
+      if (bundled(rel)) continue
       const expected = rel.endsWith('.ts') ? rel.replace(/\.ts$/, '.js') : rel
       assert.ok(existsSync(join(dist, expected)), `dist/${expected} (from src/${rel})`)
     }
@@ -313,6 +331,14 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
     assert.equal(await health('/healthz'), 0)
     assert.equal(await health('/readyz'), 0)
     assert.equal(await health('/no-such-route'), 1)
+    // The console is served from the bundle `npm run build` wrote (the image has no esbuild to make one).
+    const page = await (await fetch(`http://127.0.0.1:${port}/`)).text()
+    const script = /src="(\/assets\/console-\w+\.js)"/.exec(page)?.[1]
+    assert.ok(script, 'the page names its hashed script')
+    const asset = await fetch(`http://127.0.0.1:${port}${script}`, { headers: { 'accept-encoding': 'br' } })
+    assert.equal(asset.status, 200)
+    assert.match(asset.headers.get('cache-control') ?? '', /immutable/)
+    await asset.arrayBuffer()
 
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
     child.kill('SIGTERM')

@@ -42,8 +42,11 @@ test('the demo signs people in through its own OpenID provider; the one-time lin
   const olivia = new Browser()
   await signInAt(stack, olivia, { username: 'olivia', password })
   const cookie = sessionCookie(olivia)
-  const sessions = await request(`${origin}/sessions`, { headers: { cookie } })
-  assert.deepEqual(await sessions.body.json(), { sessions: [{ kasmId: 'demo', team: 'blue' }] })
+  const oliviaMe = (await (await request(`${origin}/auth/me`, { headers: { cookie } })).body.json()) as {
+    roles: string[]
+    teams: string[]
+  }
+  assert.deepEqual([oliviaMe.roles, oliviaMe.teams], [['operator'], ['blue']])
   const inbox = await request(`${origin}/desktop/demo/mcp/inbox`, { headers: { cookie } })
   assert.equal(inbox.statusCode, 200)
   await inbox.body.dump()

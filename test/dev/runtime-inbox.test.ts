@@ -555,3 +555,64 @@ test('GET /inbox leaves out empty and false fields; a closed inbox stores late m
   })
   assert.equal(stop.body.state, 'closed')
 })
+
+test('escalate: the model call, a status, the pause with its reason, ended by runner.escalation_pause_s', async (t) => {
+  const rt = await startRuntime(t, { escalationPauseS: 0.2 })
+  const stream = await openStream(t, rt.url, 'events')
+  rt.escalate('a second factor is needed')
+  const record = await waitFor('the pause to end by itself', () =>
+    frames(stream).find((f) => f.event === 'escalation'),
+  )
+  const types = frames(stream).map((f) => f.event)
+  assert.deepEqual(types.slice(-3), ['iteration', 'status', 'escalation'])
+  const modelCall = frames(stream).find((f) => f.event === 'iteration')?.data.iteration as Json
+  assert.deepEqual(modelCall.tool_calls, [
+    { name: 'escalate', args: { reason: 'a second factor is needed' } },
+  ])
+  const escalation = record.data.escalation as Json
+  assert.equal(escalation.ended_by, 'timeout')
+  assert.equal(escalation.reason, 'a second factor is needed')
+  const info = frames(stream)[0]?.data.info as { operator_config: { runner: Json } }
+  assert.deepEqual(info.operator_config.runner, { ask_human_timeout_s: 300, escalation_pause_s: 0.2 })
+  // The loop does not resume after a handoff.
+  const act = await call(rt.url, 'POST', 'actions', {
+    token: MESSAGING,
+    body: { run: rt.run, key: 'late', action: 'finish_handoff' },
+  })
+  assert.equal(act.body.state, 'idle')
+})
+
+test('a field type of a newer release is accepted by futureFieldTypes and checked only for presence', async (t) => {
+  const rt = await startRuntime(t, { futureFieldTypes: ['date'] })
+  assert.throws(() => rt.ask({ title: 'When?', fields: [{ id: 'd', type: 'datetime' }] }), /unsupported type/)
+  const { request_id, revision } = rt.ask({
+    title: 'When?',
+    fields: [{ id: 'd', type: 'date', required: true, earliest: '2026-01-01' }],
+  })
+  const reply = (values: Json, key: string) =>
+    call(rt.url, 'POST', 'messages', {
+      token: MESSAGING,
+      body: { run: rt.run, key, reply_to: request_id, revision, values },
+    })
+  const empty = await reply({}, 'r1')
+  assert.equal(empty.status, 422)
+  assert.deepEqual(empty.body.fields, [{ field: 'd', error: 'required' }])
+  assert.equal((await reply({ d: '2026-03-01' }, 'r2')).status, 202)
+})
+
+test('a reply value that redaction would make invalid is refused with 422 at its field', async (t) => {
+  const rt = await startRuntime(t, { redactPatterns: ['sk-[A-Za-z0-9]{8,}'] })
+  const { request_id, revision } = rt.ask({
+    title: 'Reference?',
+    fields: [{ id: 'ref', type: 'string', pattern: '^[a-z0-9-]+$', required: true }],
+  })
+  const reply = (ref: string, key: string) =>
+    call(rt.url, 'POST', 'messages', {
+      token: MESSAGING,
+      body: { run: rt.run, key, reply_to: request_id, revision, values: { ref } },
+    })
+  const refused = await reply('sk-abcdefgh1234', 'r1')
+  assert.equal(refused.status, 422)
+  assert.deepEqual(refused.body.fields, [{ field: 'ref', error: 'does not match ^[a-z0-9-]+$' }])
+  assert.equal((await reply('ab-1234', 'r2')).status, 202)
+})

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { MemoryEventBus, MemoryReaderLease } from '../../src/events/memory-bus.ts'
-import { eventFrame, Heartbeat, parseEventId, runComment } from '../../src/events/sse.ts'
+import { eventFrame, Heartbeat, runComment } from '../../src/events/sse.ts'
+import { parseEventId } from '../../src/protocol/events.ts'
 import { ev, recorder } from './bus-contract.ts'
 
 /*

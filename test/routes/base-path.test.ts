@@ -18,12 +18,21 @@ test('GATEWAY_BASE_PATH moves the console, auth and admin routes; v1 routes and 
 
   assert.equal(await status('/gateway/auth/me', admin), 200)
   assert.equal(await status('/gateway/admin/sessions', admin), 200)
-  assert.equal(await status('/gateway/sessions', admin), 200)
   assert.equal(await status('/gateway/'), 200)
-  assert.equal(await status('/gateway/console/console.js'), 200)
+  assert.equal(await status('/gateway/sessions/k1'), 200)
+  const page = await (await request(`${gw.url}/gateway/`)).body.text()
+  const script = /src="([^"]+\.js)"/.exec(page)?.[1] ?? ''
+  assert.match(script, /^\/gateway\/assets\/console-\w+\.js$/)
+  assert.equal(await status(script), 200)
   for (const path of ['/healthz', '/metrics']) assert.equal(await status(path), 200, path)
   // Outside the base, the gateway's own routes do not exist.
-  for (const path of ['/auth/me', '/admin/sessions', '/sessions', '/console/console.js']) {
+  for (const path of [
+    '/auth/me',
+    '/admin/sessions',
+    '/sessions/k1',
+    script.replace('/gateway', ''),
+    '/api/overview',
+  ]) {
     assert.equal(await status(path, admin), 404, path)
   }
   // The v1 routes stay where the sidebar derives them from its viewer URL.

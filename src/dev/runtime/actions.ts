@@ -141,18 +141,7 @@ function startStop(core: RuntimeCore, run: RunState, record: ActionRecord): void
 
 /** Ends the escalation pause now: the escalation record says ended_by operator; the run does not resume. */
 function finishHandoff(core: RuntimeCore, run: RunState): void {
-  const started = run.escalationStartedAt ?? Date.now()
-  const shots = [...run.trace.screenshots]
-  core.loop = 'idle'
-  run.escalationStartedAt = null
-  core.emitFor(run, 'escalation', {
-    reason: 'a person took over the session',
-    paused_s: Math.round((Date.now() - started) / 100) / 10,
-    before: shots.at(-1) ?? null,
-    after: shots.at(-1) ?? null,
-    ended_by: 'operator',
-  })
-  core.hooks.onLoopExit?.('handoff')
+  core.endEscalation(run, 'operator')
 }
 
 function applyAck(core: RuntimeCore, run: RunState, ack: AckArgs): void {

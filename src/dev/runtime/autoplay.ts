@@ -154,7 +154,6 @@ const QUESTIONS = [
 const QUESTION_EVERY = 9
 const QUESTION_DEADLINE_S = 90
 const STEPS_PER_RUN = 48
-const HANDOFF_PAUSE_TICKS = 30
 const TICKS_BETWEEN_RUNS = 3
 
 type Phase = 'opening' | 'working' | 'waiting' | 'handoff' | 'ended'
@@ -166,7 +165,6 @@ class Autoplay {
   private phase: Phase = 'opening'
   private ticks = 0
   private steps = 0
-  private iterations = 0
   private question: string | null = null
   private questionCount = 0
   /** The step count when the last question was asked: one question per stretch of steps. */
@@ -211,7 +209,7 @@ class Autoplay {
         if (this.ticks % 5 === 0) this.say('info', `waiting for a person to answer ${this.question}`)
         return
       case 'handoff':
-        if (this.ticks >= HANDOFF_PAUSE_TICKS) this.finishHandoff('timeout')
+        // The core ends the pause (runner.escalation_pause_s, or I'm done, finish) and calls onLoopExit.
         return
       case 'ended':
         if (this.ticks >= TICKS_BETWEEN_RUNS) {
@@ -228,7 +226,6 @@ class Autoplay {
     this.phase = 'opening'
     this.ticks = 0
     this.steps = 0
-    this.iterations = 0
     this.question = null
     this.askedAtStep = -1
     this.unread.length = 0
@@ -279,11 +276,14 @@ class Autoplay {
         ? `The operator wrote: "${(heard[0]?.text ?? '').slice(0, 120)}". I will take that into account. ${script.think}`
         : script.think
     this.emit('iteration', {
-      n: ++this.iterations,
+      n: ++this.run.iterationSeq,
       content: think,
       tool_calls: [{ name: script.tool, args: script.args }],
-      usage: { input_tokens: 2400 + this.iterations * 180, output_tokens: 60 + (this.iterations % 7) * 11 },
-      model_ms: 700 + ((this.iterations * 137) % 900),
+      usage: {
+        input_tokens: 2400 + this.run.iterationSeq * 180,
+        output_tokens: 60 + (this.run.iterationSeq % 7) * 11,
+      },
+      model_ms: 700 + ((this.run.iterationSeq * 137) % 900),
     })
     const file = `screenshots/${String(this.steps).padStart(4, '0')}-${script.tool}.png`
     this.core.step(this.run, {
@@ -314,7 +314,7 @@ class Autoplay {
     const question = QUESTIONS[this.questionCount++ % QUESTIONS.length]
     if (question === undefined) return false
     this.emit('iteration', {
-      n: ++this.iterations,
+      n: ++this.run.iterationSeq,
       content: 'I need a decision from a person before going on.',
       tool_calls: [{ name: 'ask_human', args: { title: question.title } }],
       usage: { input_tokens: 2600, output_tokens: 90 },
@@ -330,33 +330,9 @@ class Autoplay {
   }
 
   private escalate(): void {
-    this.emit('iteration', {
-      n: ++this.iterations,
-      content: 'The approval step asks for a second factor on a phone. A person has to do this.',
-      tool_calls: [{ name: 'escalate', args: { reason: 'second factor needed' } }],
-      usage: { input_tokens: 2900, output_tokens: 70 },
-      model_ms: 910,
-    })
-    this.emit('status', {
-      phase: 'agentic',
-      detail: 'escalated: waiting for a person (press "I\'m done, finish" when finished)',
-    })
-    this.core.setLoop('escalation')
+    this.core.escalate('the approval step asks for a second factor on a phone')
     this.phase = 'handoff'
     this.ticks = 0
-  }
-
-  private finishHandoff(endedBy: 'timeout'): void {
-    const started = this.run.escalationStartedAt ?? Date.now()
-    this.emit('escalation', {
-      reason: 'second factor needed',
-      paused_s: Math.round((Date.now() - started) / 1000),
-      before: null,
-      after: null,
-      ended_by: endedBy,
-    })
-    this.core.setLoop('idle')
-    this.end('handoff')
   }
 
   /** The loop exited (a stop took effect, or the handoff ended): the run finishes with the fixed verdict. */

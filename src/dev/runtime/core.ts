@@ -4,7 +4,7 @@ import { Credentials } from './credentials.ts'
 import { CLOSED_FRAME, EventStreams, runComment } from './event-streams.ts'
 import { endRunInbox, exitLoop, schedulePump } from './inbox.ts'
 import type { ActionRecord, LoopState, MessageRecord, RequestRecord } from './records.ts'
-import { createRequest, type NewRequest } from './requests.ts'
+import { createRequest, DEFAULT_DEADLINE_S, type NewRequest } from './requests.ts'
 import { TimerSet } from './timers.ts'
 import { RunTrace, type TraceEvent } from './trace.ts'
 
@@ -18,6 +18,12 @@ export interface CoreOptions {
   consumer: 'loop' | 'external'
   deliveryStepMs: number
   observeTokenRequired: boolean
+  /** runner.escalation_pause_s: how long a handoff pause lasts unless a person finishes it. */
+  escalationPauseS: number
+  /** Request field types of a newer release, accepted in definitions (see protocol/fields.ts). */
+  futureFieldTypes: ReadonlySet<string>
+  /** Redaction rules (global regular expressions) applied to reply values before they are checked. */
+  redactPatterns: readonly RegExp[]
   messagingToken?: string
   sessionToken?: string
 }
@@ -37,6 +43,8 @@ export class RunState {
   readonly actions: ActionRecord[] = []
   readonly actionKeys = new Map<string, ActionRecord>()
   stepSeq = 0
+  /** Model calls of the agentic loop so far (the `n` of iteration events). */
+  iterationSeq = 0
   /** Set when the run ended: later messages are stored as undelivered, requests refused. */
   inboxClosed = false
   /** The agentic loop has exited (stopped, or escalated): later messages cannot be delivered. */
@@ -44,6 +52,10 @@ export class RunState {
   /** The tool in flight while a stop waits for it. */
   stoppingTool: string | null = null
   escalationStartedAt: number | null = null
+  /** Why the run escalated, while its handoff pause lasts. */
+  escalationReason: string | null = null
+  /** Ends the pause when runner.escalation_pause_s has passed. */
+  escalationTimer: (() => void) | null = null
 
   constructor(run: string, replayEvents: number) {
     this.trace = new RunTrace(run, replayEvents)
@@ -158,6 +170,10 @@ export class RuntimeCore {
           inbox_message_chars: this.options.inboxMessageChars,
           inbox_attachment_bytes: this.options.attachmentBytes,
         },
+        runner: {
+          ask_human_timeout_s: DEFAULT_DEADLINE_S,
+          escalation_pause_s: this.options.escalationPauseS,
+        },
       },
       input_observation: false,
       ...this.infoExtra,
@@ -206,6 +222,54 @@ export class RuntimeCore {
       run.escalationStartedAt = Date.now()
       exitLoop(this, run, 'the loop exited for a handoff before a model request carried it')
     }
+    if (state !== 'escalation') {
+      run.escalationTimer?.()
+      run.escalationTimer = null
+    }
+  }
+
+  /**
+   * The agent calls escalate, as the runtime's loop does: the model call (an iteration with the escalate tool
+   * call), a status saying so, then the handoff pause. The verdict is fixed at the call (test-error,
+   * escalated); the pause ends after runner.escalation_pause_s with an escalation record `ended_by: timeout`,
+   * or earlier by finish_handoff (`ended_by: operator`).
+   */
+  escalate(reason: string): void {
+    const run = this.state
+    this.emit('iteration', {
+      n: ++run.iterationSeq,
+      content: `A person has to take over: ${reason}.`,
+      tool_calls: [{ name: 'escalate', args: { reason } }],
+      usage: { input_tokens: 2900, output_tokens: 70 },
+      model_ms: 910,
+    })
+    this.emit('status', {
+      phase: 'agentic',
+      detail: `escalated: waiting for a person (press "I'm done, finish" when finished): ${reason}`,
+    })
+    run.escalationReason = reason
+    this.setLoop('escalation')
+    run.escalationTimer = this.timers.after(this.options.escalationPauseS * 1000, () => {
+      run.escalationTimer = null
+      if (run === this.state && this.loop === 'escalation') this.endEscalation(run, 'timeout')
+    })
+  }
+
+  /** The handoff pause ends: the escalation record, then the loop is idle (a handoff never resumes it). */
+  endEscalation(run: RunState, endedBy: 'operator' | 'timeout'): void {
+    const started = run.escalationStartedAt ?? Date.now()
+    const shots = [...run.trace.screenshots]
+    this.emitFor(run, 'escalation', {
+      reason: run.escalationReason ?? 'a person took over the session',
+      paused_s: Math.round((Date.now() - started) / 100) / 10,
+      before: shots.at(-1) ?? null,
+      after: shots.at(-1) ?? null,
+      ended_by: endedBy,
+    })
+    run.escalationStartedAt = null
+    run.escalationReason = null
+    this.setLoop('idle')
+    this.hooks.onLoopExit?.('handoff')
   }
 
   /** Asks a typed question as the agent's ask_human tool. Throws (an HttpError) when the fields are invalid. */

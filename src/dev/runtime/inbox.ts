@@ -11,10 +11,10 @@
  * dispatched ones unknown (the runtime never guesses a message was seen).
  */
 
+import { checkReply } from '../../protocol/fields.ts'
 import type { RunState, RuntimeCore } from './core.ts'
 import type { Sender } from './credentials.ts'
 import { canonical, checkEnvelope } from './envelope.ts'
-import { checkReply } from './fields.ts'
 import { HttpError } from './http-error.ts'
 import type { MessageRecord, MessageState } from './records.ts'
 import { closeRequest } from './requests.ts'
@@ -168,10 +168,28 @@ function checkReplyTarget(core: RuntimeCore, run: RunState, content: Content) {
       },
     )
   }
-  const fields = checkReply(request.fields, content.values ?? {}, (id) => core.attachments.get(id))
+  // Values are redacted before they are written anywhere: a value that redaction would turn into something
+  // invalid is refused like any other invalid one.
+  const values = redactValues(core.options.redactPatterns, content.values ?? {})
+  const fields = checkReply(request.fields, values, (id) => core.attachments.get(id))
   if (fields.length > 0)
     throw new HttpError(422, 'invalid_reply', 'the reply does not fit the request', { fields })
   return request
+}
+
+/** The text redaction puts in place of what a redaction rule matched. */
+export const REDACTED = '[REDACTED]'
+
+/** `values` with every match of the redaction rules in their strings (and string lists) replaced. */
+function redactValues(rules: readonly RegExp[], values: Record<string, unknown>): Record<string, unknown> {
+  if (rules.length === 0) return values
+  const redact = (v: unknown): unknown =>
+    typeof v === 'string'
+      ? rules.reduce((s, rule) => s.replace(rule, REDACTED), v)
+      : Array.isArray(v)
+        ? v.map(redact)
+        : v
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, redact(v)]))
 }
 
 /** Moves a message to `state`, bumping the inbox revision and emitting a delivery event. */

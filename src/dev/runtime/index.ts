@@ -54,6 +54,19 @@ export interface SimulatedRuntimeOptions {
   autoplay?: boolean | { intervalMs: number }
   /** How long each delivery state lasts under consumer 'loop' (and half a stop's wait). Default 100. */
   deliveryStepMs?: number
+  /** runner.escalation_pause_s: how long a handoff pause lasts. Default 600. */
+  escalationPauseS?: number
+  /**
+   * Request field types of a newer protocol release (v1 is additive), e.g. `['date']`: `ask` accepts them
+   * with any constraint, and a reply's value for them is only checked for presence. Default none.
+   */
+  futureFieldTypes?: readonly string[]
+  /**
+   * Redaction rules (regular expression sources) of the run's secrets settings: what they match in a reply's
+   * values becomes `[REDACTED]` before the values are checked, so a value redaction would make invalid is
+   * refused with 422, as the protocol says. Default none.
+   */
+  redactPatterns?: readonly string[]
 }
 
 export interface SimulatedRuntime {
@@ -78,6 +91,8 @@ export interface SimulatedRuntime {
   setHang(hang: boolean): void
   /** What the agent's loop is doing, which decides the valid actions. */
   setLoop(state: LoopState): void
+  /** The agent calls escalate: the verdict is fixed and the handoff pause starts (see RuntimeCore.escalate). */
+  escalate(reason: string): void
   /** Replaces tokens (an empty string removes one). */
   rotateTokens(tokens: { messagingToken?: string; sessionToken?: string }): void
   /** Asks a typed question as the agent (ask_human). Throws when the fields are invalid. */
@@ -108,6 +123,9 @@ function resolveOptions(options: SimulatedRuntimeOptions): CoreOptions {
     consumer: options.consumer ?? 'loop',
     deliveryStepMs: options.deliveryStepMs ?? 100,
     observeTokenRequired: options.observeTokenRequired ?? false,
+    escalationPauseS: options.escalationPauseS ?? 600,
+    futureFieldTypes: new Set(options.futureFieldTypes ?? []),
+    redactPatterns: (options.redactPatterns ?? []).map((source) => new RegExp(source, 'gu')),
   }
   if (options.messagingToken !== undefined && options.messagingToken !== '') {
     core.messagingToken = options.messagingToken
@@ -167,6 +185,7 @@ export async function startSimulatedRuntime(
       controls.hang = hang
     },
     setLoop: (state) => core.setLoop(state),
+    escalate: (reason) => core.escalate(reason),
     rotateTokens: (tokens) => core.credentials.rotate(tokens),
     ask(request) {
       try {

@@ -1,6 +1,7 @@
 /** The inbox's records as they appear on the wire (message/delivery/request/action events and GETs). */
+
+import type { FieldDef } from '../../protocol/fields.ts'
 import type { Sender } from './credentials.ts'
-import type { FieldDef } from './fields.ts'
 
 /** A message's delivery state; the last three are final. */
 export type MessageState = 'pending' | 'queued' | 'dispatched' | 'responded' | 'unknown' | 'undelivered'

@@ -5,8 +5,9 @@
  * Where the protocol is silent: a request from POST /requests takes the runtime's default deadline
  * (runner.ask_human_timeout_s, 300 s); revisions start at 1 and nothing here revises a request.
  */
+
+import { checkFieldDefs, type FieldDef } from '../../protocol/fields.ts'
 import type { RunState, RuntimeCore } from './core.ts'
-import { checkFieldDefs, type FieldDef } from './fields.ts'
 import { HttpError } from './http-error.ts'
 import type { RequestClosedBy, RequestRecord } from './records.ts'
 import { isRecord } from './trace.ts'
@@ -64,7 +65,7 @@ export function createRequest(
       fields: [{ field: 'help', error: 'too long' }],
     })
   }
-  const fields = checkFieldDefs(input.fields)
+  const fields = checkFieldDefs(input.fields, core.options.futureFieldTypes)
   if (fields.length > 0)
     throw new HttpError(422, 'invalid_fields', 'the request fields are not valid', { fields })
   const deadlineS = input.deadlineS ?? DEFAULT_DEADLINE_S

@@ -1,5 +1,7 @@
 /**
- * Typed request fields: checking a request's field definitions, and a reply's values against them.
+ * Typed request fields of the Sidebar protocol: checking a request's field definitions, and a reply's values
+ * against them. The simulated runtime enforces these rules, and the console checks a reply with them in the
+ * page before sending it, so a person sees the runtime's verdict before the round trip.
  *
  * Where the protocol is silent: `pattern` is an ECMAScript regular expression (with the `u` flag) matched
  * anywhere in the value, as in JSON Schema; lengths count code points; an empty string or an empty list
@@ -7,8 +9,6 @@
  * or `type/*` wildcards. Definitions carry only known keys, so a typo in a constraint is refused (422)
  * instead of silently unenforced.
  */
-import { isRecord } from './trace.ts'
-
 export type FieldType = 'string' | 'integer' | 'number' | 'boolean' | 'string[]' | 'attachment'
 
 /** A field as the request carries it: id, type, display keys and the constraints of its type. */
@@ -55,8 +55,13 @@ const MAX_FIELDS = 32
 const FIELD_ID = /^[A-Za-z_][A-Za-z0-9_.-]{0,63}$/
 const MIME_PATTERN = /^[a-z0-9!#$&^_.+-]+\/(\*|[a-z0-9!#$&^_.+-]+)$/i
 
-function isFieldType(value: unknown): value is FieldType {
+/** Whether `value` is one of the field types of protocol version 1 as this code knows it. */
+export function isFieldType(value: unknown): value is FieldType {
   return typeof value === 'string' && Object.hasOwn(TYPE_KEYS, value)
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
 const codePoints = (value: string): number => [...value].length
@@ -67,9 +72,13 @@ const isStringList = (value: unknown): value is string[] =>
 
 /**
  * Checks `fields` (already known to be an array) and returns the problems; an empty list means the
- * definitions are usable as {@link FieldDef}s.
+ * definitions are usable as {@link FieldDef}s. `futureTypes` are types of a newer protocol release (v1 is
+ * additive): accepted with any constraint, since their rules are not known here.
  */
-export function checkFieldDefs(fields: unknown[]): FieldIssue[] {
+export function checkFieldDefs(
+  fields: unknown[],
+  futureTypes: ReadonlySet<string> = new Set(),
+): FieldIssue[] {
   const issues: FieldIssue[] = []
   if (fields.length === 0) issues.push({ field: 'fields', error: 'at least one field is required' })
   if (fields.length > MAX_FIELDS) issues.push({ field: 'fields', error: `at most ${MAX_FIELDS} fields` })
@@ -84,6 +93,7 @@ export function checkFieldDefs(fields: unknown[]): FieldIssue[] {
     if (typeof def.id !== 'string' || !FIELD_ID.test(def.id)) add('id must be a short identifier')
     else if (seen.has(def.id)) add('duplicate id')
     else seen.add(def.id)
+    if (typeof def.type === 'string' && futureTypes.has(def.type)) return
     if (!isFieldType(def.type)) {
       add(`unsupported type ${JSON.stringify(def.type)}`)
       return
@@ -236,5 +246,8 @@ function checkValue(
         return `larger than ${field.max_bytes} bytes`
       return null
     }
+    default:
+      // A type of a newer release (see checkFieldDefs): only its presence was checked.
+      return null
   }
 }

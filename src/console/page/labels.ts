@@ -1,0 +1,96 @@
+import type { SessionSummary, UpstreamHealth } from '../../summary/types.ts'
+import { h } from './dom.ts'
+
+/** Human words for what the gateway and the runtime report; anything unknown is shown as sent. */
+
+const HEALTH: Record<UpstreamHealth, string> = {
+  unknown: 'Connecting',
+  live: 'Live',
+  not_up: 'Runtime not up yet',
+  token_refused: 'Token refused',
+  unreachable: 'Unreachable',
+}
+
+const HEALTH_HELP: Record<UpstreamHealth, string> = {
+  unknown: 'The gateway is connecting to the session runtime.',
+  live: 'The gateway reads the run as it happens.',
+  not_up: 'The session is starting; the gateway polls until its runtime answers.',
+  token_refused: 'The runtime refused the gateway’s messaging token: an administrator must rotate it.',
+  unreachable: 'The runtime cannot be reached; the gateway keeps retrying.',
+}
+
+/** A badge for the reader's health. */
+export function healthBadge(health: UpstreamHealth): HTMLElement {
+  return h('span', { class: `badge health-${health}`, title: HEALTH_HELP[health] }, HEALTH[health] ?? health)
+}
+
+export function healthText(health: UpstreamHealth): string {
+  return HEALTH[health] ?? health
+}
+
+export function healthHelp(health: UpstreamHealth): string {
+  return HEALTH_HELP[health] ?? ''
+}
+
+const PHASES: Record<string, string> = {
+  boot: 'Booting',
+  launch: 'Launching the app',
+  judge: 'Judging',
+  steps: 'Running steps',
+  plan: 'Planning',
+  agentic: 'Agent working',
+  done: 'Done',
+}
+
+/** The run's state in a few words: its phase, or its verdict once done. */
+export function runState(s: SessionSummary | null): string {
+  if (s === null || s.run === null) return 'No run yet'
+  if (s.ended !== null) {
+    const verdict = s.verdict ?? (s.ended === 'closed' ? 'closed without a verdict' : 'done')
+    return s.outcome !== null && s.outcome !== s.verdict ? `${verdict} (${s.outcome})` : verdict
+  }
+  if (s.escalation !== null) return 'Waiting for a person (handoff)'
+  if (s.phase === null) return 'Starting'
+  return PHASES[s.phase] ?? s.phase
+}
+
+/** The class of a verdict badge: good, bad or neutral. */
+export function verdictTone(verdict: string | null, outcome: string | null): string {
+  if (verdict === 'pass') return 'good'
+  if (verdict === 'fail' || verdict === 'test-error' || verdict === 'error' || outcome === 'escalated')
+    return 'bad'
+  return 'neutral'
+}
+
+const DELIVERY: Record<string, string> = {
+  sending: 'Sending…',
+  pending: 'Pending: stored, not yet read by the agent',
+  queued: 'Queued: in the agent’s context',
+  dispatched: 'Dispatched: sent to the model',
+  responded: 'Responded: the model answered',
+  unknown: 'Unknown: the runtime cannot tell whether the model saw it',
+  undelivered: 'Undelivered',
+  failed: 'Not sent',
+}
+
+/** A message's delivery state in words (`undelivered` with its reason). */
+export function deliveryText(state: string, reason?: string): string {
+  const words = DELIVERY[state] ?? state
+  return state === 'undelivered' && reason ? `${words}: ${reason}` : words
+}
+
+/** How a question closed. */
+export function closedByText(closedBy: string | undefined): string {
+  switch (closedBy) {
+    case 'reply':
+      return 'answered'
+    case 'timeout':
+      return 'timed out (the agent carried on without an answer)'
+    case 'cancelled':
+      return 'cancelled'
+    case 'run_ended':
+      return 'closed when the run ended'
+    default:
+      return closedBy ?? 'closed'
+  }
+}

@@ -1,0 +1,127 @@
+import type { FastifyInstance } from 'fastify'
+import {
+  AnswerUnknown,
+  QuestionClosed,
+  QuestionNotYours,
+  QuestionTaken,
+  ShuttingDown,
+  StoreUnavailable,
+} from '../errors.ts'
+import { takeOver } from '../events/takeover.ts'
+import { KASM_ID } from '../sessions/types.ts'
+import { RUN_ID } from './events.ts'
+
+interface QuestionRoute {
+  Params: { kasmId: string; requestId: string }
+  Querystring: { run: string }
+}
+
+const QUESTION = {
+  params: {
+    type: 'object',
+    properties: {
+      kasmId: { type: 'string', pattern: KASM_ID.source },
+      requestId: { type: 'string', pattern: '^[\\x21-\\x7e]{1,100}$' },
+    },
+    required: ['kasmId', 'requestId'],
+  },
+  querystring: {
+    type: 'object',
+    properties: { run: { type: 'string', pattern: RUN_ID.source } },
+    required: ['run'],
+    additionalProperties: false,
+  },
+} as const
+
+/**
+ * The console's API under the base path:
+ * - `GET api/overview` (viewer): ONE server-sent-event stream of every session the caller may see (see
+ *   src/overview/hub.ts for its events), counted against the caller's stream cap;
+ * - `PUT|DELETE api/sessions/:kasmId/requests/:requestId/claim?run=` (operator): "I'm on it" on a question,
+ *   409 `question_taken` naming who holds it, `question_closed` when it is no longer open;
+ * - `GET api/sessions/:kasmId/requests/:requestId/answer?run=` (viewer): who answered it through the gateway
+ *   (from the audit log: a name and a time, never the values), 404 `answer_unknown` when nobody did here.
+ * A session the caller may not see answers 404 exactly like an unknown one.
+ */
+export async function overviewRoutes(app: FastifyInstance): Promise<void> {
+  app.get('/api/overview', { onRequest: app.requireAccess('read') }, async (request, reply) => {
+    const operator = request.operator!
+    if (app.readiness.draining) throw new ShuttingDown()
+    app.events.streams.reserve(operator)
+    reply.hijack()
+    let socket: ReturnType<typeof takeOver>
+    try {
+      socket = takeOver(request.raw, reply.raw)
+    } catch (err) {
+      app.events.streams.release(operator)
+      request.log.error({ err }, 'overview stream failed to open')
+      request.raw.socket.destroy()
+      return
+    }
+    // From here the stream owns the reservation: it is given back when the socket closes.
+    await app.overview.hub.open(operator, socket).catch((err: unknown) => {
+      request.log.error({ err }, 'overview stream failed')
+      socket.destroy()
+    })
+  })
+
+  const claimPath = '/api/sessions/:kasmId/requests/:requestId/claim'
+  app.put<QuestionRoute>(
+    claimPath,
+    { schema: QUESTION, onRequest: app.requireAccess('write') },
+    async (request) => {
+      const { kasmId, requestId } = request.params
+      const { run } = request.query
+      await app.sessions.resolve(kasmId, request.operator!)
+      const summary = app.summaries.publication(kasmId)?.summary
+      // Refused only when this replica knows better; a summary not watched here cannot say.
+      if (summary?.run === run && !summary.openRequests.some((r) => r.requestId === requestId))
+        throw new QuestionClosed()
+      const result = await shared('question marks', () =>
+        app.overview.claims.take(kasmId, run, requestId, request.operator!),
+      )
+      if (!result.taken) throw new QuestionTaken(result.holder.name)
+      return { name: result.claim.name, at: result.claim.at }
+    },
+  )
+
+  app.delete<QuestionRoute>(
+    claimPath,
+    { schema: QUESTION, onRequest: app.requireAccess('write') },
+    async (request, reply) => {
+      const { kasmId, requestId } = request.params
+      await app.sessions.resolve(kasmId, request.operator!)
+      const released = await shared('question marks', () =>
+        app.overview.claims.release(kasmId, request.query.run, requestId, request.operator!),
+      )
+      if (!released) throw new QuestionNotYours()
+      return reply.code(204).send()
+    },
+  )
+
+  app.get<QuestionRoute>(
+    '/api/sessions/:kasmId/requests/:requestId/answer',
+    { schema: QUESTION, onRequest: app.requireAccess('read') },
+    async (request, reply) => {
+      const { kasmId, requestId } = request.params
+      await app.sessions.resolve(kasmId, request.operator!)
+      const records = await shared('audit log', () =>
+        app.audit.recent({ limit: 20, kasmId, replyTo: requestId, run: request.query.run }),
+      )
+      // Newest first: the oldest accepted reply is the one that closed the question (later ones got 409).
+      const answer = records.filter((r) => r.route === 'messages' && r.status >= 200 && r.status < 300).at(-1)
+      if (answer === undefined) throw new AnswerUnknown()
+      reply.header('cache-control', 'no-store')
+      return { name: answer.name ?? answer.sub ?? 'someone', at: answer.at }
+    },
+  )
+}
+
+/** Shared state that cannot be read or written answers 503 `store_unavailable`, not 500. */
+async function shared<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    throw new StoreUnavailable(what, { cause: err })
+  }
+}

@@ -1,0 +1,155 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { Page } from 'playwright-core'
+import { addRuntime, assertAccessible, browser, settled, signIn, startConsoleGateway } from './helpers.ts'
+
+const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red'] }
+
+const WIDTHS = [
+  { width: 1366, height: 800 },
+  { width: 390, height: 844 },
+]
+
+/** A session with something in every part of the page: a run, a step, logs, a screenshot, questions, a message. */
+async function busySessions(t: Parameters<typeof addRuntime>[0], gw: Parameters<typeof addRuntime>[1]) {
+  const rt = await addRuntime(t, gw, 'k-blue', 'blue', { futureFieldTypes: ['date'] })
+  rt.emit('info', { run_id: rt.run, app: 'expenses', goal: 'File the March report', agentic: true })
+  rt.emit('status', { phase: 'agentic' })
+  rt.emit('step', { n: 1, action: 'click(text="New report")', result: 'form opened', duration_ms: 320 })
+  rt.emit('screenshot', {
+    file: 'screenshots/0001-click.png',
+    step: 1,
+    label: 'an empty report',
+    width: 64,
+    height: 40,
+  })
+  rt.emit('log', { level: 'warn', msg: 'the receipt is blurry' })
+  rt.emit('log', { level: 'error', msg: 'upload failed once' })
+  rt.ask({
+    title: 'Which cost centre?',
+    fields: [
+      { id: 'cc', type: 'string', enum: ['CC-100', 'CC-200'], required: true, label: 'Cost centre' },
+      { id: 'region', type: 'string', enum: ['a', 'b', 'c', 'd', 'e'], label: 'Region' },
+      { id: 'nights', type: 'integer', minimum: 0, maximum: 14, label: 'Nights' },
+      { id: 'amount', type: 'number', label: 'Amount' },
+      { id: 'ok', type: 'boolean', label: 'Submit anyway' },
+      { id: 'tags', type: 'string[]', enum: ['x', 'y'], label: 'Tags' },
+      { id: 'receipt', type: 'attachment', accept: ['image/*'], label: 'Receipt' },
+      { id: 'note', type: 'string', max_length: 500, label: 'Note' },
+    ],
+  })
+  rt.ask({ title: 'When?', fields: [{ id: 'when', type: 'date' }] })
+  await addRuntime(t, gw, 'k-red', 'red')
+  return rt
+}
+
+async function checkEverything(page: Page, label: string): Promise<void> {
+  await page.waitForSelector('.session-row >> text=Which cost centre?')
+  await settled(page)
+  await assertAccessible(page, `the overview (${label})`)
+  await page.click('.session-row >> text=k-blue')
+  await page.waitForSelector('#session-title')
+  for (const tab of ['home', 'timeline', 'inbox']) {
+    await page.click(`#tab-${tab}`)
+    await settled(page)
+    await assertAccessible(page, `the session's ${tab} (${label})`)
+  }
+  // A refusal shown at its field is accessible too.
+  await page
+    .locator('.question', { hasText: 'Which cost centre?' })
+    .getByRole('button', { name: 'Answer' })
+    .click()
+  await page.waitForSelector('.field-error:not([hidden])')
+  await assertAccessible(page, `a question with errors (${label})`)
+}
+
+test('zero axe-core violations at desktop and phone widths, in light and dark', async (t) => {
+  const gw = await startConsoleGateway(t)
+  const rt = await busySessions(t, gw)
+  const b = await browser(t)
+  for (const viewport of WIDTHS) {
+    for (const colorScheme of ['light', 'dark'] as const) {
+      const context = await b.newContext({ viewport, colorScheme })
+      const page = await signIn(t, b, gw, carol, { context })
+      await checkEverything(page, `${viewport.width}px, ${colorScheme}`)
+      // Readable at the phone width: nothing wider than the screen.
+      const overflow = (await page.evaluate('document.documentElement.scrollWidth')) as number
+      assert.ok(overflow <= viewport.width, `the page is ${overflow}px wide at ${viewport.width}px`)
+      await context.close()
+    }
+  }
+  const nobody = await signIn(t, b, gw, { sub: 'n', name: 'N', roles: [], teams: [] })
+  await nobody.waitForSelector('h1 >> text=You have no role here')
+  await assertAccessible(nobody, 'the no-role page')
+  void rt
+})
+
+test('the main journey by keyboard alone: reach a session, switch tabs, answer a question, send a message', async (t) => {
+  const gw = await startConsoleGateway(t)
+  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  rt.emit('status', { phase: 'agentic' })
+  await addRuntime(t, gw, 'k2', 'blue')
+  const q = rt.ask({
+    title: 'Which browser?',
+    fields: [
+      { id: 'browser', type: 'string', enum: ['chrome', 'firefox'], required: true, label: 'Browser' },
+      { id: 'n', type: 'integer', label: 'Tabs' },
+    ],
+  })
+  const b = await browser(t)
+  const page = await signIn(t, b, gw, carol)
+  await page.waitForSelector('.session-row >> text=Which browser?')
+  // What has the focus: its text, or for an input its type and value.
+  const focused = () =>
+    page.evaluate(
+      `(() => { const e = document.activeElement; return e instanceof HTMLInputElement ? e.type + ':' + e.value : (e?.textContent ?? '').trim() })()`,
+    ) as Promise<string>
+  const tabTo = async (check: (text: string) => boolean, what: string) => {
+    for (let i = 0; i < 40; i++) {
+      await page.keyboard.press('Tab')
+      if (check(await focused())) return
+    }
+    assert.fail(`Tab never reached ${what}`)
+  }
+
+  // Every row of the overview is reachable; the one needing a person comes first.
+  await tabTo((s) => s.startsWith('k1'), 'the k1 row')
+  await page.keyboard.press('Tab')
+  assert.match(await focused(), /^k2/)
+  await page.keyboard.press('Shift+Tab')
+  await page.keyboard.press('Enter')
+  await page.waitForSelector('#session-title >> text=k1')
+  assert.equal(
+    await page.evaluate('document.activeElement?.id'),
+    'session-title',
+    'focus moves to the new view',
+  )
+
+  // Tabs work with the arrow keys.
+  await tabTo((s) => s === 'Home', 'the tabs')
+  await page.keyboard.press('ArrowRight')
+  await page.keyboard.press('ArrowRight')
+  assert.match(await focused(), /^Inbox/)
+  assert.equal(await page.getAttribute('#tab-inbox', 'aria-selected'), 'true')
+
+  // Answer: the radio group, the number, then Enter submits.
+  await tabTo((s) => s === 'radio:chrome', 'the first choice')
+  await page.keyboard.press('ArrowDown')
+  await page.keyboard.press('Tab')
+  await page.keyboard.type('3')
+  await page.keyboard.press('Enter')
+  await page.waitForSelector(`[data-request="${q.request_id}"] >> text=Answered by Carol`)
+  const stored = (await (await fetch(`${rt.url}messages`)).json()) as { messages: { values?: unknown }[] }
+  assert.deepEqual(stored.messages[0]?.values, { browser: 'firefox', n: 3 })
+
+  // A message: Tab to the box, type, Ctrl+Enter; focus stays in the box.
+  await tabTo((s) => s === 'Send', 'Send')
+  await page.keyboard.press('Shift+Tab')
+  assert.equal(await focused(), 'Attach…')
+  await page.keyboard.press('Shift+Tab')
+  assert.equal(await page.evaluate('document.activeElement?.id'), 'compose-text')
+  await page.keyboard.type('Thanks, carry on.')
+  await page.keyboard.press('Control+Enter')
+  await page.waitForSelector('.message >> text=Thanks, carry on.')
+  assert.equal(await page.evaluate('document.activeElement?.id'), 'compose-text')
+})

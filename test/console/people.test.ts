@@ -1,0 +1,113 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { bearer } from '../helpers/jwt.ts'
+import { call, openOverview } from '../overview/helpers.ts'
+import { addRuntime, browser, signIn, startConsoleGateway } from './helpers.ts'
+
+const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
+
+test("another operator answers first: the 409 says who, and shows their answer; I'm on it marks are shared", async (t) => {
+  const gw = await startConsoleGateway(t)
+  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  rt.emit('status', { phase: 'agentic' })
+  const dan = await bearer({ sub: 'dan', name: 'Dan', roles: ['operator'], teams: ['blue'] })
+  const first = rt.ask({
+    title: 'How many rows?',
+    fields: [{ id: 'rows', type: 'integer', required: true, label: 'Rows' }],
+  })
+  const second = rt.ask({
+    title: 'Which sheet?',
+    fields: [{ id: 'sheet', type: 'string', required: true, label: 'Sheet' }],
+  })
+
+  const b = await browser(t)
+  const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
+  const q1 = page.locator(`[data-request="${first.request_id}"]`)
+  const q2 = page.locator(`[data-request="${second.request_id}"]`)
+  await q1.waitFor()
+
+  // Dan takes the first question: Carol sees it, and is not offered to take it.
+  const claim = `${gw.url}/api/sessions/k1/requests/${first.request_id}/claim?run=${encodeURIComponent(rt.run)}`
+  assert.equal((await call(claim, 'PUT', dan)).status, 200)
+  await q1.locator('text=Dan is on it.').waitFor()
+  assert.equal(await q1.getByRole('button', { name: 'I’m on it' }).isVisible(), false)
+
+  // Carol takes the second; Dan's overview shows it.
+  await q2.getByRole('button', { name: 'I’m on it' }).click()
+  await q2.locator('text=You are on it.').waitFor()
+  assert.equal(await q2.getByRole('button', { name: 'Release' }).getAttribute('aria-pressed'), 'true')
+  const danOverview = await openOverview(t, gw, dan)
+  await danOverview.until("Carol's mark", (m) => m.get('k1')?.claims[second.request_id]?.name === 'Carol')
+
+  // Dan answers while the run's events are held up, so Carol's form still looks open when she answers.
+  rt.stallStreams(true)
+  const reply = { run: rt.run, key: 'dan-1', reply_to: first.request_id, revision: 1, values: { rows: 42 } }
+  assert.equal((await call(`${gw.url}/desktop/k1/mcp/messages`, 'POST', dan, reply)).status, 202)
+  await q1.getByLabel('Rows').fill('7')
+  await q1.getByRole('button', { name: 'Answer' }).click()
+  await q1.locator('text=Someone answered first. Answered by Dan').waitFor()
+  assert.equal(await q1.locator('dd').textContent(), '42', "Dan's answer is shown")
+  await q1.locator('.form-status >> text=Your answer was not needed').waitFor()
+  assert.equal(await q1.getByRole('button', { name: 'Answer' }).count(), 0)
+  rt.stallStreams(false)
+  // The question moves to the earlier ones once its closing arrives, shown once.
+  await page.locator(`.questions.closed [data-request="${first.request_id}"]`).waitFor()
+  assert.equal(await page.locator(`[data-request="${first.request_id}"]`).count(), 1)
+})
+
+test('a viewer sees the session and its questions but no write control at all', async (t) => {
+  const gw = await startConsoleGateway(t)
+  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  rt.emit('info', { run_id: rt.run, agentic: true })
+  rt.emit('status', { phase: 'agentic' })
+  const q = rt.ask({ title: 'Approve?', fields: [{ id: 'ok', type: 'boolean', required: true }] })
+  const b = await browser(t)
+  const page = await signIn(
+    t,
+    b,
+    gw,
+    { sub: 'vic', name: 'Vic', roles: ['viewer'], teams: ['blue'] },
+    { path: '/sessions/k1#inbox' },
+  )
+  const question = page.locator(`[data-request="${q.request_id}"]`)
+  await question.locator('text=Your role can read this question but not answer it.').waitFor()
+  await page.locator('text=Your role can read this session but not write to it.').waitFor()
+  for (const name of ['Answer', 'Send', 'Attach…', 'Stop the agent', 'I’m done, finish', 'I’m on it']) {
+    assert.equal(await page.getByRole('button', { name }).count(), 0, `a viewer has no ${name}`)
+  }
+  assert.equal(await page.locator('textarea, input[type=file]').count(), 0)
+  assert.equal(await page.getByRole('button', { name: 'Turn on notifications' }).count(), 0)
+  assert.doesNotMatch(await page.title(), /^\(/, 'nothing to act on for a viewer in the title')
+})
+
+test('a handoff pause: I’m done, finish with the reason and the time left, then gone', async (t) => {
+  const gw = await startConsoleGateway(t)
+  const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
+  rt.emit('status', { phase: 'agentic' })
+  const b = await browser(t)
+  const page = await signIn(t, b, gw, carol)
+  await page.waitForSelector('.session-row >> text=k1')
+  rt.escalate('the approval needs a second factor')
+  await page.waitForSelector('.session-row >> text=Handoff:')
+  await page.waitForSelector('.session-row >> text=the approval needs a second factor')
+  await page.waitForSelector('.session-row .need-handoff time')
+  assert.match(await page.title(), /^\(1\) /)
+  await page.click('.session-row >> text=k1')
+  await page.click('#tab-inbox')
+  await page.waitForSelector('.handoff-note >> text=the approval needs a second factor')
+  assert.match(
+    (await page.locator('.handoff-note time').textContent()) ?? '',
+    /^The pause ends by itself in (9|10):\d\d left$/,
+  )
+  assert.equal(
+    await page.getByRole('button', { name: 'Stop the agent' }).isVisible(),
+    false,
+    'no Stop: the loop has exited',
+  )
+  await page.getByRole('button', { name: 'I’m done, finish' }).click()
+  await page.waitForSelector('button:has-text("I’m done, finish")', { state: 'hidden' })
+  await page.waitForSelector('.timeline .escalation', { state: 'attached' })
+  await page.click('#tab-home')
+  await page.waitForSelector('dd >> text=the approval needs a second factor, ended by operator')
+  assert.doesNotMatch(await page.title(), /^\(/)
+})
