@@ -1,9 +1,14 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify'
 import { auditPlugin } from './audit/plugin.ts'
 import { authPlugin } from './auth/plugin.ts'
 import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
-import { toErrorBody } from './errors.ts'
+import { clientErrorAnswer, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -47,15 +52,19 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
     requestIdHeader: false,
     return503OnClosing: true,
+    // The router's own refusals (a URL that does not decode, a parameter over maxParamLength) would answer in
+    // Fastify's shape, quoting the URL: ours instead, through the same error handler as every other error.
+    frameworkErrors: (err, request, reply) => answerError(err, request, reply),
+    // Requests node's parser refuses before Fastify sees them (malformed, headers too large).
+    clientErrorHandler: (err, socket) => {
+      const answer = clientErrorAnswer(err)
+      if (answer !== null && socket.writable) socket.end(answer)
+      else socket.destroy()
+    },
   })
   app.decorate('config', config)
 
-  app.setErrorHandler((err, request, reply) => {
-    const { status, body } = toErrorBody(err as Error)
-    if (status >= 500) request.log.error({ err }, 'request failed')
-    else request.log.info({ code: body.error, status }, 'request refused')
-    return reply.code(status).send(body)
-  })
+  app.setErrorHandler((err, request, reply) => answerError(err as Error, request, reply))
   app.setNotFoundHandler((_request, reply) =>
     reply.code(404).send({ error: 'route_not_found', message: 'no such route' }),
   )
@@ -80,6 +89,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(presenceRoutes, prefix)
   await app.register(consoleRoutes, prefix)
   return app
+}
+
+/** Every error answer, Fastify's own refusals included: logged, then `{error, message}` (errors.ts). */
+function answerError(err: Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const { status, body } = toErrorBody(err)
+  if (status >= 500) request.log.error({ err }, 'request failed')
+  else request.log.info({ code: body.error, status }, 'request refused')
+  return reply.code(status).send(body)
 }
 
 function parseTrustProxy(value: string): boolean | string | string[] {

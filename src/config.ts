@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs'
+import ipaddr from 'ipaddr.js'
 import { z } from 'zod'
 
 /**
@@ -20,6 +21,18 @@ const list = z.string().transform((v) =>
 )
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
+
+/** One entry of GATEWAY_TRUST_PROXY as Fastify's proxy-addr takes it: an address, a CIDR or a named range. */
+function isProxyAddress(entry: string): boolean {
+  if (entry === 'loopback' || entry === 'linklocal' || entry === 'uniquelocal') return true
+  if (ipaddr.isValid(entry)) return true
+  try {
+    ipaddr.parseCIDR(entry)
+    return true
+  } catch {
+    return false
+  }
+}
 
 const origin = z
   .string()
@@ -70,7 +83,13 @@ const envSchema = z.object({
       'must not start with /desktop/, /healthz/, /readyz/ or /metrics/ (those paths are not under the base)',
     )
     .default('/'),
-  GATEWAY_TRUST_PROXY: z.string().default('false'),
+  GATEWAY_TRUST_PROXY: z
+    .string()
+    .refine(
+      (v) => v === 'true' || v === 'false' || v.split(',').every((entry) => isProxyAddress(entry.trim())),
+      'must be true, false, or a comma list of proxy addresses, CIDRs or loopback/linklocal/uniquelocal',
+    )
+    .default('false'),
 
   GATEWAY_UPSTREAM_CONNECT_TIMEOUT_MS: int(100).default(5000),
   GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS: int(100).default(15000),
