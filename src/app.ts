@@ -47,8 +47,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     routerOptions: {
       ignoreDuplicateSlashes: false,
       ignoreTrailingSlash: false,
-      // KASM_ID allows 128 characters; the router's default of 100 would answer 414 in its own shape.
-      maxParamLength: 256,
+      // Counted on the raw path: an idempotency key may have 256 characters, each up to 12 when encoded
+      // (`ключ` is 24); KASM_ID allows 128. The routes check the decoded values' own limits.
+      maxParamLength: 3072,
     },
     requestIdHeader: false,
     return503OnClosing: true,

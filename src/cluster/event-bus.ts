@@ -87,6 +87,7 @@ export class RedisEventBus implements EventBus {
       from.after !== undefined && Number.isSafeInteger(from.after) && from.after >= 0 ? from.after : undefined
     fanout.reserve(kasmId)
     let joined: Promise<void> | undefined
+    let servedRun: string | null = null
     try {
       const reply = await command.krgReplay(
         keys.head(kasmId),
@@ -100,6 +101,7 @@ export class RedisEventBus implements EventBus {
         if (from.run !== undefined) position.startAfter(from.run, after ?? -1)
       } else {
         const [, run, , , oldest, firstPage] = reply
+        servedRun = run
         const sameRun = from.run === run && after !== undefined
         if (sameRun) {
           position.startAfter(run, after)
@@ -123,7 +125,7 @@ export class RedisEventBus implements EventBus {
       if (joined === undefined) fanout.join(kasmId, cancelled(position)).catch(() => {})
     }
     await joined
-    return { close: () => fanout.leave(kasmId, position) }
+    return { servedRun, close: () => fanout.leave(kasmId, position) }
   }
 
   async drop(kasmId: string): Promise<void> {

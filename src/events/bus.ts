@@ -40,6 +40,11 @@ export interface StreamHead {
 
 /** A live subscription; `close` frees everything it holds. */
 export interface Subscription {
+  /**
+   * The run the bus served when the subscription started (null: nothing known yet), so a stream can open with
+   * its `: run <id>` line even when nothing is to be replayed.
+   */
+  readonly servedRun: string | null
   close(): void
 }
 

@@ -32,6 +32,7 @@ class Cursor implements Subscription {
    * not ahead of it) everything the log appends is new to it, and checking would only cost time.
    */
   filtering = true
+  readonly servedRun: string | null
 
   constructor(
     readonly log: SessionLog,
@@ -41,6 +42,7 @@ class Cursor implements Subscription {
   ) {
     this.run = run
     this.seq = seq
+    this.servedRun = log.run
   }
 
   close(): void {

@@ -176,10 +176,21 @@ export class ViewerStream implements Subscriber {
     return this.#liveQueued + this.#replayQueued + this.#socket.writableLength
   }
 
-  /** Hands over the bus subscription (it may have delivered already); closed at once if the stream ended. */
+  /**
+   * Hands over the bus subscription (it may have delivered already); closed at once if the stream ended. A
+   * stream that got nothing to replay opens with `: run <id>` now, as the runtime's does, not at the next event.
+   */
   attach(subscription: Subscription): void {
-    if (this.#ended) subscription.close()
-    else this.#subscription = subscription
+    if (this.#ended) {
+      subscription.close()
+      return
+    }
+    this.#subscription = subscription
+    if (this.#run === undefined && subscription.servedRun !== null) {
+      this.#run = subscription.servedRun
+      this.#enqueue(runComment(subscription.servedRun), true)
+      this.#markDirty()
+    }
   }
 
   deliver(batch: readonly Delivery[], replay?: boolean): void {
@@ -238,7 +249,8 @@ export class ViewerStream implements Subscriber {
 
   /** `: ping`, unless bytes are waiting anyway. Called by the shared heartbeat. */
   ping(): void {
-    if (this.#ended || this.#holding || this.#pending()) return
+    // Not before the subscription is attached: the first line of a stream is its `: run`.
+    if (this.#ended || this.#holding || this.#subscription === null || this.#pending()) return
     this.#enqueue(PING_FRAME, true)
     this.#markDirty()
   }

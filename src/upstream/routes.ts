@@ -2,10 +2,10 @@ import type { Access } from '../auth/operator.ts'
 import { ConfigError } from '../config.ts'
 import {
   isExtraRouteName,
+  isKeyParam,
   isSafeParam,
   joinSegments,
   MAX_ID_CHARS,
-  MAX_KEY_CHARS,
   parseArtifactPath,
   rawPath,
 } from './paths.ts'
@@ -96,7 +96,7 @@ export const V1_ROUTES: readonly V1Route[] = [
     url: 'runs/:run/messages/:key',
     access: 'read',
     path: ({ params }) =>
-      id(params.run) && isSafeParam(params.key, MAX_KEY_CHARS)
+      id(params.run) && isKeyParam(params.key)
         ? joinSegments(['runs', params.run!, 'messages', params.key!])
         : undefined,
   }),

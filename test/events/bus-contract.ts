@@ -130,6 +130,17 @@ export function busContract(name: string, make: () => Promise<BusHarness>): void
       await eq(h, 'at-end live', () => atEnd.got, ['r1:6'])
     })
 
+    test('a subscription says which run the bus served, also when nothing is replayed', async (t) => {
+      const { h, fence } = await start(t)
+      assert.equal((await h.bus.subscribe('k', {}, recorder())).servedRun, null)
+      await h.bus.append('k', [ev('r1', 1), ev('r1', 2)], fence)
+      const atHead = recorder()
+      const sub = await h.bus.subscribe('k', { run: 'r1', after: 2 }, atHead)
+      assert.equal(sub.servedRun, 'r1')
+      assert.deepEqual(atHead.got, [])
+      assert.equal((await h.bus.subscribe('k', { run: 'older', after: 9 }, recorder())).servedRun, 'r1')
+    })
+
     test('a stored seq is never stored or delivered twice; a viewer ahead gets no duplicate', async (t) => {
       const { h, fence } = await start(t)
       const live = recorder()
