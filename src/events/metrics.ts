@@ -14,12 +14,18 @@ export interface EventMetrics {
   readonly slowConsumers: Counter
   /** Gaps that neither the buffer nor trace.jsonl could fill. */
   readonly gapsUnfilled: Counter
+  /** The shared counter of token echoes (app.upstream): an event or trace line that held the token. */
+  readonly tokenEchoes: Counter<'where'>
   /** Frames delivered to viewers; counted in a plain number on the hot path and read at scrape time. */
   countDeliveries(n: number): void
 }
 
-/** Creates the event metrics on `registry`, reusing the shared upstream error counter. */
-export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'reason'>): EventMetrics {
+/** Creates the event metrics on `registry`, reusing the shared upstream error and token echo counters. */
+export function createEventMetrics(
+  registry: Registry,
+  upstreamErrors: Counter<'reason'>,
+  tokenEchoes: Counter<'where'>,
+): EventMetrics {
   let delivered = 0
   let reported = 0
   new Counter({
@@ -49,6 +55,7 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
       registers: [registry],
     }),
     upstreamErrors,
+    tokenEchoes,
     slowConsumers: new Counter({
       name: 'krg_event_slow_consumers_dropped_total',
       help: 'Viewers disconnected because their queued bytes passed GATEWAY_VIEWER_MAX_QUEUED_BYTES',

@@ -1,5 +1,4 @@
 import fp from 'fastify-plugin'
-import { createUpstreamAgent } from '../upstream/agent.ts'
 import type { EventBus, ReaderLease } from './bus.ts'
 import { MemoryEventBus, MemoryReaderLease } from './memory-bus.ts'
 import { createEventMetrics, type EventMetrics } from './metrics.ts'
@@ -29,11 +28,12 @@ declare module 'fastify' {
 export const eventsPlugin = fp(
   async (app) => {
     const env = app.config.env
-    const shared = app.hasDecorator('upstream') ? app.upstream?.agent : undefined
-    const agent = shared ?? createUpstreamAgent(env)
-    if (shared === undefined) app.addHook('onClose', () => agent.close())
-
-    const metrics = createEventMetrics(app.metrics.registry, app.metrics.upstreamErrors)
+    const agent = app.upstream.agent
+    const metrics = createEventMetrics(
+      app.metrics.registry,
+      app.metrics.upstreamErrors,
+      app.upstream.tokenEchoes,
+    )
     const cluster = app.hasDecorator('cluster') ? app.cluster : null
     const bus: EventBus = cluster ? cluster.bus : new MemoryEventBus({ capacity: env.GATEWAY_EVENT_BUFFER })
     const lease: ReaderLease = cluster ? cluster.lease : new MemoryReaderLease()
@@ -43,7 +43,10 @@ export const eventsPlugin = fp(
       lease,
       sessions: app.sessions,
       agent,
-      backfill: new TraceBackfill({ agent }),
+      backfill: new TraceBackfill({
+        agent,
+        onTokenEcho: (echoes) => metrics.tokenEchoes.inc({ where: 'event' }, echoes),
+      }),
       timing: readerTiming(env),
       limits: {
         maxQueuedBytes: env.GATEWAY_VIEWER_MAX_QUEUED_BYTES,

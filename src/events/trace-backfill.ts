@@ -1,6 +1,7 @@
 import { type Dispatcher, request } from 'undici'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
+import { type TokenEcho, tokenEcho } from '../upstream/token-echo.ts'
 import type { Delivery } from './bus.ts'
 import { eventFrame } from './sse.ts'
 
@@ -12,6 +13,8 @@ export interface TraceBackfillOptions {
   readonly agent: Dispatcher
   /** Stop reading a trace.jsonl after this many bytes (a runaway file must not exhaust memory). */
   readonly maxBytes?: number
+  /** Called with the number of token echoes masked in a line (a broken runtime's trace). */
+  readonly onTokenEcho?: (echoes: number) => void
 }
 
 /**
@@ -26,11 +29,13 @@ export interface TraceBackfillOptions {
 export class TraceBackfill {
   readonly #agent: Dispatcher
   readonly #maxBytes: number
+  readonly #onTokenEcho: (echoes: number) => void
   readonly #inFlight = new Map<string, Promise<Delivery[] | null>>()
 
   constructor(options: TraceBackfillOptions) {
     this.#agent = options.agent
     this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024
+    this.#onTokenEcho = options.onTokenEcho ?? (() => {})
   }
 
   /**
@@ -64,6 +69,7 @@ export class TraceBackfill {
       return null
     }
     const out: Delivery[] = []
+    const echo = tokenEcho(session.messagingToken)
     let runConfirmed = false
     let rest = ''
     let read = 0
@@ -77,7 +83,7 @@ export class TraceBackfill {
         for (let nl = rest.indexOf('\n'); nl !== -1; nl = rest.indexOf('\n', start)) {
           const line = rest.slice(start, nl).replace(/\r$/, '')
           start = nl + 1
-          const verdict = this.#take(line, run, from, to, runConfirmed, out)
+          const verdict = this.#take(line, run, from, to, runConfirmed, out, echo)
           if (verdict === 'wrong-run') return null
           if (verdict === 'confirmed') runConfirmed = true
           if (verdict === 'done') return runConfirmed ? out : null
@@ -86,7 +92,7 @@ export class TraceBackfill {
       }
       rest += decoder.decode()
       if (rest.length > 0) {
-        const verdict = this.#take(rest.replace(/\r$/, ''), run, from, to, runConfirmed, out)
+        const verdict = this.#take(rest.replace(/\r$/, ''), run, from, to, runConfirmed, out, echo)
         if (verdict === 'wrong-run') return null
         if (verdict === 'confirmed') runConfirmed = true
       }
@@ -105,6 +111,7 @@ export class TraceBackfill {
     to: number,
     runConfirmed: boolean,
     out: Delivery[],
+    echo: TokenEcho,
   ): 'confirmed' | 'wrong-run' | 'done' | 'next' {
     if (line.length === 0) return 'next'
     let record: unknown
@@ -123,9 +130,11 @@ export class TraceBackfill {
       if (typeof runId === 'string') verdict = runId === run ? 'confirmed' : 'wrong-run'
     }
     if (seq >= from && (runConfirmed || verdict === 'confirmed')) {
+      const { text: data, echoes } = echo.maskText(line)
+      if (echoes > 0) this.#onTokenEcho(echoes)
       out.push({
-        message: { kind: 'event', run, seq, type, data: line },
-        frame: eventFrame(run, seq, type, line),
+        message: { kind: 'event', run, seq, type, data },
+        frame: eventFrame(run, seq, type, data),
       })
     } else if (seq >= from && verdict !== 'wrong-run') {
       // An event inside the range before any info line: its run cannot be confirmed, so nothing is filled.

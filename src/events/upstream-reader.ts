@@ -4,6 +4,7 @@ import { type Dispatcher, request } from 'undici'
 import type { Env } from '../config.ts'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
+import { tokenEcho } from '../upstream/token-echo.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { parseEventId } from './sse.ts'
@@ -295,8 +296,9 @@ export class UpstreamReader {
     session: Session,
     onBytes: () => void,
   ): Promise<'closed' | 'lease_lost' | 'ended'> {
-    const { bus, fence, log } = this.#o
+    const { bus, fence, log, metrics } = this.#o
     const kasmId = this.kasmId
+    const echo = tokenEcho(session.messagingToken)
     let run = head?.run
     let last = head?.seq ?? 0
     /** The run this connection serves, from its latest `: run <id>` comment. */
@@ -318,7 +320,12 @@ export class UpstreamReader {
           log.debug({ kasmId, type: e.event }, 'upstream event without a run:seq id skipped')
           return
         }
-        pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data: e.data })
+        const { text: data, echoes } = echo.maskText(e.data)
+        if (echoes > 0) {
+          metrics.tokenEchoes.inc({ where: 'event' }, echoes)
+          log.warn({ kasmId, seq: id.seq, echoes }, 'session runtime echoed its token in an event; masked')
+        }
+        pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data })
       },
       onComment: (comment: string) => {
         // `: run <id>` names the run served from here on (events carry it in their id too; `closed` does not).

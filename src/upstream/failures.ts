@@ -2,6 +2,8 @@ import type { IncomingHttpHeaders } from 'node:http'
 import {
   BadRequest,
   PayloadTooLarge,
+  UpstreamBadAnswer,
+  UpstreamRedirect,
   UpstreamTimeout,
   UpstreamTokenRefused,
   UpstreamUnreachable,
@@ -14,7 +16,7 @@ import {
  */
 
 /** The `reason` label of `krg_upstream_errors_total` for a failure. */
-export type FailureReason = 'unreachable' | 'timeout' | 'token_refused'
+export type FailureReason = 'unreachable' | 'timeout' | 'token_refused' | 'redirect' | 'bad_answer'
 
 /** A gateway error to answer with, and the metric reason when the runtime (not the client) is at fault. */
 export interface Failure {
@@ -89,6 +91,10 @@ function isJson(headers: IncomingHttpHeaders): boolean {
 
 /**
  * Whether an answer from upstream must not pass through, and what to answer instead:
+ * - 3xx but 304: a redirect from the gateway's origin would send an operator wherever the runtime points
+ *   (an open redirect), and v1 defines none: 502 upstream_redirect.
+ * - a body compressed although the gateway asked for identity: it could not be checked for an echoed token
+ *   (token-echo.ts): 502 upstream_bad_answer.
  * - 401 or 403: every forwarded route accepts the messaging token (the session-token-only ones are never
  *   forwarded), so the runtime refused the gateway's credential, not the client: 502 upstream_token_refused.
  * - 502 or 504: the runtime never answers these itself (v1 defines none); it is Kasm's proxy answering because
@@ -101,5 +107,10 @@ export function answerFailure(status: number, headers: IncomingHttpHeaders): Fai
   if (status === 502 || (status === 503 && !isJson(headers)))
     return { error: new UpstreamUnreachable(), reason: 'unreachable' }
   if (status === 504) return { error: new UpstreamTimeout(), reason: 'timeout' }
+  if (status >= 300 && status < 400 && status !== 304)
+    return { error: new UpstreamRedirect(), reason: 'redirect' }
+  const encoding = headers['content-encoding']
+  if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity')
+    return { error: new UpstreamBadAnswer('a compressed body'), reason: 'bad_answer' }
   return undefined
 }

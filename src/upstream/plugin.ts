@@ -1,5 +1,6 @@
 import replyFrom from '@fastify/reply-from'
 import fp from 'fastify-plugin'
+import { Counter } from 'prom-client'
 import type { Agent } from 'undici'
 import { createUpstreamAgent } from './agent.ts'
 
@@ -7,6 +8,8 @@ import { createUpstreamAgent } from './agent.ts'
 export interface Upstream {
   /** One pooled keep-alive agent for every runtime (see {@link createUpstreamAgent}). */
   readonly agent: Agent
+  /** Echoes of a messaging token masked or dropped, by where (token-echo.ts): a runtime doing it is broken. */
+  readonly tokenEchoes: Counter<'where'>
 }
 
 declare module 'fastify' {
@@ -22,7 +25,13 @@ declare module 'fastify' {
 export const upstreamPlugin = fp(
   async (app) => {
     const agent = createUpstreamAgent(app.config.env)
-    app.decorate('upstream', { agent })
+    const tokenEchoes = new Counter({
+      name: 'krg_upstream_token_echoes_total',
+      help: 'A messaging token echoed by its runtime, masked (body, event) or dropped (header), by where',
+      labelNames: ['where'],
+      registers: [app.metrics.registry],
+    })
+    app.decorate('upstream', { agent, tokenEchoes })
     await app.register(replyFrom, {
       undici: agent,
       // Targets are full per-session URLs, validated by the routes: nothing to cache.
