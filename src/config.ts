@@ -102,6 +102,9 @@ const envSchema = z.object({
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
 
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
+  GATEWAY_EVENT_MAX_BYTES: int(1024).default(2 * 1024 * 1024),
+  GATEWAY_EVENT_BUFFER_BYTES: int(4096).default(16 * 1024 * 1024),
+  GATEWAY_EVENT_BUFFER_TOTAL_BYTES: int(4096).default(128 * 1024 * 1024),
   GATEWAY_VIEWER_MAX_QUEUED_BYTES: int(1024).default(1024 * 1024),
   GATEWAY_MAX_STREAMS_PER_OPERATOR: int(1).default(50),
   GATEWAY_STREAM_LINGER_MS: int(0).default(30_000),
@@ -120,6 +123,8 @@ const envSchema = z.object({
     .optional(),
   GATEWAY_LEASE_MS: int(1000).default(5000),
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
+  GATEWAY_OVERLOAD_EVENT_LOOP_DELAY_MS: int(0).default(1000),
+  GATEWAY_OVERLOAD_HEAP_USED_BYTES: int(0).optional(),
   GATEWAY_REDIS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'letters, digits, `:`, `_`, `.`, `-` (e.g. krg: or prod:krg:)')
@@ -223,6 +228,11 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cross.push('GATEWAY_JWT_SECRET or GATEWAY_JWKS_URL: one is required in production')
   if (env.REDIS_URL && !env.GATEWAY_ENCRYPTION_KEY)
     cross.push('GATEWAY_ENCRYPTION_KEY: required with REDIS_URL (messaging tokens are stored encrypted)')
+  // A stored event costs its payload and its frame: a session's budget must hold at least one of the largest.
+  if (env.GATEWAY_EVENT_BUFFER_BYTES < 2 * env.GATEWAY_EVENT_MAX_BYTES)
+    cross.push('GATEWAY_EVENT_BUFFER_BYTES: must be at least twice GATEWAY_EVENT_MAX_BYTES')
+  if (env.GATEWAY_EVENT_BUFFER_TOTAL_BYTES < env.GATEWAY_EVENT_BUFFER_BYTES)
+    cross.push('GATEWAY_EVENT_BUFFER_TOTAL_BYTES: must be at least GATEWAY_EVENT_BUFFER_BYTES')
   if (env.GATEWAY_DEMO === 'on' && (production || env.GATEWAY_SESSIONS_FILE))
     cross.push('GATEWAY_DEMO: cannot be on in production or with GATEWAY_SESSIONS_FILE')
   if (cross.length > 0) throw new ConfigError(`invalid configuration: ${cross.join('; ')}`)

@@ -7,8 +7,10 @@ export interface ClusterKeys {
   readonly prefix: string
   /** Stream of a session's events (XADD MAXLEN ~). */
   events(kasmId: string): string
-  /** Hash: the head of a session's stream (run, seq, runNo, firstSeq, closed). */
+  /** Hash: the head of a session's stream (run, seq, runNo, firstSeq, closed, bytes). */
   head(kasmId: string): string
+  /** List, oldest first: `<entry id> <bytes>` of each stored entry, for trimming the stream to its byte budget. */
+  sizes(kasmId: string): string
   /** String: the reader lease; its value is the holder's fence. */
   lease(kasmId: string): string
   /** Counter the fences come from (seeded from Redis TIME so it keeps rising across a Redis restart). */
@@ -40,6 +42,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     prefix: p,
     events: (id) => `${p}ev:{${id}}`,
     head: (id) => `${p}evh:{${id}}`,
+    sizes: (id) => `${p}evs:{${id}}`,
     lease: (id) => `${p}lease:{${id}}`,
     fence: (id) => `${p}fence:{${id}}`,
     sessions: `${p}sessions`,

@@ -117,6 +117,7 @@ export const clusterPlugin = fp(
       fanout,
       keys,
       maxLen: env.GATEWAY_EVENT_BUFFER,
+      maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
       retentionMs: STREAM_RETENTION_MS,
       onAppend: (result, entries) => {
         metrics.appends.inc({ result })

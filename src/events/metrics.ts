@@ -14,6 +14,8 @@ export interface EventMetrics {
   readonly slowConsumers: Counter
   /** Gaps that neither the buffer nor trace.jsonl could fill. */
   readonly gapsUnfilled: Counter
+  /** Events (and trace lines) over GATEWAY_EVENT_MAX_BYTES, skipped: viewers see a gap in seq. */
+  readonly oversized: Counter<'source'>
   /** The shared counter of token echoes (app.upstream): an event or trace line that held the token. */
   readonly tokenEchoes: Counter<'where'>
   /** Frames delivered to viewers; counted in a plain number on the hot path and read at scrape time. */
@@ -59,6 +61,12 @@ export function createEventMetrics(
     slowConsumers: new Counter({
       name: 'krg_event_slow_consumers_dropped_total',
       help: 'Viewers disconnected because their queued bytes passed GATEWAY_VIEWER_MAX_QUEUED_BYTES',
+      registers: [registry],
+    }),
+    oversized: new Counter({
+      name: 'krg_event_oversize_skipped_total',
+      help: 'Events over GATEWAY_EVENT_MAX_BYTES skipped (viewers see a gap in seq), by source: stream, trace',
+      labelNames: ['source'],
       registers: [registry],
     }),
     gapsUnfilled: new Counter({

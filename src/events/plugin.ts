@@ -35,7 +35,13 @@ export const eventsPlugin = fp(
       app.upstream.tokenEchoes,
     )
     const cluster = app.hasDecorator('cluster') ? app.cluster : null
-    const bus: EventBus = cluster ? cluster.bus : new MemoryEventBus({ capacity: env.GATEWAY_EVENT_BUFFER })
+    const bus: EventBus = cluster
+      ? cluster.bus
+      : new MemoryEventBus({
+          capacity: env.GATEWAY_EVENT_BUFFER,
+          maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
+          totalBytes: env.GATEWAY_EVENT_BUFFER_TOTAL_BYTES,
+        })
     const lease: ReaderLease = cluster ? cluster.lease : new MemoryReaderLease()
 
     const streams = new SessionStreams({
@@ -45,7 +51,10 @@ export const eventsPlugin = fp(
       agent,
       backfill: new TraceBackfill({
         agent,
+        maxLineBytes: env.GATEWAY_EVENT_MAX_BYTES,
+        maxFillBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
         onTokenEcho: (echoes) => metrics.tokenEchoes.inc({ where: 'event' }, echoes),
+        onOversized: () => metrics.oversized.inc({ source: 'trace' }),
       }),
       timing: readerTiming(env),
       limits: {
@@ -56,6 +65,7 @@ export const eventsPlugin = fp(
         authRecheckMs: env.GATEWAY_STREAM_AUTH_RECHECK_MS,
         pingIntervalMs: env.GATEWAY_PING_INTERVAL_MS,
         leaseMs: env.GATEWAY_LEASE_MS,
+        maxEventBytes: env.GATEWAY_EVENT_MAX_BYTES,
       },
       stillValid: (operator) => app.auth.stillValid(operator),
       log: app.log.child({ component: 'events' }),

@@ -21,6 +21,8 @@ export interface SessionStreamsLimits {
   readonly pingIntervalMs: number
   /** Lease length; renewed every third of it, re-acquired every half of it while another replica holds it. */
   readonly leaseMs: number
+  /** The largest event a reader keeps (GATEWAY_EVENT_MAX_BYTES). */
+  readonly maxEventBytes: number
 }
 
 /** What {@link SessionStreams} works with; it owns the readers, viewers and timers, none of these. */
@@ -314,6 +316,7 @@ export class SessionStreams {
       timing: this.#o.timing,
       log,
       metrics: this.#o.metrics,
+      maxEventBytes: limits.maxEventBytes,
       onStop: (why) => {
         if (watch.reader !== reader) return
         watch.reader = null

@@ -2,7 +2,7 @@ import { type Dispatcher, request } from 'undici'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { type TokenEcho, tokenEcho } from '../upstream/token-echo.ts'
-import type { Delivery } from './bus.ts'
+import { type Delivery, storedBytes } from './bus.ts'
 import { eventFrame } from './sse.ts'
 
 /** The most events one fill returns (a viewer a million events behind gets the newest part, then live). */
@@ -15,6 +15,12 @@ export interface TraceBackfillOptions {
   readonly maxBytes?: number
   /** Called with the number of token echoes masked in a line (a broken runtime's trace). */
   readonly onTokenEcho?: (echoes: number) => void
+  /** A line longer than this (GATEWAY_EVENT_MAX_BYTES) is read past, never held: that event stays a gap. */
+  readonly maxLineBytes?: number
+  /** The most one fill returns, as stored (GATEWAY_EVENT_BUFFER_BYTES): past it, the newest part. */
+  readonly maxFillBytes?: number
+  /** Called for every line read past for its size. */
+  readonly onOversized?: () => void
 }
 
 /**
@@ -30,12 +36,18 @@ export class TraceBackfill {
   readonly #agent: Dispatcher
   readonly #maxBytes: number
   readonly #onTokenEcho: (echoes: number) => void
+  readonly #maxLine: number
+  readonly #maxFill: number
+  readonly #onOversized: () => void
   readonly #inFlight = new Map<string, Promise<Delivery[] | null>>()
 
   constructor(options: TraceBackfillOptions) {
     this.#agent = options.agent
     this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024
     this.#onTokenEcho = options.onTokenEcho ?? (() => {})
+    this.#maxLine = options.maxLineBytes ?? Number.POSITIVE_INFINITY
+    this.#maxFill = options.maxFillBytes ?? Number.POSITIVE_INFINITY
+    this.#onOversized = options.onOversized ?? (() => {})
   }
 
   /**
@@ -68,35 +80,56 @@ export class TraceBackfill {
       await res.body.dump()
       return null
     }
-    const out: Delivery[] = []
+    const out = new FillBuffer(this.#maxFill)
     const echo = tokenEcho(session.messagingToken)
     let runConfirmed = false
     let rest = ''
+    /** Inside a line over the cap: everything up to its newline is dropped as it arrives. */
+    let discarding = false
     let read = 0
     const decoder = new TextDecoder()
+    const take = (line: string): 'confirmed' | 'wrong-run' | 'done' | 'next' => {
+      if (line.length <= this.#maxLine) return this.#take(line, run, from, to, runConfirmed, out, echo)
+      this.#onOversized()
+      return 'next'
+    }
     try {
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
         read += chunk.length
         if (read > this.#maxBytes) return null
         rest += decoder.decode(chunk, { stream: true })
         let start = 0
-        for (let nl = rest.indexOf('\n'); nl !== -1; nl = rest.indexOf('\n', start)) {
+        if (discarding) {
+          const nl = rest.indexOf('\n')
+          if (nl === -1) {
+            rest = ''
+            continue
+          }
+          start = nl + 1
+          discarding = false
+        }
+        for (let nl = rest.indexOf('\n', start); nl !== -1; nl = rest.indexOf('\n', start)) {
           const line = rest.slice(start, nl).replace(/\r$/, '')
           start = nl + 1
-          const verdict = this.#take(line, run, from, to, runConfirmed, out, echo)
+          const verdict = take(line)
           if (verdict === 'wrong-run') return null
           if (verdict === 'confirmed') runConfirmed = true
-          if (verdict === 'done') return runConfirmed ? out : null
+          if (verdict === 'done') return runConfirmed ? out.events() : null
         }
         rest = rest.slice(start)
+        if (rest.length > this.#maxLine) {
+          this.#onOversized()
+          discarding = true
+          rest = ''
+        }
       }
       rest += decoder.decode()
-      if (rest.length > 0) {
-        const verdict = this.#take(rest.replace(/\r$/, ''), run, from, to, runConfirmed, out, echo)
+      if (rest.length > 0 && !discarding) {
+        const verdict = take(rest.replace(/\r$/, ''))
         if (verdict === 'wrong-run') return null
         if (verdict === 'confirmed') runConfirmed = true
       }
-      return runConfirmed ? out : null
+      return runConfirmed ? out.events() : null
     } finally {
       // Stops the download once the range is read (or on any early return).
       res.body.destroy()
@@ -110,7 +143,7 @@ export class TraceBackfill {
     from: number,
     to: number,
     runConfirmed: boolean,
-    out: Delivery[],
+    out: FillBuffer,
     echo: TokenEcho,
   ): 'confirmed' | 'wrong-run' | 'done' | 'next' {
     if (line.length === 0) return 'next'
@@ -141,5 +174,27 @@ export class TraceBackfill {
       return 'wrong-run'
     }
     return verdict
+  }
+}
+
+/** The events of a fill, at most `maxBytes` as stored: past it the oldest go, so the newest part is kept. */
+class FillBuffer {
+  readonly #events: Delivery[] = []
+  #first = 0
+  #bytes = 0
+
+  constructor(readonly maxBytes: number) {}
+
+  push(d: Delivery): void {
+    this.#events.push(d)
+    this.#bytes += storedBytes(d)
+    while (this.#bytes > this.maxBytes && this.#first < this.#events.length) {
+      this.#bytes -= storedBytes(this.#events[this.#first] as Delivery)
+      this.#events[this.#first++] = undefined as unknown as Delivery
+    }
+  }
+
+  events(): Delivery[] {
+    return this.#events.slice(this.#first)
   }
 }

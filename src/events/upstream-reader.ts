@@ -53,6 +53,11 @@ export interface UpstreamReaderOptions {
   readonly timing: ReaderTiming
   readonly log: FastifyBaseLogger
   readonly metrics: EventMetrics
+  /**
+   * The largest event kept (GATEWAY_EVENT_MAX_BYTES): a larger one is skipped and counted, never buffered
+   * whole, and viewers see a gap in seq.
+   */
+  readonly maxEventBytes: number
   /** The bus refused an append (stale fence) or the session disappeared: the reader has stopped itself. */
   readonly onStop?: (why: 'lease_lost' | 'session_removed') => void
 }
@@ -305,8 +310,24 @@ export class UpstreamReader {
     let announced: string | undefined
     let pending: BusMessage[] = []
     let closed = false
+    // An event over the cap: the parser drops what it buffered of it and stops (`overflowed`); it is reset
+    // and the rest of that event is read past. The gap it leaves before the next event is known, not lost.
+    let overflowed = false
+    let skipping = false
+    let skippedTo: number | undefined
+    const max = this.#o.maxEventBytes
+    const skip = (seq: number | undefined): void => {
+      metrics.oversized.inc({ source: 'stream' })
+      log.warn(
+        { kasmId, seq, maxBytes: max },
+        'event over GATEWAY_EVENT_MAX_BYTES skipped; viewers see a gap',
+      )
+    }
     const parser = createParser({
-      maxBufferSize: 16 * 1024 * 1024,
+      maxBufferSize: max,
+      onError: (err) => {
+        if (err.type === 'max-buffer-size-exceeded') overflowed = true
+      },
       onEvent: (e: EventSourceMessage) => {
         if (closed) return
         if (e.event === 'closed') {
@@ -318,6 +339,16 @@ export class UpstreamReader {
         const id = e.id === undefined ? null : parseEventId(e.id)
         if (id === null) {
           log.debug({ kasmId, type: e.event }, 'upstream event without a run:seq id skipped')
+          return
+        }
+        if (skipping) {
+          skipping = false
+          skippedTo = id.seq - 1
+        }
+        // Whole in one chunk, an event is parsed before the parser's bound applies: the same cap, in bytes.
+        if (e.data.length > max || (e.data.length * 3 > max && Buffer.byteLength(e.data) > max)) {
+          skip(id.seq)
+          skippedTo = id.seq
           return
         }
         const { text: data, echoes } = echo.maskText(e.data)
@@ -340,9 +371,18 @@ export class UpstreamReader {
     for await (const chunk of body) {
       onBytes()
       parser.feed(decoder.decode(chunk, { stream: true }))
+      if (overflowed) {
+        overflowed = false
+        parser.reset()
+        if (!skipping) skip(undefined)
+        skipping = true
+      }
       if (pending.length === 0) continue
       const batch = pending
       pending = []
+      // Events skipped for their size are a gap of our own making: not one to fill from the trace.
+      if (skippedTo !== undefined) last = Math.max(last, skippedTo)
+      skippedTo = undefined
       const filled = await this.#fillGaps(batch, run, last, session)
       for (const m of filled) {
         if (m.kind === 'event') {

@@ -75,14 +75,17 @@ function describe(batch: readonly Delivery[]): void {
   if (batch === described) return
   let run: string | null = batch[0]?.message.run ?? null
   let events = 0
+  let bytes = 0
   for (const d of batch) {
     if (d.message.kind === 'event') events++
     else run = null
     if (d.message.run !== run) run = null
+    bytes += d.frame.length
   }
   described = batch
-  // A long batch (a replay) is not joined: the flush writes it in bounded pieces.
-  describedRun = batch.length <= MAX_JOINED ? run : null
+  // A long or large batch (a replay, big events) is not joined into one copy: the flush writes it in bounded
+  // pieces, sharing the bus's frames.
+  describedRun = batch.length <= MAX_JOINED && bytes <= MAX_WRITE_BYTES ? run : null
   describedEvents = events
   describedBytes =
     batch.length === 1 || describedRun === null
