@@ -1,4 +1,4 @@
-import type { AuditLog, AuditQuery, AuditRecord } from './types.ts'
+import { type AuditLog, type AuditQuery, type AuditRecord, matches } from './types.ts'
 
 /** The last `capacity` audit records of this replica, in a ring buffer. */
 export class MemoryAuditLog implements AuditLog {
@@ -28,10 +28,7 @@ export class MemoryAuditLog implements AuditLog {
     // The newest record sits just before #next (or at the end while the buffer is filling).
     for (let i = 1; i <= size && out.length < query.limit; i++) {
       const record = this.#records[(this.#next - i + size) % size]
-      if (record === undefined) continue
-      if (query.kasmId !== undefined && record.kasmId !== query.kasmId) continue
-      if (query.sub !== undefined && record.sub !== query.sub) continue
-      out.push(record)
+      if (record !== undefined && matches(record, query)) out.push(record)
     }
     return out
   }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import type { AuditLog, AuditQuery, AuditRecord } from '../audit/types.ts'
+import { type AuditLog, type AuditQuery, type AuditRecord, matches } from '../audit/types.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** Options of {@link RedisAuditLog}. */
@@ -60,8 +60,7 @@ export class RedisAuditLog implements AuditLog {
         } catch {
           continue
         }
-        if (query.kasmId !== undefined && record.kasmId !== query.kasmId) continue
-        if (query.sub !== undefined && record.sub !== query.sub) continue
+        if (!matches(record, query)) continue
         out.push(record)
         if (out.length >= query.limit) break
       }

@@ -84,6 +84,7 @@ export async function handleV1(
   if (path === undefined) throw new RouteNotFound()
   const query = forwardedQuery(request.query, route.query)
   const session = await app.sessions.resolve(kasmId, request.operator!)
+  noteAudit(request, { team: session.team })
   const answer = answerRequest(route, path, request.query)
   return forward(app, request, reply, { session, route: route.name, path, query, body, answer })
 }
