@@ -22,6 +22,7 @@ import { mcpRoutes } from './routes/mcp.ts'
 import { presenceRoutes } from './routes/presence.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
+import type { Lookup } from './upstream/url-policy.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -32,6 +33,8 @@ declare module 'fastify' {
 /** Options for {@link buildApp}; tests pass a logger stream to assert what is (never) logged. */
 export interface AppOptions {
   logger?: FastifyServerOptions['logger']
+  /** DNS for the upstream URL policy (tests answer names of their own); default dns.lookup. */
+  lookup?: Lookup
 }
 
 /**
@@ -78,7 +81,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(sessionsPlugin)
   await app.register(auditPlugin)
   await app.register(authPlugin)
-  await app.register(upstreamPlugin)
+  await app.register(upstreamPlugin, options.lookup === undefined ? {} : { lookup: options.lookup })
   await app.register(eventsPlugin)
 
   await app.register(healthRoutes)

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import ipaddr from 'ipaddr.js'
 import { z } from 'zod'
+import { parseAllowList } from './upstream/url-policy.ts'
 
 /**
  * Every environment variable the gateway reads, in one schema, parsed once at boot.
@@ -91,6 +92,15 @@ const envSchema = z.object({
     )
     .default('false'),
 
+  GATEWAY_UPSTREAM_ALLOW: list
+    .superRefine((entries, ctx) => {
+      try {
+        parseAllowList(entries)
+      } catch (err) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message })
+      }
+    })
+    .default(''),
   GATEWAY_UPSTREAM_CONNECT_TIMEOUT_MS: int(100).default(5000),
   GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS: int(100).default(15000),
   GATEWAY_UPSTREAM_CONNECTIONS: int(1).default(64),
@@ -123,7 +133,7 @@ const envSchema = z.object({
     .optional(),
   GATEWAY_LEASE_MS: int(1000).default(5000),
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
-  GATEWAY_OVERLOAD_EVENT_LOOP_DELAY_MS: int(0).default(1000),
+  GATEWAY_OVERLOAD_LOOP_DELAY_MS: int(0).default(1000),
   GATEWAY_OVERLOAD_HEAP_USED_BYTES: int(0).optional(),
   GATEWAY_REDIS_PREFIX: z
     .string()

@@ -56,6 +56,12 @@ export const UpstreamTimeout = createError(
   'the session runtime did not answer in time',
   504,
 )
+/** The URL policy refused the address the session's upstream resolves to now (DNS rebinding, a narrower list). */
+export const UpstreamAddressRefused = createError(
+  'upstream_address_refused',
+  'the session runtime resolves to an address the gateway may not connect to',
+  502,
+)
 /** A runtime's 3xx: a redirect from the gateway's origin would be an open redirect to wherever it points. */
 export const UpstreamRedirect = createError(
   'upstream_redirect',
@@ -67,6 +73,14 @@ export const UpstreamBadAnswer = createError(
   'upstream_bad_answer',
   'the session runtime sent an answer the gateway cannot pass on: %s',
   502,
+)
+
+// Upstreams given through the admin API (upstream/url-policy.ts)
+export const UpstreamNotAllowed = createError('upstream_not_allowed', 'upstream: %s', 400)
+export const UpstreamConflict = createError(
+  'upstream_conflict',
+  'upstream: already registered for a session of another team',
+  409,
 )
 
 // The gateway's own state

@@ -52,7 +52,7 @@ export function createEventMetrics(
     }),
     reconnects: new Counter({
       name: 'krg_event_upstream_reconnects_total',
-      help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, bad_status, new_run, rotated',
+      help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, address_refused, bad_status, new_run, rotated',
       labelNames: ['reason'],
       registers: [registry],
     }),

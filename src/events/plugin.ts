@@ -28,7 +28,7 @@ declare module 'fastify' {
 export const eventsPlugin = fp(
   async (app) => {
     const env = app.config.env
-    const agent = app.upstream.agent
+    const dispatcherFor = app.upstream.dispatcherFor
     const metrics = createEventMetrics(
       app.metrics.registry,
       app.metrics.upstreamErrors,
@@ -48,9 +48,9 @@ export const eventsPlugin = fp(
       bus,
       lease,
       sessions: app.sessions,
-      agent,
+      dispatcherFor,
       backfill: new TraceBackfill({
-        agent,
+        dispatcherFor,
         maxLineBytes: env.GATEWAY_EVENT_MAX_BYTES,
         maxFillBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
         onTokenEcho: (echoes) => metrics.tokenEchoes.inc({ where: 'event' }, echoes),

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Dispatcher } from 'undici'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import { TooManyStreams } from '../errors.ts'
-import type { SessionRegistry } from '../sessions/types.ts'
+import type { Session, SessionRegistry } from '../sessions/types.ts'
 import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { Heartbeat } from './sse.ts'
@@ -30,7 +30,8 @@ export interface SessionStreamsOptions {
   readonly bus: EventBus
   readonly lease: ReaderLease
   readonly sessions: SessionRegistry
-  readonly agent: Dispatcher
+  /** The dispatcher for a session's upstream (the URL policy guards admin-registered ones). */
+  readonly dispatcherFor: (session: Session) => Dispatcher
   readonly backfill: TraceBackfill
   readonly timing: ReaderTiming
   readonly limits: SessionStreamsLimits
@@ -311,7 +312,7 @@ export class SessionStreams {
       session: () => this.#o.sessions.get(watch.kasmId),
       bus: this.#o.bus,
       fence: current,
-      agent: this.#o.agent,
+      dispatcherFor: this.#o.dispatcherFor,
       backfill: this.#o.backfill,
       timing: this.#o.timing,
       log,

@@ -10,7 +10,8 @@ export const MAX_FILL = 50_000
 
 /** Options of {@link TraceBackfill}. */
 export interface TraceBackfillOptions {
-  readonly agent: Dispatcher
+  /** The dispatcher for a session's upstream (the URL policy guards admin-registered ones). */
+  readonly dispatcherFor: (session: Session) => Dispatcher
   /** Stop reading a trace.jsonl after this many bytes (a runaway file must not exhaust memory). */
   readonly maxBytes?: number
   /** Called with the number of token echoes masked in a line (a broken runtime's trace). */
@@ -33,7 +34,7 @@ export interface TraceBackfillOptions {
  * reconnecting at once) share one download.
  */
 export class TraceBackfill {
-  readonly #agent: Dispatcher
+  readonly #dispatcherFor: (session: Session) => Dispatcher
   readonly #maxBytes: number
   readonly #onTokenEcho: (echoes: number) => void
   readonly #maxLine: number
@@ -42,7 +43,7 @@ export class TraceBackfill {
   readonly #inFlight = new Map<string, Promise<Delivery[] | null>>()
 
   constructor(options: TraceBackfillOptions) {
-    this.#agent = options.agent
+    this.#dispatcherFor = options.dispatcherFor
     this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024
     this.#onTokenEcho = options.onTokenEcho ?? (() => {})
     this.#maxLine = options.maxLineBytes ?? Number.POSITIVE_INFINITY
@@ -72,7 +73,7 @@ export class TraceBackfill {
   async #read(session: Session, run: string, from: number, to: number): Promise<Delivery[] | null> {
     const url = new URL('artifacts/trace.jsonl', session.upstream)
     const res = await request(url, {
-      dispatcher: this.#agent,
+      dispatcher: this.#dispatcherFor(session),
       method: 'GET',
       headers: { [TOKEN_HEADER]: session.messagingToken.reveal() },
     })

@@ -5,6 +5,7 @@ import type { Env } from '../config.ts'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { tokenEcho } from '../upstream/token-echo.ts'
+import { isAddressRefused } from '../upstream/url-policy.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { parseEventId } from './sse.ts'
@@ -48,7 +49,8 @@ export interface UpstreamReaderOptions {
   readonly bus: EventBus
   /** The lease's fencing token; an append refused for it means another reader took over. */
   readonly fence: number
-  readonly agent: Dispatcher
+  /** The dispatcher for the session's upstream (the URL policy guards admin-registered ones). */
+  readonly dispatcherFor: (session: Session) => Dispatcher
   readonly backfill: TraceBackfill
   readonly timing: ReaderTiming
   readonly log: FastifyBaseLogger
@@ -66,6 +68,7 @@ export interface UpstreamReaderOptions {
 type Outcome =
   | { kind: 'not_up' }
   | { kind: 'refused'; status: number }
+  | { kind: 'address_refused' }
   | { kind: 'bad_status'; status: number }
   | { kind: 'dropped'; live: boolean }
   | { kind: 'stalled'; live: boolean }
@@ -186,6 +189,13 @@ export class UpstreamReader {
         this.#state = 'retrying'
         await this.#sleep(timing.refusedRetryMs)
         return
+      case 'address_refused':
+        metrics.reconnects.inc({ reason: 'address_refused' })
+        metrics.upstreamErrors.inc({ reason: 'address_refused' })
+        log.warn({ kasmId }, 'upstream resolves to an address the URL policy refuses; retrying slowly')
+        this.#state = 'retrying'
+        await this.#sleep(timing.refusedRetryMs)
+        return
       case 'not_up':
         metrics.reconnects.inc({ reason: 'not_up' })
         metrics.upstreamErrors.inc({ reason: 'unreachable' })
@@ -241,7 +251,7 @@ export class UpstreamReader {
     try {
       this.#connections++
       const res = await request(url, {
-        dispatcher: this.#o.agent,
+        dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'text/event-stream', [TOKEN_HEADER]: session.messagingToken.reveal() },
         signal: abort.signal,
@@ -276,9 +286,10 @@ export class UpstreamReader {
         this.#o.metrics.upstreamStreams.dec()
         res.body.destroy()
       }
-    } catch {
+    } catch (err) {
       if (why === INTERRUPTED || this.#stopped) return { kind: 'interrupted' }
       if (why === STALLED) return { kind: 'stalled', live }
+      if (isAddressRefused(err)) return { kind: 'address_refused' }
       // Refused connection, reset, DNS: the runtime is not there (yet), or the stream broke mid-way.
       return live ? { kind: 'dropped', live } : { kind: 'not_up' }
     } finally {
@@ -463,7 +474,7 @@ export class UpstreamReader {
     this.#interrupt = () => abort.abort()
     try {
       const res = await request(new URL('inbox', session.upstream), {
-        dispatcher: this.#o.agent,
+        dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'application/json', [TOKEN_HEADER]: session.messagingToken.reveal() },
         signal: abort.signal,

@@ -15,7 +15,7 @@ const HEAP_SHARE = 0.9
 
 /**
  * Load shedding with @fastify/under-pressure: while the event loop's mean delay or the heap in use is over
- * its threshold (GATEWAY_OVERLOAD_EVENT_LOOP_DELAY_MS, GATEWAY_OVERLOAD_HEAP_USED_BYTES), every request but
+ * its threshold (GATEWAY_OVERLOAD_LOOP_DELAY_MS, GATEWAY_OVERLOAD_HEAP_USED_BYTES), every request but
  * the probes is answered 503 `overloaded` with Retry-After before any work is done for it, event streams
  * included, so one replica in trouble does not take its viewers down with it. Counted by reason.
  */
@@ -29,7 +29,7 @@ export const loadSheddingPlugin = fp(
       registers: [app.metrics.registry],
     })
     await app.register(underPressure, {
-      maxEventLoopDelay: env.GATEWAY_OVERLOAD_EVENT_LOOP_DELAY_MS,
+      maxEventLoopDelay: env.GATEWAY_OVERLOAD_LOOP_DELAY_MS,
       maxHeapUsedBytes:
         env.GATEWAY_OVERLOAD_HEAP_USED_BYTES ?? Math.floor(getHeapStatistics().heap_size_limit * HEAP_SHARE),
       pressureHandler: (request, reply, type) => {

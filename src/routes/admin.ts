@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import { BadRequest, Forbidden, SessionNotFound, Unauthenticated } from '../errors.ts'
+import { admitUpstream } from '../sessions/upstream-admission.ts'
 import { adminBodySchema, formatIssues, kasmIdSchema } from '../sessions/validate.ts'
 
 const auditQuerySchema = z
@@ -59,6 +60,12 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       if (existing !== undefined && !seesTeam(operator, existing.team))
         throw new Forbidden('the session belongs to a team that is not one of yours')
       request.auditDetail.action = existing === undefined ? 'create' : 'replace'
+      const { team, upstream } = body.data
+      await admitUpstream(app.upstream.policy, app.sessions, {
+        kasmId,
+        team,
+        ...(upstream === undefined ? {} : { upstream }),
+      })
       const view = await app.sessions.put({ kasmId, ...body.data, source: 'admin' })
       return reply.code(existing === undefined ? 201 : 200).send(view)
     },

@@ -2,12 +2,14 @@ import type { IncomingHttpHeaders } from 'node:http'
 import {
   BadRequest,
   PayloadTooLarge,
+  UpstreamAddressRefused,
   UpstreamBadAnswer,
   UpstreamRedirect,
   UpstreamTimeout,
   UpstreamTokenRefused,
   UpstreamUnreachable,
 } from '../errors.ts'
+import { ADDRESS_REFUSED } from './url-policy.ts'
 
 /**
  * The one place where upstream failures become gateway errors: transport errors (the runtime could not be
@@ -16,7 +18,13 @@ import {
  */
 
 /** The `reason` label of `krg_upstream_errors_total` for a failure. */
-export type FailureReason = 'unreachable' | 'timeout' | 'token_refused' | 'redirect' | 'bad_answer'
+export type FailureReason =
+  | 'unreachable'
+  | 'timeout'
+  | 'token_refused'
+  | 'redirect'
+  | 'bad_answer'
+  | 'address_refused'
 
 /** A gateway error to answer with, and the metric reason when the runtime (not the client) is at fault. */
 export interface Failure {
@@ -65,6 +73,7 @@ function* chain(err: unknown): Generator<{ code?: unknown }> {
  * upload's own byte limit) into the error to answer with:
  * - the upload crossed its limit mid-stream: 413 payload_too_large (the upstream request was aborted);
  * - the body ended before its Content-Length: 400 bad_request;
+ * - the URL policy refused the address the upstream resolves to: 502 upstream_address_refused;
  * - a connect or header timeout: 504 upstream_timeout;
  * - refused, reset, unresolvable, closed: 502 upstream_unreachable;
  * - anything else is a gateway bug and is returned as is (rendered as a 500 and logged).
@@ -75,6 +84,8 @@ export function transportFailure(err: unknown): Failure {
     if (e instanceof PayloadTooLarge) return { error: e }
     if (typeof e.code === 'string') codes.push(e.code)
   }
+  if (codes.includes(ADDRESS_REFUSED))
+    return { error: new UpstreamAddressRefused({ cause: err }), reason: 'address_refused' }
   if (codes.includes('UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'))
     return { error: new BadRequest('the body did not match its Content-Length') }
   if (codes.some((c) => TIMEOUT_CODES.has(c)))

@@ -5,6 +5,7 @@ import type { FastifyReplyFromHooks } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { BadRequest } from '../errors.ts'
 import type { Session } from '../sessions/types.ts'
+import { GUARDED_HEADER } from './agent.ts'
 import { type AnswerRequest, answerHeaders } from './answer-policy.ts'
 import type { JsonBody } from './body.ts'
 import { answerFailure, type Failure, transportFailure } from './failures.ts'
@@ -77,14 +78,18 @@ export function forward(
     queryString: () => target.query,
     // reply-from retries GETs on 503 by default; a runtime's 503 means something and must pass through.
     retryDelay: () => null,
-    rewriteRequestHeaders: (_req, headers) =>
-      upstreamRequestHeaders(headers, {
+    rewriteRequestHeaders: (_req, headers) => {
+      const out = upstreamRequestHeaders(headers, {
         token: session.messagingToken.reveal(),
         hasBody,
         clientIp: request.ip,
         protocol: request.protocol,
         host: request.host,
-      }),
+      })
+      // For agent.ts's router only (it removes it): this upstream's connections are checked by the URL policy.
+      if (app.upstream.guarded(session)) out[GUARDED_HEADER] = '1'
+      return out
+    },
     // Headers are copied in onResponse, once the status says whether the answer passes through at all.
     rewriteHeaders: () => ({}),
     onResponse: (_req, rep, raw) => {

@@ -36,7 +36,7 @@ test('an overloaded replica sheds every request but the probes with 503 overload
 test('with the thresholds at 0 nothing is shed', async (t) => {
   const { gw, auth } = await startProxy(t, {
     GATEWAY_OVERLOAD_HEAP_USED_BYTES: '0',
-    GATEWAY_OVERLOAD_EVENT_LOOP_DELAY_MS: '0',
+    GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
   })
   // After a pressure sample (one a second) the replica still is not under pressure.
   const first = gw.app.memoryUsage().heapUsed
