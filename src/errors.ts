@@ -38,7 +38,11 @@ export const UnsupportedMediaType = createError(
   415,
 )
 export const RateLimited = createError('rate_limited', 'too many requests; retry after %s seconds', 429)
-export const TooManyStreams = createError('too_many_streams', 'you already hold %s event streams', 429)
+export const TooManyStreams = createError(
+  'too_many_streams',
+  'you already hold %s event streams (the most one person may open)',
+  429,
+)
 
 // Upstream (runtime) faults: the client is never at fault for these
 export const UpstreamUnreachable = createError(

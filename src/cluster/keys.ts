@@ -25,6 +25,8 @@ export interface ClusterKeys {
   cookie(idHash: string): string
   /** Set of a subject's cookie session hashes (logout everywhere). */
   cookiesOf(sub: string): string
+  /** Sorted set: an operator's open event streams over every replica, scored by expiry (ms). */
+  streamSlots(sub: string): string
   /** Capped stream of audit records. */
   readonly audit: string
   /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
@@ -50,6 +52,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     sessionsEpoch: `${p}sessions:epoch`,
     cookie: (hash) => `${p}cookie:${hash}`,
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
+    streamSlots: (sub) => `${p}slots:${sub}`,
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,
     presenceIndex: (id) => `${p}presence:{${id}}`,

@@ -14,6 +14,7 @@ import { MemoryPresence, type Presence, RedisPresence } from './presence.ts'
 import { RedisReaderLease } from './reader-lease.ts'
 import { type ClusterCommands, defineScripts } from './scripts.ts'
 import { StreamFanout } from './stream-fanout.ts'
+import { RedisStreamSlots } from './stream-slots.ts'
 
 /** What cluster mode adds to the app: the fixed connections and the Redis side of every seam. */
 export interface Cluster {
@@ -28,6 +29,8 @@ export interface Cluster {
   readonly vault: TokenVault
   readonly bus: RedisEventBus
   readonly lease: RedisReaderLease
+  /** The per-operator stream cap, counted over every replica. */
+  readonly streamSlots: RedisStreamSlots
   /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
   readonly feed: ChangeFeed
   readonly metrics: ClusterMetrics
@@ -141,6 +144,14 @@ export const clusterPlugin = fp(
       ttlMs: env.GATEWAY_PRESENCE_TTL_MS,
       log: app.log,
     })
+    const streamSlots = new RedisStreamSlots({
+      command,
+      keys,
+      replicaId,
+      max: env.GATEWAY_MAX_STREAMS_PER_OPERATOR,
+      ttlMs: env.GATEWAY_PRESENCE_TTL_MS,
+      log: app.log,
+    })
     const cluster: Cluster = {
       replicaId,
       keys,
@@ -149,6 +160,7 @@ export const clusterPlugin = fp(
       vault: TokenVault.fromBase64url(env.GATEWAY_ENCRYPTION_KEY),
       bus,
       lease,
+      streamSlots,
       feed: new ChangeFeed(connections.subscriber, app.log),
       metrics,
       log: app.log,
@@ -170,6 +182,7 @@ export const clusterPlugin = fp(
       const released = await lease.releaseAll()
       if (released > 0) app.log.info({ released }, 'reader leases released for shutdown')
       await presence.close()
+      await streamSlots.close()
     })
     app.addHook('onClose', async () => {
       await fanout?.close()

@@ -136,6 +136,28 @@ redis.call('SET', KEYS[1], str(f), 'PX', ARGV[1])
 return f
 `
 
+/**
+ * Takes one of an operator's stream slots. KEYS: the operator's slot set. ARGV: member, max, ttl ms. Drops
+ * the members whose expiry passed (their replica stopped renewing them), then adds this one unless `max` are
+ * held. Returns 1 when taken, 0 at the cap.
+ */
+const takeSlot = `${nowMs}
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`
+
+/** Renews this replica's slots of one operator. KEYS: the slot set. ARGV: ttl ms, then the members. */
+const renewSlots = `${nowMs}
+local expiry = now_ms() + tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', expiry, ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return #ARGV - 1
+`
+
 /** KEYS: lease. ARGV: fence, lease ms. 1 when still held (and extended), 0 when lost. */
 const renew = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -176,6 +198,8 @@ export interface ClusterCommands {
   krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
   krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
   krgRelease(lease: string, fence: string): Promise<number>
+  krgTakeSlot(slots: string, member: string, max: number, ttlMs: number): Promise<number>
+  krgRenewSlots(slots: string, ttlMs: number, ...members: string[]): Promise<number>
 }
 
 /** Defines the scripts on the command connection (idempotent) and returns it typed. */
@@ -187,6 +211,8 @@ export function defineScripts(redis: Redis): Redis & ClusterCommands {
     redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
+    redis.defineCommand('krgTakeSlot', { numberOfKeys: 1, lua: takeSlot })
+    redis.defineCommand('krgRenewSlots', { numberOfKeys: 1, lua: renewSlots })
   }
   return redis as Redis & ClusterCommands
 }

@@ -3,6 +3,7 @@ import type { EventBus, ReaderLease } from './bus.ts'
 import { MemoryEventBus, MemoryReaderLease } from './memory-bus.ts'
 import { createEventMetrics, type EventMetrics } from './metrics.ts'
 import { SessionStreams } from './session-streams.ts'
+import { MemoryStreamSlots, type StreamSlots } from './stream-slots.ts'
 import { TraceBackfill } from './trace-backfill.ts'
 import { readerTiming } from './upstream-reader.ts'
 
@@ -43,10 +44,14 @@ export const eventsPlugin = fp(
           totalBytes: env.GATEWAY_EVENT_BUFFER_TOTAL_BYTES,
         })
     const lease: ReaderLease = cluster ? cluster.lease : new MemoryReaderLease()
+    const slots: StreamSlots = cluster
+      ? cluster.streamSlots
+      : new MemoryStreamSlots(env.GATEWAY_MAX_STREAMS_PER_OPERATOR)
 
     const streams = new SessionStreams({
       bus,
       lease,
+      slots,
       sessions: app.sessions,
       dispatcherFor,
       backfill: new TraceBackfill({

@@ -7,6 +7,7 @@ import type { Session, SessionRegistry } from '../sessions/types.ts'
 import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { Heartbeat } from './sse.ts'
+import type { StreamSlots } from './stream-slots.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
 import { type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
 import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream.ts'
@@ -14,6 +15,7 @@ import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream
 /** Limits and intervals of the event path (from the environment; tests shorten them). */
 export interface SessionStreamsLimits {
   readonly maxQueuedBytes: number
+  /** The per-operator cap, for the refusal's message (the count itself is {@link SessionStreamsOptions.slots}). */
   readonly maxStreamsPerOperator: number
   readonly lingerMs: number
   readonly eager: boolean
@@ -29,6 +31,8 @@ export interface SessionStreamsLimits {
 export interface SessionStreamsOptions {
   readonly bus: EventBus
   readonly lease: ReaderLease
+  /** Each operator's open streams: this replica's count, or every replica's in cluster mode. */
+  readonly slots: StreamSlots
   readonly sessions: SessionRegistry
   /** The dispatcher for a session's upstream (the URL policy guards admin-registered ones). */
   readonly dispatcherFor: (session: Session) => Dispatcher
@@ -65,7 +69,6 @@ interface Watch {
 export class SessionStreams {
   readonly #o: SessionStreamsOptions
   readonly #watches = new Map<string, Watch>()
-  readonly #perOperator = new Map<string, number>()
   readonly #viewers = new Set<ViewerStream>()
   readonly #heartbeat: Heartbeat
   #authTimer: NodeJS.Timeout | null = null
@@ -130,21 +133,19 @@ export class SessionStreams {
   }
 
   /**
-   * Reserves one of the operator's streams; throws 429 `too_many_streams` at the cap. Call before hijacking
-   * the response; the reservation is released when the viewer ends, or by {@link release} if the stream is
-   * never opened.
+   * Reserves one of the operator's streams (on any replica, in cluster mode); throws 429 `too_many_streams`
+   * at the cap. Call before hijacking the response; the reservation is released when the viewer ends, or by
+   * {@link release} if the stream is never opened.
    */
-  reserve(operator: Operator): void {
-    const held = this.#perOperator.get(operator.sub) ?? 0
-    if (held >= this.#o.limits.maxStreamsPerOperator) throw new TooManyStreams(String(held))
-    this.#perOperator.set(operator.sub, held + 1)
+  async reserve(operator: Operator): Promise<void> {
+    if (!(await this.#o.slots.take(operator.sub))) {
+      throw new TooManyStreams(String(this.#o.limits.maxStreamsPerOperator))
+    }
   }
 
   /** Gives back a reservation of a stream that was not opened. */
   release(operator: Operator): void {
-    const now = (this.#perOperator.get(operator.sub) ?? 1) - 1
-    if (now <= 0) this.#perOperator.delete(operator.sub)
-    else this.#perOperator.set(operator.sub, now)
+    this.#o.slots.give(operator.sub)
   }
 
   /**
