@@ -10,6 +10,7 @@ import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
 import { clientErrorAnswer, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
+import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -77,6 +78,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(readinessPlugin)
   await app.register(metricsPlugin)
   await app.register(loadSheddingPlugin)
+  await app.register(lingeringClosePlugin)
   await app.register(clusterPlugin)
   await app.register(sessionsPlugin)
   await app.register(auditPlugin)
