@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import { test } from 'node:test'
 import { SignJWT } from 'jose'
+import { clientErrorAnswer } from '../../src/errors.ts'
 import { TEST_AUDIENCE, TEST_ISSUER, TEST_JWT_SECRET } from '../helpers/jwt.ts'
 import { send, startProxy } from '../upstream/support.ts'
 
@@ -122,3 +123,14 @@ async function adminBearer(): Promise<string> {
     .setExpirationTime('10m')
     .sign(new TextEncoder().encode(TEST_JWT_SECRET))
 }
+
+test('the raw answers to what node refuses: timeouts 408, everything else 400, a reset nothing', () => {
+  const timeout = clientErrorAnswer(Object.assign(new Error('x'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }))
+  assert.match(String(timeout), /^HTTP\/1\.1 408 Request Timeout\r\n/)
+  assertOurs(String(timeout).split('\r\n\r\n')[1] ?? '', 408, 'request_timeout', 'x')
+  assert.match(
+    String(clientErrorAnswer(Object.assign(new Error('x'), { code: 'HPE_INVALID_METHOD' }))),
+    /^HTTP\/1\.1 400 /,
+  )
+  assert.equal(clientErrorAnswer(Object.assign(new Error('x'), { code: 'ECONNRESET' })), null)
+})
