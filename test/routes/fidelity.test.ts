@@ -1,35 +1,19 @@
 import assert from 'node:assert/strict'
 import { type TestContext, test } from 'node:test'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { openSse, startStack, until } from '../events/helpers.ts'
-import { startGateway } from '../helpers/gateway.ts'
-import { bearer } from '../helpers/jwt.ts'
 import { send, startProxy } from '../upstream/support.ts'
 
-const MESSAGING = 'fidelity-messaging-token-0c4e7a'
-
-/** A gateway in front of the simulated runtime; `call` is an operator of team blue. */
+/** The simulated runtime behind a gateway (session s1); `call` is an operator of every team, as JSON. */
 async function setup(t: TestContext) {
-  const rt = await startSimulatedRuntime({ messagingToken: MESSAGING })
-  t.after(() => rt.close())
-  const gw = await startGateway()
-  t.after(() => gw.close())
-  await gw.app.sessions.put({
-    kasmId: 's1',
-    upstream: rt.url,
-    team: 'blue',
-    messagingToken: MESSAGING,
-    source: 'admin',
-  })
-  const authorization = `Bearer ${await bearer({ sub: 'olga', roles: ['operator'], teams: ['blue'] })}`
+  const { rt, gw, token } = await startStack(t)
   const call = async (path: string, init: RequestInit = {}) => {
     const res = await fetch(`${gw.url}/desktop/s1/mcp/${path}`, {
       ...init,
-      headers: { authorization, ...(init.headers as Record<string, string> | undefined) },
+      headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string> | undefined) },
     })
     return { status: res.status, body: (await res.json()) as Record<string, unknown> }
   }
-  return { rt, gw, call }
+  return { rt, call }
 }
 
 test('runs/<run>/messages/<key> finds a message by any key the spec allows (ключ-1, spaces, /, %)', async (t) => {

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { startHostileRuntime, stealingScript } from '../fixtures/hostile-runtime.ts'
+import { stealingScript } from '../fixtures/hostile-runtime.ts'
+import { startHostileStack } from '../fixtures/hostile-stack.ts'
 import { launchChromium } from '../helpers/chromium.ts'
-import { startGateway } from '../helpers/gateway.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 /** A 1x1 PNG. */
@@ -32,7 +32,9 @@ async function open(page: Page, url: string): Promise<'rendered' | 'download'> {
 }
 
 test('no file a hostile runtime serves runs script on the gateway origin, even for a signed-in admin', async (t) => {
-  const rt = await startHostileRuntime(t)
+  // No public origin: the gateway's own origin is the one allowed to write with the cookie, as a script on it
+  // would need.
+  const { rt, gw } = await startHostileStack(t, { GATEWAY_PUBLIC_ORIGIN: '' })
   const exfil = `${rt.origin}/exfil`
   const script = stealingScript(exfil)
   const html = `<!doctype html><title>file</title><body>evil<script>${script}</script>`
@@ -58,15 +60,6 @@ test('no file a hostile runtime serves runs script on the gateway origin, even f
   }
   rt.answer('artifacts/screenshots/real.png', { headers: { 'content-type': 'image/png' }, body: PNG })
 
-  const gw = await startGateway({ GATEWAY_PUBLIC_ORIGIN: '' })
-  t.after(() => gw.close())
-  await gw.app.sessions.put({
-    kasmId: 'k1',
-    upstream: rt.url,
-    team: 'blue',
-    messagingToken: rt.token,
-    source: 'admin',
-  })
   const browser = await launchChromium()
   t.after(() => browser.close())
   const context = await browser.newContext({ acceptDownloads: true })
