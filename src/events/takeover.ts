@@ -27,32 +27,19 @@ const SERVER_EVENTS = ['data', 'end', 'close', 'drain', 'error', 'timeout', 'pau
  */
 export function takeOver(req: IncomingMessage, res: ServerResponse): Socket {
   const socket = req.socket
-  if ((socket as Socket & { _httpMessage?: unknown })._httpMessage !== res) return socket
-  if (!releaseParser(socket, () => res.detachSocket(socket))) return socket
-  // Read again (nothing is expected; what arrives is discarded) so a client's FIN or reset is noticed.
-  socket.resume()
-  return socket
-}
-
-/**
- * Releases a socket's node:http parser and the server's listeners on it (after `beforeRelease`, once the
- * parser's shape is known), so what arrives next is raw bytes for the caller: a taken-over stream, or a
- * lingering close reading past the rest of a refused body. False when node's internals are not the expected
- * ones (nothing is done then).
- */
-export function releaseParser(socket: Socket, beforeRelease: () => void = () => {}): boolean {
-  const holder = socket as Socket & { parser?: HttpParserLike | null }
+  const holder = socket as Socket & { parser?: HttpParserLike | null; _httpMessage?: unknown }
   const parser = holder.parser
   if (
     parser === undefined ||
     parser === null ||
     typeof parser.unconsume !== 'function' ||
     typeof parser.remove !== 'function' ||
-    typeof parser.close !== 'function'
+    typeof parser.close !== 'function' ||
+    holder._httpMessage !== res
   ) {
-    return false
+    return socket
   }
-  beforeRelease()
+  res.detachSocket(socket)
   for (const event of SERVER_EVENTS) socket.removeAllListeners(event)
   // node:http's per-socket `on`/`addListener` overrides put the prototype's back on their first call once the
   // parser is gone. They are not deleted here: deleting properties turns the socket into a slow dictionary
@@ -67,5 +54,7 @@ export function releaseParser(socket: Socket, beforeRelease: () => void = () => 
   holder.parser = null
   // As node does for a parser it does not pool: close it once its stack has unwound.
   setImmediate(() => parser.close?.())
-  return true
+  // Read again (nothing is expected; what arrives is discarded) so a client's FIN or reset is noticed.
+  socket.resume()
+  return socket
 }

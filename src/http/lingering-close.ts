@@ -1,14 +1,14 @@
 import type { IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
-import { releaseParser } from '../events/takeover.ts'
 import { uploadLimit } from '../upstream/body.ts'
 
 /** The longest a refused body is read past (nginx's lingering_timeout is 5 s, its lingering_time 30 s). */
 const LINGER_MS = 5000
 
+const ARMED = Symbol('lingering-armed')
 const LINGERING = Symbol('lingering')
-type LingeringSocket = Socket & { [LINGERING]?: true }
+type LingeringSocket = Socket & { [ARMED]?: true; [LINGERING]?: true }
 
 function hasBody(raw: IncomingMessage): boolean {
   const length = raw.headers['content-length']
@@ -29,36 +29,31 @@ function restartReading(socket: Socket): void {
  * A lingering close, as nginx does it: an answer sent while the client is still sending its body (a 413
  * before the upload is read, a 401 before any body is) closes the connection, but closing at once would make
  * the kernel reset it as the client's next bytes arrive, and a reset can destroy the answer before the client
- * reads it. So the gateway sends the answer and its FIN, then reads and discards what the client still sends,
- * at most twice an upload's limit and {@link LINGER_MS}, until the client closes; then the socket goes.
+ * reads it. So the gateway sends the answer and its FIN, then lets node:http read and discard the rest of the
+ * body (at most twice an upload's limit, for at most {@link LINGER_MS}) until the client closes; then the
+ * socket goes. Anything the client sends after that body is not served.
  */
 export const lingeringClosePlugin = fp(
   async (app) => {
     const maxBytes = 2 * uploadLimit(app.config.env.GATEWAY_MAX_ATTACHMENT_BYTES)
     const lingering = new Set<Socket>()
 
-    const linger = (socket: Socket): void => {
-      // From here the bytes are not a request any more: the parser goes, what arrives is counted and dropped.
-      if (!releaseParser(socket)) {
-        socket.destroy()
-        return
-      }
+    const linger = (socket: LingeringSocket, body: IncomingMessage): void => {
+      socket[LINGERING] = true
       lingering.add(socket)
-      socket.on('error', () => {})
-      socket.end()
-      let read = 0
       const timer = setTimeout(() => socket.destroy(), LINGER_MS)
       timer.unref()
       socket.once('close', () => {
         clearTimeout(timer)
         lingering.delete(socket)
       })
-      socket.on('data', (chunk: Buffer) => {
+      let read = 0
+      // node:http is dumping the body (it read none of it): count what goes by.
+      body.on('data', (chunk: Buffer) => {
         read += chunk.length
         if (read > maxBytes) socket.destroy()
       })
-      socket.on('end', () => socket.destroy())
-      socket.resume()
+      socket.end()
       restartReading(socket)
     }
 
@@ -66,12 +61,19 @@ export const lingeringClosePlugin = fp(
       const raw = request.raw
       if (raw.complete || !hasBody(raw)) return payload
       const socket = raw.socket as LingeringSocket
-      if (socket[LINGERING]) return payload
-      socket[LINGERING] = true
+      if (socket[ARMED]) return payload
+      socket[ARMED] = true
       reply.header('connection', 'close')
       // node:http calls destroySoon() once this answer is written (Connection: close): linger instead.
-      socket.destroySoon = () => linger(socket)
+      socket.destroySoon = () => linger(socket, raw)
       return payload
+    })
+    // A request pipelined behind the refused body is not served: the connection is closing.
+    app.addHook('onRequest', async (request, reply) => {
+      if ((request.raw.socket as LingeringSocket)[LINGERING]) {
+        reply.hijack()
+        request.raw.socket.destroy()
+      }
     })
     // A lingering client must not hold the shutdown (the server waits for its sockets before onClose).
     app.addHook('preClose', async () => {

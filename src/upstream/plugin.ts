@@ -6,6 +6,9 @@ import type { Session } from '../sessions/types.ts'
 import { createGuardedAgent, createUpstreamAgent, TrustRouter } from './agent.ts'
 import { type Lookup, parseAllowList, UrlPolicy } from './url-policy.ts'
 
+/** Where a session comes from when the deployer wrote it down: its upstream is not checked. */
+const DEPLOYER_SOURCES: ReadonlySet<string> = new Set(['file', 'demo'])
+
 /** The upstream side shared by the proxy routes and the event readers. */
 export interface Upstream {
   /** One pooled keep-alive agent for the deployer's own runtimes (see {@link createUpstreamAgent}). */
@@ -14,7 +17,7 @@ export interface Upstream {
   readonly guardedAgent: Agent
   /** GATEWAY_UPSTREAM_ALLOW and the default refusals, for URLs someone other than the deployer chose. */
   readonly policy: UrlPolicy
-  /** Whether a session's upstream is checked on connect: registered through the admin API, not the template's. */
+  /** Whether a session's upstream is checked on connect: not the sessions file's, the demo's or the template's. */
   guarded(session: Session): boolean
   /** The dispatcher for a session's requests: {@link guardedAgent} when {@link guarded}, else {@link agent}. */
   dispatcherFor(session: Session): Dispatcher
@@ -49,8 +52,10 @@ export const upstreamPlugin = fp<UpstreamPluginOptions>(
     })
     const agent = createUpstreamAgent(env)
     const guardedAgent = createGuardedAgent(env, policy)
+    // Only the deployer's own configuration is trusted: the sessions file, the demo, and the template's origin.
+    // Everything else (the admin API, and any later source such as Kasm's API) someone else chose.
     const guarded = (session: Session): boolean =>
-      session.source === 'admin' && !policy.trusts(session.upstream)
+      !DEPLOYER_SOURCES.has(session.source) && !policy.trusts(session.upstream)
     const tokenEchoes = new Counter({
       name: 'krg_upstream_token_echoes_total',
       help: 'A messaging token echoed by its runtime, masked (body, event) or dropped (header), by where',

@@ -132,3 +132,16 @@ test('the lingering read is bounded: a client that never stops sending is cut of
   assert.ok(outcome.cut, `the gateway read all ${outcome.sent} bytes`)
   assert.ok(outcome.sent < 64 * 1024 * 1024, `the client could send ${outcome.sent} bytes`)
 })
+
+test('a gateway closes cleanly while a refused client still holds its connection', async (t) => {
+  const { gw } = await startProxy(t)
+  const res = await fetch(`${gw.url}/desktop/k1/mcp/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ run: 'r', key: 'k', text: 'hello' }),
+  })
+  assert.equal(res.status, 401)
+  assert.equal(res.headers.get('connection'), 'close')
+  // Shutdown right away: the server's connection bookkeeping must still be sound.
+  await gw.close()
+})
