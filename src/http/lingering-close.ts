@@ -7,8 +7,7 @@ import { uploadLimit } from '../upstream/body.ts'
 const LINGER_MS = 5000
 
 const ARMED = Symbol('lingering-armed')
-const LINGERING = Symbol('lingering')
-type LingeringSocket = Socket & { [ARMED]?: true; [LINGERING]?: true }
+type LingeringSocket = Socket & { [ARMED]?: true }
 
 function hasBody(raw: IncomingMessage): boolean {
   const length = raw.headers['content-length']
@@ -31,15 +30,14 @@ function restartReading(socket: Socket): void {
  * the kernel reset it as the client's next bytes arrive, and a reset can destroy the answer before the client
  * reads it. So the gateway sends the answer and its FIN, then lets node:http read and discard the rest of the
  * body (at most twice an upload's limit, for at most {@link LINGER_MS}) until the client closes; then the
- * socket goes. Anything the client sends after that body is not served.
+ * socket goes. node:http serves nothing the client pipelines behind that body (Connection: close).
  */
 export const lingeringClosePlugin = fp(
   async (app) => {
     const maxBytes = 2 * uploadLimit(app.config.env.GATEWAY_MAX_ATTACHMENT_BYTES)
     const lingering = new Set<Socket>()
 
-    const linger = (socket: LingeringSocket, body: IncomingMessage): void => {
-      socket[LINGERING] = true
+    const linger = (socket: Socket, body: IncomingMessage): void => {
       lingering.add(socket)
       const timer = setTimeout(() => socket.destroy(), LINGER_MS)
       timer.unref()
@@ -67,13 +65,6 @@ export const lingeringClosePlugin = fp(
       // node:http calls destroySoon() once this answer is written (Connection: close): linger instead.
       socket.destroySoon = () => linger(socket, raw)
       return payload
-    })
-    // A request pipelined behind the refused body is not served: the connection is closing.
-    app.addHook('onRequest', async (request, reply) => {
-      if ((request.raw.socket as LingeringSocket)[LINGERING]) {
-        reply.hijack()
-        request.raw.socket.destroy()
-      }
     })
     // A lingering client must not hold the shutdown (the server waits for its sockets before onClose).
     app.addHook('preClose', async () => {

@@ -14,7 +14,7 @@ const CT = 'multipart/form-data; boundary=----x'
 function sendAllThenRead(
   port: number,
   head: string,
-  body: { chunk: Buffer; count: number; chunked: boolean },
+  body: { chunk: Buffer; count: number; chunked: boolean; last?: Buffer },
 ): Promise<{ answer: string; error: string | null }> {
   return new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1')
@@ -28,7 +28,7 @@ function sendAllThenRead(
     socket.on('connect', async () => {
       socket.write(head)
       for (let i = 0; i < body.count && !socket.destroyed; i++) {
-        const { chunk } = body
+        const chunk = i === body.count - 1 && body.last !== undefined ? body.last : body.chunk
         const framed = body.chunked
           ? Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')])
           : chunk
@@ -71,6 +71,30 @@ test('an upload refused before it is read (413) reaches a client that sends ever
     assert.match(answer, /\r\nconnection: close\r\n/i)
   }
   assert.equal(echo.received.length, 0)
+})
+
+test('a request pipelined behind a refused body is not served', async (t) => {
+  const { gw, echo, auth } = await startProxy(t)
+  const port = Number(new URL(gw.url).port)
+  const total = 10 * 1024 * 1024
+  const chunk = Buffer.alloc(64 * 1024, 0x61)
+  const { answer } = await sendAllThenRead(
+    port,
+    `POST /desktop/k1/mcp/attachments HTTP/1.1\r\nHost: gw\r\nAuthorization: ${auth.operator}\r\n` +
+      `Content-Type: ${CT}\r\nContent-Length: ${total}\r\n\r\n`,
+    {
+      chunk,
+      count: total / chunk.length + 1,
+      chunked: false,
+      // The last write is the body's end and, in the same bytes, the next request.
+      last: Buffer.from(
+        `GET /desktop/k1/mcp/inbox HTTP/1.1\r\nHost: gw\r\nAuthorization: ${auth.operator}\r\n\r\n`,
+      ),
+    },
+  )
+  assert.equal(statusOf(answer), 413)
+  assert.equal(answer.match(/HTTP\/1\.1 /g)?.length, 1, 'one answer only')
+  assert.equal(echo.received.length, 0, 'the pipelined request never reached the runtime')
 })
 
 test('an upload cut at the limit mid-way (chunked) and an anonymous upload (401) reach the client too', async (t) => {
