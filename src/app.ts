@@ -1,10 +1,17 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify'
 import { auditPlugin } from './audit/plugin.ts'
 import { authPlugin } from './auth/plugin.ts'
 import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
-import { toErrorBody } from './errors.ts'
+import { clientErrorAnswer, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
+import { lingeringClosePlugin } from './http/lingering-close.ts'
+import { loadSheddingPlugin } from './http/load-shedding.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -22,6 +29,7 @@ import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { summaryPlugin } from './summary/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
+import type { Lookup } from './upstream/url-policy.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -32,6 +40,8 @@ declare module 'fastify' {
 /** Options for {@link buildApp}; tests pass a logger stream to assert what is (never) logged. */
 export interface AppOptions {
   logger?: FastifyServerOptions['logger']
+  /** DNS for the upstream URL policy (tests answer names of their own); default dns.lookup. */
+  lookup?: Lookup
 }
 
 /**
@@ -39,7 +49,7 @@ export interface AppOptions {
  * in dependency order: shared state first, then auth, then the routes that use them.
  */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<FastifyInstance> {
-  const app = Fastify({
+  const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config),
     trustProxy: parseTrustProxy(config.env.GATEWAY_TRUST_PROXY),
     bodyLimit: config.env.GATEWAY_MAX_JSON_BYTES,
@@ -48,23 +58,25 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     routerOptions: {
       ignoreDuplicateSlashes: false,
       ignoreTrailingSlash: false,
-      // KASM_ID allows 128 characters; the router's default of 100 would answer 414 in its own shape.
-      maxParamLength: 256,
+      // Counted on the raw path: an idempotency key may have 256 characters, each up to 12 when encoded
+      // (`ключ` is 24); KASM_ID allows 128. The routes check the decoded values' own limits.
+      maxParamLength: 3072,
     },
     requestIdHeader: false,
     return503OnClosing: true,
+    // The router's own refusals (a URL that does not decode, a parameter over maxParamLength) would answer in
+    // Fastify's shape, quoting the URL: ours instead, through the same error handler as every other error.
+    frameworkErrors: (err, request, reply) => answerError(app, err, request, reply),
+    // Requests node's parser refuses before Fastify sees them (malformed, headers too large).
+    clientErrorHandler: (err, socket) => {
+      const answer = clientErrorAnswer(err)
+      if (answer !== null && socket.writable) socket.end(answer)
+      else socket.destroy()
+    },
   })
   app.decorate('config', config)
 
-  app.setErrorHandler((err, request, reply) => {
-    const { status, body } = toErrorBody(err as Error)
-    // A 503 says something is unavailable (Redis, the IdP's keys, a draining replica): that is logged once
-    // where it is detected, not with a stack trace per request.
-    if (status >= 500 && status !== 503) request.log.error({ err }, 'request failed')
-    else request.log.info({ code: body.error, status }, 'request refused')
-    // A person who navigated here gets a page (with a sign-in link for a 401); everything else the JSON body.
-    return app.pages.sendError(request, reply, status, body)
-  })
+  app.setErrorHandler((err, request, reply) => answerError(app, err as Error, request, reply))
   app.setNotFoundHandler((request, reply) =>
     app.pages.sendError(request, reply, 404, { error: 'route_not_found', message: 'no such route' }),
   )
@@ -72,11 +84,13 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(readinessPlugin)
   await app.register(pagesPlugin, { prefix: config.routePrefix })
   await app.register(metricsPlugin)
+  await app.register(loadSheddingPlugin)
+  await app.register(lingeringClosePlugin)
   await app.register(clusterPlugin)
   await app.register(sessionsPlugin)
   await app.register(auditPlugin)
   await app.register(authPlugin)
-  await app.register(upstreamPlugin)
+  await app.register(upstreamPlugin, options.lookup === undefined ? {} : { lookup: options.lookup })
   await app.register(eventsPlugin)
   await app.register(kasmPlugin)
   await app.register(summaryPlugin)
@@ -95,6 +109,25 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(overviewRoutes, prefix)
   await app.register(consoleRoutes, prefix)
   return app
+}
+
+/** Every error answer, Fastify's own refusals included: logged, then `{error, message}` (errors.ts). */
+/**
+ * Every error answer, Fastify's own included: the one `{error, message}` body (errors.ts), as a page to a person
+ * who navigated here (with a sign-in link for a 401), as JSON to everything else.
+ */
+function answerError(
+  app: FastifyInstance,
+  err: Error,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  const { status, body } = toErrorBody(err)
+  // A 503 says something is unavailable (Redis, the IdP's keys, a draining replica): that is logged once
+  // where it is detected, not with a stack trace per request.
+  if (status >= 500 && status !== 503) request.log.error({ err }, 'request failed')
+  else request.log.info({ code: body.error, status }, 'request refused')
+  return app.pages.sendError(request, reply, status, body)
 }
 
 function parseTrustProxy(value: string): boolean | string | string[] {

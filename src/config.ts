@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs'
+import ipaddr from 'ipaddr.js'
 import { z } from 'zod'
 import { type GroupMap, parseGroupMap } from './auth/group-map.ts'
+import { parseAllowList } from './upstream/url-policy.ts'
 
 /**
  * Every environment variable the gateway reads, in one schema, parsed once at boot.
@@ -30,6 +32,18 @@ const groupMap = z.string().transform((v, ctx): GroupMap => {
     return z.NEVER
   }
 })
+
+/** One entry of GATEWAY_TRUST_PROXY as Fastify's proxy-addr takes it: an address, a CIDR or a named range. */
+function isProxyAddress(entry: string): boolean {
+  if (entry === 'loopback' || entry === 'linklocal' || entry === 'uniquelocal') return true
+  if (ipaddr.isValid(entry)) return true
+  try {
+    ipaddr.parseCIDR(entry)
+    return true
+  } catch {
+    return false
+  }
+}
 
 const origin = z
   .string()
@@ -157,8 +171,23 @@ const envSchema = z.object({
       'must not start with /desktop/, /healthz/, /readyz/ or /metrics/ (those paths are not under the base)',
     )
     .default('/'),
-  GATEWAY_TRUST_PROXY: z.string().default('false'),
+  GATEWAY_TRUST_PROXY: z
+    .string()
+    .refine(
+      (v) => v === 'true' || v === 'false' || v.split(',').every((entry) => isProxyAddress(entry.trim())),
+      'must be true, false, or a comma list of proxy addresses, CIDRs or loopback/linklocal/uniquelocal',
+    )
+    .default('false'),
 
+  GATEWAY_UPSTREAM_ALLOW: list
+    .superRefine((entries, ctx) => {
+      try {
+        parseAllowList(entries)
+      } catch (err) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message })
+      }
+    })
+    .default(''),
   GATEWAY_UPSTREAM_CONNECT_TIMEOUT_MS: int(100).default(5000),
   GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS: int(100).default(15000),
   GATEWAY_UPSTREAM_CONNECTIONS: int(1).default(64),
@@ -172,6 +201,9 @@ const envSchema = z.object({
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
 
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
+  GATEWAY_EVENT_MAX_BYTES: int(1024).default(2 * 1024 * 1024),
+  GATEWAY_EVENT_BUFFER_BYTES: int(4096).default(16 * 1024 * 1024),
+  GATEWAY_EVENT_BUFFER_TOTAL_BYTES: int(4096).default(128 * 1024 * 1024),
   GATEWAY_VIEWER_MAX_QUEUED_BYTES: int(1024).default(1024 * 1024),
   GATEWAY_MAX_STREAMS_PER_OPERATOR: int(1).default(50),
   GATEWAY_STREAM_LINGER_MS: int(0).default(30_000),
@@ -200,6 +232,8 @@ const envSchema = z.object({
   GATEWAY_RESEAL_PER_S: int(1, 10_000).default(50),
   GATEWAY_LEASE_MS: int(1000).default(5000),
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
+  GATEWAY_OVERLOAD_LOOP_DELAY_MS: int(0).default(1000),
+  GATEWAY_OVERLOAD_HEAP_USED_BYTES: int(0).optional(),
   GATEWAY_REDIS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'letters, digits, `:`, `_`, `.`, `-` (e.g. krg: or prod:krg:)')
@@ -366,6 +400,11 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (env.GATEWAY_KASM_UPSTREAM === 'zone' && env.GATEWAY_KASM_ZONE_UPSTREAMS.length === 0)
     cross.push('GATEWAY_KASM_ZONE_UPSTREAMS: required with GATEWAY_KASM_UPSTREAM=zone')
   cross.push(...oidcProblems(env, production))
+  // A stored event costs its payload and its frame: a session's budget must hold at least one of the largest.
+  if (env.GATEWAY_EVENT_BUFFER_BYTES < 2 * env.GATEWAY_EVENT_MAX_BYTES)
+    cross.push('GATEWAY_EVENT_BUFFER_BYTES: must be at least twice GATEWAY_EVENT_MAX_BYTES')
+  if (env.GATEWAY_EVENT_BUFFER_TOTAL_BYTES < env.GATEWAY_EVENT_BUFFER_BYTES)
+    cross.push('GATEWAY_EVENT_BUFFER_TOTAL_BYTES: must be at least GATEWAY_EVENT_BUFFER_BYTES')
   if (env.GATEWAY_DEMO === 'on' && (production || env.GATEWAY_SESSIONS_FILE))
     cross.push('GATEWAY_DEMO: cannot be on in production or with GATEWAY_SESSIONS_FILE')
   if (cross.length > 0) throw new ConfigError(`invalid configuration: ${cross.join('; ')}`)

@@ -74,7 +74,11 @@ export const UnsupportedMediaType = createError(
   415,
 )
 export const RateLimited = createError('rate_limited', 'too many requests; retry after %s seconds', 429)
-export const TooManyStreams = createError('too_many_streams', 'you already hold %s event streams', 429)
+export const TooManyStreams = createError(
+  'too_many_streams',
+  'you already hold %s event streams (the most one person may open)',
+  429,
+)
 export const TooManyFailedSignIns = createError(
   'signin_rate_limited',
   'too many failed sign-ins from your address; retry after %s seconds',
@@ -96,6 +100,32 @@ export const UpstreamTimeout = createError(
   'upstream_timeout',
   'the session runtime did not answer in time',
   504,
+)
+/** The URL policy refused the address the session's upstream resolves to now (DNS rebinding, a narrower list). */
+export const UpstreamAddressRefused = createError(
+  'upstream_address_refused',
+  'the session runtime resolves to an address the gateway may not connect to',
+  502,
+)
+/** A runtime's 3xx: a redirect from the gateway's origin would be an open redirect to wherever it points. */
+export const UpstreamRedirect = createError(
+  'upstream_redirect',
+  'the session runtime answered with a redirect, which the gateway does not follow or pass on',
+  502,
+)
+/** An answer the gateway cannot pass on safely (e.g. compressed although identity was asked for). */
+export const UpstreamBadAnswer = createError(
+  'upstream_bad_answer',
+  'the session runtime sent an answer the gateway cannot pass on: %s',
+  502,
+)
+
+// Upstreams given through the admin API (upstream/url-policy.ts)
+export const UpstreamNotAllowed = createError('upstream_not_allowed', 'upstream: %s', 400)
+export const UpstreamConflict = createError(
+  'upstream_conflict',
+  'upstream: already registered for a session of another team',
+  409,
 )
 
 // Kasm's Developer API (launch, sync): Kasm's faults, never the client's
@@ -125,6 +155,8 @@ export const KasmLaunchTimeout = createError(
 export const NotReady = createError('not_ready', '%s', 503)
 export const StoreUnavailable = createError('store_unavailable', 'shared state is unavailable: %s', 503)
 export const ShuttingDown = createError('shutting_down', 'this replica is shutting down; retry', 503)
+/** Load shedding (@fastify/under-pressure): event-loop delay or heap over its threshold. */
+export const Overloaded = createError('overloaded', 'this replica is overloaded; retry shortly', 503)
 
 /** The JSON body of every gateway-made error. */
 export interface ErrorBody {
@@ -132,34 +164,91 @@ export interface ErrorBody {
   message: string
 }
 
-const fastifyCodes: Record<string, { code: string; status: number }> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', status: 413 },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { code: 'unsupported_media_type', status: 415 },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'bad_request', status: 400 },
-  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'bad_request', status: 400 },
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: 'bad_request', status: 400 },
+/**
+ * Fastify's own errors, each with our code and a fixed message: theirs may quote the URL, a header or part of
+ * the body (a JSON parse error quotes the bytes it choked on), and an answer must never echo what was sent.
+ * Validation messages (ajv) name the schema's rule, never the value, and are kept.
+ */
+const fastifyCodes: Record<string, { code: string; status: number; message?: string }> = {
+  FST_ERR_BAD_URL: { code: 'bad_request', status: 400, message: 'the URL is not validly encoded' },
+  FST_ERR_MAX_PARAM_LENGTH: { code: 'url_too_long', status: 414, message: 'a path segment is too long' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', status: 413, message: 'body over the limit' },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    code: 'unsupported_media_type',
+    status: 415,
+    message: 'this content type is not accepted here',
+  },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { code: 'bad_request', status: 400, message: 'the JSON body is empty' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { code: 'bad_request', status: 400, message: 'body is not valid JSON' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    code: 'bad_request',
+    status: 400,
+    message: 'the body does not match its Content-Length',
+  },
   FST_ERR_VALIDATION: { code: 'bad_request', status: 400 },
-  FST_ERR_NOT_FOUND: { code: 'route_not_found', status: 404 },
+  FST_ERR_NOT_FOUND: { code: 'route_not_found', status: 404, message: 'no such route' },
+}
+
+/** A message for a client error nobody gave a code, by status; the error's own message is never used. */
+const statusMessages: Record<number, string> = {
+  400: 'bad request',
+  404: 'no such route',
+  405: 'method not allowed',
+  408: 'the request took too long',
+  413: 'body over the limit',
+  414: 'URL too long',
+  415: 'this content type is not accepted here',
+  431: 'request headers too large',
 }
 
 /**
- * Maps any thrown error to a status and the one error body shape. Unknown errors become a 500 whose
- * message says nothing of the internals (they are logged, not returned).
+ * Maps any thrown error to a status and the one error body shape `{error, message}`: the gateway's own errors
+ * (errors above) as they are, Fastify's and its plugins' by the tables here. Unknown errors become a 500 whose
+ * message says nothing of the internals (they are logged, not returned). Browser navigations may render the
+ * same code and message as a page; the code and status come from here either way.
  */
 export function toErrorBody(err: FastifyError | Error): { status: number; body: ErrorBody } {
   const e = err as FastifyError
   const known = e.code ? fastifyCodes[e.code] : undefined
-  if (known) return { status: known.status, body: { error: known.code, message: e.message } }
+  if (known) {
+    return { status: known.status, body: { error: known.code, message: known.message ?? e.message } }
+  }
   // @fastify/error upper-cases codes; ours are snake_case words, Fastify's own start with FST_ and never leak.
   const code = e.code?.toLowerCase()
   if (code && !code.startsWith('fst_') && /^[a-z_]+$/.test(code) && e.statusCode && e.statusCode >= 400) {
     return { status: e.statusCode, body: { error: code, message: e.message } }
   }
-  if (e.statusCode === 429) return { status: 429, body: { error: 'rate_limited', message: e.message } }
+  if (e.statusCode === 429)
+    return { status: 429, body: { error: 'rate_limited', message: 'too many requests' } }
   if (e.statusCode && e.statusCode >= 400 && e.statusCode < 500) {
-    return { status: e.statusCode, body: { error: 'bad_request', message: e.message } }
+    const message = statusMessages[e.statusCode] ?? 'bad request'
+    return { status: e.statusCode, body: { error: 'bad_request', message } }
   }
   return { status: 500, body: { error: 'internal', message: 'internal error' } }
+}
+
+/**
+ * The raw answer to a request node's HTTP parser refused before Fastify saw it (malformed request line or
+ * headers, headers too large, a request timeout), in the same `{error, message}` shape; null when nothing can
+ * be sent (the connection was reset).
+ */
+export function clientErrorAnswer(err: NodeJS.ErrnoException): Buffer | null {
+  if (err.code === 'ECONNRESET') return null
+  const [status, reason, body]: [number, string, ErrorBody] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [
+          431,
+          'Request Header Fields Too Large',
+          { error: 'headers_too_large', message: 'request headers too large' },
+        ]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', { error: 'request_timeout', message: 'the request took too long' }]
+        : [400, 'Bad Request', { error: 'bad_request', message: 'malformed HTTP request' }]
+  const json = JSON.stringify(body)
+  return Buffer.from(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+  )
 }
 
 /** A write that would fight another source of truth, e.g. the admin API changing a sessions-file session. */

@@ -30,6 +30,8 @@ export async function startBenchGateway(env: Record<string, string> = {}): Promi
     GATEWAY_PUBLIC_ORIGIN: 'http://127.0.0.1',
     GATEWAY_MAX_STREAMS_PER_OPERATOR: '100000',
     GATEWAY_RATE_LIMIT_MAX: '100000000',
+    // The bench runtimes listen on loopback: every address allowed for admin-registered upstreams.
+    GATEWAY_UPSTREAM_ALLOW: '0.0.0.0/0,::/0',
     ...env,
   })
   const app = await buildApp(config)

@@ -28,9 +28,7 @@ export class MemoryAuditLog implements AuditLog {
     // The newest record sits just before #next (or at the end while the buffer is filling).
     for (let i = 1; i <= size && out.length < query.limit; i++) {
       const record = this.#records[(this.#next - i + size) % size]
-      if (record === undefined) continue
-      if (!matches(record, query)) continue
-      out.push(record)
+      if (record !== undefined && matches(record, query)) out.push(record)
     }
     return out
   }

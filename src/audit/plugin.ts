@@ -44,11 +44,27 @@ export const auditPlugin = fp(
       request.log.info({ audit: record }, 'audit')
     }
     const base = app.config.basePath
-    app.addHook('onResponse', async (request, reply) => write(request, buildRecord(request, reply, base)))
+    /** The record with its session's team, which an admin limited to teams filters on. */
+    const withTeam = async (
+      record: AuditRecord | null,
+      detail: AuditDetail | null,
+    ): Promise<AuditRecord | null> => {
+      if (record === null) return null
+      let team: string | null = detail?.team ?? null
+      if (team === null && record.kasmId !== null) {
+        team = (await app.sessions.get(record.kasmId).catch(() => undefined))?.team ?? null
+      }
+      return { ...record, team }
+    }
+    app.addHook('onResponse', async (request, reply) =>
+      write(request, await withTeam(buildRecord(request, reply, base), request.auditDetail)),
+    )
     // A client that goes away mid-request (an upload given up) gets no response, so no onResponse either.
-    app.addHook('onRequestAbort', async (request) => write(request, buildRecord(request, null, base)))
+    app.addHook('onRequestAbort', async (request) =>
+      write(request, await withTeam(buildRecord(request, null, base), request.auditDetail)),
+    )
   },
-  { name: 'audit' },
+  { name: 'audit', dependencies: ['sessions'] },
 )
 
 /** The record of a request; `reply` is null when the client aborted before any answer. */

@@ -12,6 +12,12 @@ export interface AuditRecord {
   name?: string
   /** The session, when the URL or the route named a valid one. */
   kasmId: string | null
+  /**
+   * The team of that session when the record was made (what an admin limited to teams may read); null when
+   * no registered session was named. Records from before 0.2 have none and are shown to admins of every team
+   * (`*`) only.
+   */
+  team?: string | null
   method: string
   /** The v1 route name (`messages`, `actions`, `attachments`, `runs/messages`, …) or the admin route. */
   route: string
@@ -53,6 +59,8 @@ export interface AuditDetail {
   action?: string
   upstreamStatus?: number
   error?: string
+  /** The session's team, when the route knows it (e.g. a session it removes); else looked up when recording. */
+  team?: string
 }
 
 /** A query of recent records; filters match exactly. */
@@ -63,16 +71,19 @@ export interface AuditQuery {
   /** Replies to this request (with {@link AuditQuery.run}: of that run). */
   replyTo?: string
   run?: string
+  /** Only records of sessions of these teams (an admin's teams); all records when absent. */
+  teams?: ReadonlySet<string>
 }
 
-/** Whether a record passes a query's filters (each filter matches exactly; an absent one matches all). */
+/** Whether `record` passes the filters of `query` (each filter matches exactly; an absent one matches all). */
 export function matches(record: AuditRecord, query: AuditQuery): boolean {
-  return (
-    (query.kasmId === undefined || record.kasmId === query.kasmId) &&
-    (query.sub === undefined || record.sub === query.sub) &&
-    (query.replyTo === undefined || record.replyTo === query.replyTo) &&
-    (query.run === undefined || record.run === query.run)
-  )
+  if (query.kasmId !== undefined && record.kasmId !== query.kasmId) return false
+  if (query.sub !== undefined && record.sub !== query.sub) return false
+  if (query.replyTo !== undefined && record.replyTo !== query.replyTo) return false
+  if (query.run !== undefined && record.run !== query.run) return false
+  if (query.teams !== undefined && (typeof record.team !== 'string' || !query.teams.has(record.team)))
+    return false
+  return true
 }
 
 /** Where audit records go: a ring buffer in memory, a capped Redis stream in a cluster. */

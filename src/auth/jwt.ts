@@ -38,6 +38,9 @@ export class TokenRefused extends Error {
   }
 }
 
+/** The last second a JavaScript Date can show as ISO 8601 with a four-digit year (9999-12-31T23:59:59Z). */
+const MAX_NUMERIC_DATE = 253_402_300_799
+
 /** How bearer tokens are checked; built from `GATEWAY_JWT_*` and `GATEWAY_JWKS_*`. */
 export interface TokenVerifierOptions {
   /** HS256 shared secret. */
@@ -120,6 +123,10 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
       }
       if (typeof payload.sub !== 'string' || payload.sub.length === 0) {
         throw new TokenRefused('invalid_claim', 'token has an invalid "sub" claim')
+      }
+      // jose takes any number: `exp: 1e300` would be a credential that never ends, and a date nobody can print.
+      if (typeof payload.exp !== 'number' || payload.exp > MAX_NUMERIC_DATE) {
+        throw new TokenRefused('invalid_claim', 'token has an invalid "exp" claim')
       }
       return payload
     },

@@ -19,8 +19,10 @@ export interface RedisEventBusOptions {
   readonly command: Redis & ClusterCommands
   readonly fanout: StreamFanout
   readonly keys: ClusterKeys
-  /** Entries kept per session stream (`XADD MAXLEN ~`), GATEWAY_EVENT_BUFFER. */
+  /** Entries kept per session stream, GATEWAY_EVENT_BUFFER. */
   readonly maxLen: number
+  /** Bytes kept per session stream, GATEWAY_EVENT_BUFFER_BYTES (payloads plus a small overhead per entry). */
+  readonly maxBytes?: number
   /** How long an idle session's stream and head outlive their last append (ms). */
   readonly retentionMs: number
   /** Called with each append's outcome (metrics). */
@@ -49,17 +51,19 @@ export class RedisEventBus implements EventBus {
   }
 
   async append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean> {
-    const { command, keys, maxLen, retentionMs, onAppend } = this.#o
+    const { command, keys, maxLen, maxBytes, retentionMs, onAppend } = this.#o
     let added: number
     try {
       added = await command.krgAppend(
         keys.lease(kasmId),
         keys.head(kasmId),
         keys.events(kasmId),
+        keys.sizes(kasmId),
         String(fence),
         maxLen,
         retentionMs,
         Date.now(),
+        maxBytes ?? Number.MAX_SAFE_INTEGER,
         ...encodeMessages(messages),
       )
     } catch (err) {
@@ -87,6 +91,7 @@ export class RedisEventBus implements EventBus {
       from.after !== undefined && Number.isSafeInteger(from.after) && from.after >= 0 ? from.after : undefined
     fanout.reserve(kasmId)
     let joined: Promise<void> | undefined
+    let servedRun: string | null = null
     try {
       const reply = await command.krgReplay(
         keys.head(kasmId),
@@ -100,6 +105,7 @@ export class RedisEventBus implements EventBus {
         if (from.run !== undefined) position.startAfter(from.run, after ?? -1)
       } else {
         const [, run, , , oldest, firstPage] = reply
+        servedRun = run
         const sameRun = from.run === run && after !== undefined
         if (sameRun) {
           position.startAfter(run, after)
@@ -123,11 +129,12 @@ export class RedisEventBus implements EventBus {
       if (joined === undefined) fanout.join(kasmId, cancelled(position)).catch(() => {})
     }
     await joined
-    return { close: () => fanout.leave(kasmId, position) }
+    return { servedRun, close: () => fanout.leave(kasmId, position) }
   }
 
   async drop(kasmId: string): Promise<void> {
-    await this.#o.command.del(this.#o.keys.events(kasmId), this.#o.keys.head(kasmId))
+    const { keys } = this.#o
+    await this.#o.command.del(keys.events(kasmId), keys.head(kasmId), keys.sizes(kasmId))
   }
 
   /** The fan-out loop and the connections belong to the cluster plugin, which closes them. */

@@ -7,8 +7,10 @@ export interface ClusterKeys {
   readonly prefix: string
   /** Stream of a session's events (XADD MAXLEN ~). */
   events(kasmId: string): string
-  /** Hash: the head of a session's stream (run, seq, runNo, firstSeq, closed). */
+  /** Hash: the head of a session's stream (run, seq, runNo, firstSeq, closed, bytes). */
   head(kasmId: string): string
+  /** List, oldest first: `<entry id> <bytes>` of each stored entry, for trimming the stream to its byte budget. */
+  sizes(kasmId: string): string
   /** String: the reader lease; its value is the holder's fence. */
   lease(kasmId: string): string
   /** Counter the fences come from (seeded from Redis TIME so it keeps rising across a Redis restart). */
@@ -35,6 +37,8 @@ export interface ClusterKeys {
   cookiesOfIdpSession(sid: string): string
   /** Pub/sub channel: comma-separated hashes of cookie sessions just revoked (their streams end). */
   readonly cookiesRevokedChannel: string
+  /** Sorted set: an operator's open event streams over every replica, scored by expiry (ms). */
+  streamSlots(sub: string): string
   /** Capped stream of audit records. */
   readonly audit: string
   /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
@@ -60,6 +64,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     prefix: p,
     events: (id) => `${p}ev:{${id}}`,
     head: (id) => `${p}evh:{${id}}`,
+    sizes: (id) => `${p}evs:{${id}}`,
     lease: (id) => `${p}lease:{${id}}`,
     fence: (id) => `${p}fence:{${id}}`,
     sessions: `${p}sessions`,
@@ -73,6 +78,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
     cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${sid}`,
     cookiesRevokedChannel: `${p}cookies:revoked`,
+    streamSlots: (sub) => `${p}slots:${sub}`,
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,

@@ -21,6 +21,7 @@ import { RedisReaderLease } from './reader-lease.ts'
 import { RedisHealth } from './redis-health.ts'
 import { type ClusterCommands, defineScripts } from './scripts.ts'
 import { StreamFanout } from './stream-fanout.ts'
+import { RedisStreamSlots } from './stream-slots.ts'
 
 /** What cluster mode adds to the app: the fixed connections and the Redis side of every seam. */
 export interface Cluster {
@@ -37,6 +38,8 @@ export interface Cluster {
   readonly lease: RedisReaderLease
   /** Leases of cluster-wide jobs (one replica runs each: token re-seal, Kasm sync), fenced like reader leases. */
   readonly jobLease: RedisReaderLease
+  /** The per-operator stream cap, counted over every replica. */
+  readonly streamSlots: RedisStreamSlots
   /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
   readonly feed: ChangeFeed
   readonly metrics: ClusterMetrics
@@ -121,6 +124,7 @@ export const clusterPlugin = fp(
       fanout,
       keys,
       maxLen: env.GATEWAY_EVENT_BUFFER,
+      maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
       retentionMs: STREAM_RETENTION_MS,
       onAppend: (result, entries) => {
         metrics.appends.inc({ result })
@@ -150,6 +154,15 @@ export const clusterPlugin = fp(
       ttlMs: env.GATEWAY_PRESENCE_TTL_MS,
       log: app.log,
     })
+    const streamSlots = new RedisStreamSlots({
+      command,
+      keys,
+      replicaId,
+      max: env.GATEWAY_MAX_STREAMS_PER_OPERATOR,
+      ttlMs: env.GATEWAY_PRESENCE_TTL_MS,
+      log: app.log,
+      quiet: () => health.down,
+    })
     const cluster: Cluster = {
       replicaId,
       keys,
@@ -159,6 +172,7 @@ export const clusterPlugin = fp(
       bus,
       lease,
       jobLease,
+      streamSlots,
       feed: new ChangeFeed(connections.subscriber, app.log),
       metrics,
       health,
@@ -190,6 +204,7 @@ export const clusterPlugin = fp(
       await jobLease.releaseAll()
       if (released > 0) app.log.info({ released }, 'reader leases released for shutdown')
       await presence.close()
+      await streamSlots.close()
     })
     app.addHook('onClose', async () => {
       await fanout?.close()

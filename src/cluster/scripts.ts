@@ -16,23 +16,35 @@ local function str(n) return string.format('%.0f', n) end
 `
 
 /**
- * Fenced append with per-run seq dedupe.
- * KEYS: lease, head, events. ARGV: fence, maxlen, ttl ms, the caller's clock (ms), then 5 per message: kind
- * (e|c), run, seq, type, data. The keys' expiry is refreshed once per 1/24 of the ttl, not on every append.
- * Returns -1 when the fence is not the lease holder's, else the number of entries added.
+ * Fenced append with per-run seq dedupe, trimmed to a count and a byte budget.
+ * KEYS: lease, head, events, sizes. ARGV: fence, maxlen, ttl ms, the caller's clock (ms), max bytes, then 5 per
+ * message: kind (e|c), run, seq, type, data. The keys' expiry is refreshed once per 1/24 of the ttl, not on
+ * every append. Returns -1 when the fence is not the lease holder's, else the number of entries added.
  *
  * Entry ids are `<runNo>-<seq>`: runNo is fixed per run and rises with every new run (it is at least Redis
  * TIME in ms and above the stream's last id), so ids keep rising even after Redis lost everything, and a
  * viewer's `after=&run=` maps to an id range without scanning. `closed` takes the id after the run's last seq
  * and ends the run: nothing more of it is stored. Runtime seqs start at 1; the head's seq is 0 until one is.
+ *
+ * Every entry's id and size go on the sizes list too; once the stream holds more than maxlen entries or max
+ * bytes, the oldest are popped from it and the stream is cut below the first one kept (XTRIM MINID), so the
+ * budget is exact. `MAXLEN ~` stays as a backstop for entries the list does not know (it only makes the byte
+ * count too high, which trims earlier, never later).
  */
 const append = `${nowMs}
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local h = redis.call('HMGET', KEYS[2], 'run', 'seq', 'runNo', 'closed', 'exp')
+local h = redis.call('HMGET', KEYS[2], 'run', 'seq', 'runNo', 'closed', 'exp', 'bytes')
 local run, seq, runNo, closed = h[1], tonumber(h[2]), h[3], h[4] == '1'
 local now, ttl = tonumber(ARGV[4]), tonumber(ARGV[3])
+local maxlen, maxbytes = tonumber(ARGV[2]), tonumber(ARGV[5])
+local bytes = tonumber(h[6]) or 0
 local added = 0
-for i = 5, #ARGV, 5 do
+local function keep(id, size)
+  redis.call('RPUSH', KEYS[4], id .. ' ' .. str(size))
+  bytes = bytes + size
+  added = added + 1
+end
+for i = 6, #ARGV, 5 do
   local kind, mrun = ARGV[i], ARGV[i + 1]
   if (not run) or mrun ~= run then
     local n = now_ms()
@@ -50,25 +62,43 @@ for i = 5, #ARGV, 5 do
     if kind == 'e' then
       local s = tonumber(ARGV[i + 2])
       if s > seq then
-        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], runNo .. '-' .. ARGV[i + 2],
+        local id = runNo .. '-' .. ARGV[i + 2]
+        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], id,
           'k', 'e', 'r', mrun, 's', ARGV[i + 2], 't', ARGV[i + 3], 'd', ARGV[i + 4])
+        keep(id, #ARGV[i + 4] + #ARGV[i + 3] + #mrun + 64)
         seq = s
-        added = added + 1
       end
     else
-      redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], runNo .. '-' .. str(seq + 1), 'k', 'c', 'r', mrun)
+      local id = runNo .. '-' .. str(seq + 1)
+      redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], id, 'k', 'c', 'r', mrun)
+      keep(id, #mrun + 64)
       closed = true
-      added = added + 1
     end
   end
 end
+local len = redis.call('LLEN', KEYS[4])
+local cut
+while len > maxlen or bytes > maxbytes do
+  local entry = redis.call('LPOP', KEYS[4])
+  if not entry then break end
+  local space = string.find(entry, ' ', 1, true)
+  cut = string.sub(entry, 1, space - 1)
+  bytes = bytes - tonumber(string.sub(entry, space + 1))
+  len = len - 1
+end
+if cut then
+  local ms, sq = string.match(cut, '^(%d+)-(%d+)$')
+  redis.call('XTRIM', KEYS[3], 'MINID', ms .. '-' .. str(tonumber(sq) + 1))
+end
+if bytes < 0 then bytes = 0 end
 if run then
   if math.abs(now - (tonumber(h[5]) or 0)) > ttl / 24 then
-    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'exp', ARGV[4])
+    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'exp', ARGV[4], 'bytes', str(bytes))
     redis.call('PEXPIRE', KEYS[2], ARGV[3])
     redis.call('PEXPIRE', KEYS[3], ARGV[3])
+    redis.call('PEXPIRE', KEYS[4], ARGV[3])
   else
-    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0')
+    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'bytes', str(bytes))
   end
 end
 return added
@@ -104,6 +134,28 @@ local f = redis.call('INCR', KEYS[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('SET', KEYS[1], str(f), 'PX', ARGV[1])
 return f
+`
+
+/**
+ * Takes one of an operator's stream slots. KEYS: the operator's slot set. ARGV: member, max, ttl ms. Drops
+ * the members whose expiry passed (their replica stopped renewing them), then adds this one unless `max` are
+ * held. Returns 1 when taken, 0 at the cap.
+ */
+const takeSlot = `${nowMs}
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`
+
+/** Renews this replica's slots of one operator. KEYS: the slot set. ARGV: ttl ms, then the members. */
+const renewSlots = `${nowMs}
+local expiry = now_ms() + tonumber(ARGV[1])
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', expiry, ARGV[i]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return #ARGV - 1
 `
 
 /** KEYS: lease. ARGV: fence, lease ms. 1 when still held (and extended), 0 when lost. */
@@ -157,7 +209,13 @@ export type ReplayReply =
 
 /** The scripts as typed commands on a connection (ioredis EVALSHA with EVAL fallback). */
 export interface ClusterCommands {
-  krgAppend(lease: string, head: string, events: string, ...args: (string | number)[]): Promise<number>
+  krgAppend(
+    lease: string,
+    head: string,
+    events: string,
+    sizes: string,
+    ...args: (string | number)[]
+  ): Promise<number>
   krgReplay(head: string, events: string, run: string, after: string, page: number): Promise<ReplayReply>
   krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
   krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
@@ -173,19 +231,23 @@ export interface ClusterCommands {
     announcement: string,
   ): Promise<number>
   krgBoardDelete(board: string, field: string, expected: string): Promise<number>
+  krgTakeSlot(slots: string, member: string, max: number, ttlMs: number): Promise<number>
+  krgRenewSlots(slots: string, ttlMs: number, ...members: string[]): Promise<number>
 }
 
 /** Defines the scripts on the command connection (idempotent) and returns it typed. */
 export function defineScripts(redis: Redis): Redis & ClusterCommands {
   const r = redis as Redis & Partial<ClusterCommands>
   if (!r.krgAppend) {
-    redis.defineCommand('krgAppend', { numberOfKeys: 3, lua: append })
+    redis.defineCommand('krgAppend', { numberOfKeys: 4, lua: append })
     redis.defineCommand('krgReplay', { numberOfKeys: 2, lua: replay })
     redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
     redis.defineCommand('krgCasRecord', { numberOfKeys: 2, lua: casRecord })
     redis.defineCommand('krgBoardDelete', { numberOfKeys: 1, lua: boardDelete })
+    redis.defineCommand('krgTakeSlot', { numberOfKeys: 1, lua: takeSlot })
+    redis.defineCommand('krgRenewSlots', { numberOfKeys: 1, lua: renewSlots })
   }
   return redis as Redis & ClusterCommands
 }

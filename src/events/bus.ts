@@ -14,6 +14,14 @@ export interface Delivery {
   readonly frame: Buffer
 }
 
+/**
+ * What keeping a delivery costs: its frame plus its payload string (kept for subscribers that read it, e.g. a
+ * summary), counted as one byte per character as V8 stores the runtime's mostly-ASCII JSON.
+ */
+export function storedBytes(d: Delivery): number {
+  return d.frame.length + (d.message.kind === 'event' ? d.message.data.length : 0)
+}
+
 /** Where a viewer wants to start: the spec's `after=<seq>&run=<run_id>` or `Last-Event-ID: <run>:<seq>`. */
 export interface StreamPosition {
   readonly run?: string
@@ -32,6 +40,11 @@ export interface StreamHead {
 
 /** A live subscription; `close` frees everything it holds. */
 export interface Subscription {
+  /**
+   * The run the bus served when the subscription started (null: nothing known yet), so a stream can open with
+   * its `: run <id>` line even when nothing is to be replayed.
+   */
+  readonly servedRun: string | null
   close(): void
 }
 

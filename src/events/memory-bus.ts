@@ -8,12 +8,17 @@ import type {
   Subscriber,
   Subscription,
 } from './bus.ts'
+import { storedBytes } from './bus.ts'
 import { CLOSED_FRAME, eventFrame } from './sse.ts'
 
 /** Options of {@link MemoryEventBus}. */
 export interface MemoryEventBusOptions {
   /** Events kept per session for replay (the runtime keeps 4096). */
   readonly capacity: number
+  /** Bytes kept per session (GATEWAY_EVENT_BUFFER_BYTES); the oldest events go first. Default: no bound. */
+  readonly maxBytes?: number
+  /** Bytes kept over all sessions (GATEWAY_EVENT_BUFFER_TOTAL_BYTES); the oldest events go first. */
+  readonly totalBytes?: number
 }
 
 /**
@@ -32,6 +37,7 @@ class Cursor implements Subscription {
    * not ahead of it) everything the log appends is new to it, and checking would only cost time.
    */
   filtering = true
+  readonly servedRun: string | null
 
   constructor(
     readonly log: SessionLog,
@@ -41,6 +47,7 @@ class Cursor implements Subscription {
   ) {
     this.run = run
     this.seq = seq
+    this.servedRun = log.run
   }
 
   close(): void {
@@ -76,24 +83,42 @@ class Cursor implements Subscription {
   }
 }
 
-/** One session: the current run's last `capacity` deliveries in a ring, and its subscribers. */
+/**
+ * One session: the current run's newest deliveries in a ring (at most `capacity`, at most `maxBytes`), and its
+ * subscribers. Each stored delivery remembers its size and when it was stored (the bus-wide append order),
+ * so the bus can evict the oldest event of the whole process when its total budget is passed.
+ */
 class SessionLog {
   run: string | null = null
   closed: Delivery | null = null
   lastSeq = 0
   /** Highest fence that appended here: a lower one is a stale owner. */
   fence = Number.NEGATIVE_INFINITY
+  /** Bytes of the stored deliveries (see {@link storedBytes}). */
+  bytes = 0
   readonly cursors = new Set<Cursor>()
   readonly #ring: (Delivery | undefined)[]
+  readonly #sizes: Float64Array
+  readonly #orders: Float64Array
   #start = 0
   #count = 0
 
-  constructor(readonly capacity: number) {
+  constructor(
+    readonly capacity: number,
+    readonly maxBytes: number,
+  ) {
     this.#ring = new Array<Delivery | undefined>(capacity)
+    this.#sizes = new Float64Array(capacity)
+    this.#orders = new Float64Array(capacity)
   }
 
   get size(): number {
     return this.#count
+  }
+
+  /** The bus-wide append order of the oldest stored delivery; Infinity when none is stored. */
+  get oldestOrder(): number {
+    return this.#count === 0 ? Number.POSITIVE_INFINITY : (this.#orders[this.#start] as number)
   }
 
   /** Seq of the oldest stored event, or undefined when none is stored. */
@@ -102,20 +127,43 @@ class SessionLog {
     return seqOf(this.#ring[this.#start])
   }
 
-  startRun(run: string): void {
+  /** Starts a run over; returns the bytes freed. */
+  startRun(run: string): number {
+    const freed = this.bytes
     this.run = run
     this.closed = null
     this.lastSeq = 0
     this.#ring.fill(undefined)
     this.#start = 0
     this.#count = 0
+    this.bytes = 0
+    return freed
   }
 
-  push(d: Delivery): void {
+  /** Stores `d` (`bytes` large, appended `order`th on the bus), evicting the oldest past either bound; returns the bytes freed. */
+  push(d: Delivery, bytes: number, order: number): number {
+    let freed = 0
+    while (this.#count > 0 && (this.#count >= this.capacity || this.bytes + bytes > this.maxBytes)) {
+      freed += this.evictOldest()
+    }
     const end = (this.#start + this.#count) % this.capacity
     this.#ring[end] = d
-    if (this.#count < this.capacity) this.#count++
-    else this.#start = (this.#start + 1) % this.capacity
+    this.#sizes[end] = bytes
+    this.#orders[end] = order
+    this.#count++
+    this.bytes += bytes
+    return freed
+  }
+
+  /** Drops the oldest stored delivery; returns its bytes. */
+  evictOldest(): number {
+    const at = this.#start
+    const bytes = this.#sizes[at] as number
+    this.#ring[at] = undefined
+    this.#start = (at + 1) % this.capacity
+    this.#count--
+    this.bytes -= bytes
+    return bytes
   }
 
   /** Stored deliveries with a seq above `after` (all when undefined), oldest first. */
@@ -151,21 +199,32 @@ function seqOf(d: Delivery | undefined): number {
  */
 export class MemoryEventBus implements EventBus {
   readonly #capacity: number
+  readonly #maxBytes: number
+  readonly #totalBytes: number
   readonly #logs = new Map<string, SessionLog>()
+  /** Bytes stored over every session. */
+  #bytes = 0
+  /** Append counter: the age of a stored delivery, compared across sessions when the total is passed. */
+  #order = 0
 
   constructor(options: MemoryEventBusOptions) {
     this.#capacity = Math.max(1, options.capacity)
+    this.#maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY
+    this.#totalBytes = options.totalBytes ?? Number.POSITIVE_INFINITY
   }
 
-  /** Sessions with a log, and subscribers over all of them (tests assert nothing leaks). */
-  stats(): { sessions: number; subscribers: number; stored: number } {
+  /** Sessions with a log, subscribers, stored events and bytes (tests assert bounds and that nothing leaks). */
+  stats(kasmId?: string): { sessions: number; subscribers: number; stored: number; bytes: number } {
     let subscribers = 0
     let stored = 0
-    for (const log of this.#logs.values()) {
+    let bytes = 0
+    for (const [id, log] of this.#logs) {
+      if (kasmId !== undefined && id !== kasmId) continue
       subscribers += log.cursors.size
       stored += log.size
+      bytes += log.bytes
     }
-    return { sessions: this.#logs.size, subscribers, stored }
+    return { sessions: this.#logs.size, subscribers, stored, bytes }
   }
 
   async append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean> {
@@ -180,14 +239,15 @@ export class MemoryEventBus implements EventBus {
     const fresh: Delivery[] = []
     for (const m of messages) {
       if (m.run !== log.run) {
-        log.startRun(m.run)
+        this.#bytes -= log.startRun(m.run)
       } else if (log.closed !== null) {
         continue // a closed trace takes nothing more
       }
       if (m.kind === 'event') {
         if (m.seq <= log.lastSeq) continue
         const d: Delivery = { message: m, frame: eventFrame(m.run, m.seq, m.type, m.data) }
-        log.push(d)
+        const bytes = storedBytes(d)
+        this.#bytes += bytes - log.push(d, bytes, this.#order++)
         log.lastSeq = m.seq
         fresh.push(d)
       } else {
@@ -196,6 +256,7 @@ export class MemoryEventBus implements EventBus {
         fresh.push(d)
       }
     }
+    if (this.#bytes > this.#totalBytes) this.#evictOverall()
     if (fresh.length > 0) {
       for (const cursor of log.cursors) {
         if (!cursor.filtering) {
@@ -245,17 +306,35 @@ export class MemoryEventBus implements EventBus {
 
   async drop(kasmId: string): Promise<void> {
     // Subscribers still attached keep the old log until they close; nothing is appended to it any more.
+    const log = this.#logs.get(kasmId)
+    if (log !== undefined) this.#bytes -= log.bytes
     this.#logs.delete(kasmId)
   }
 
   async close(): Promise<void> {
     this.#logs.clear()
+    this.#bytes = 0
+  }
+
+  /**
+   * The process is over its total budget: evict the oldest stored events of any session until it is not
+   * (each eviction looks at every session's oldest event; it only runs near the budget).
+   */
+  #evictOverall(): void {
+    while (this.#bytes > this.#totalBytes) {
+      let oldest: SessionLog | undefined
+      for (const log of this.#logs.values()) {
+        if (log.oldestOrder < (oldest?.oldestOrder ?? Number.POSITIVE_INFINITY)) oldest = log
+      }
+      if (oldest === undefined) return
+      this.#bytes -= oldest.evictOldest()
+    }
   }
 
   #log(kasmId: string): SessionLog {
     let log = this.#logs.get(kasmId)
     if (log === undefined) {
-      log = new SessionLog(this.#capacity)
+      log = new SessionLog(this.#capacity, this.#maxBytes)
       this.#logs.set(kasmId, log)
     }
     return log

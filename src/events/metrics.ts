@@ -15,12 +15,20 @@ export interface EventMetrics {
   readonly slowConsumers: Counter
   /** Gaps that neither the buffer nor trace.jsonl could fill. */
   readonly gapsUnfilled: Counter
+  /** Events (and trace lines) over GATEWAY_EVENT_MAX_BYTES, skipped: viewers see a gap in seq. */
+  readonly oversized: Counter<'source'>
+  /** The shared counter of token echoes (app.upstream): an event or trace line that held the token. */
+  readonly tokenEchoes: Counter<'where'>
   /** Frames delivered to viewers; counted in a plain number on the hot path and read at scrape time. */
   countDeliveries(n: number): void
 }
 
-/** Creates the event metrics on `registry`, reusing the shared upstream error counter. */
-export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'reason'>): EventMetrics {
+/** Creates the event metrics on `registry`, reusing the shared upstream error and token echo counters. */
+export function createEventMetrics(
+  registry: Registry,
+  upstreamErrors: Counter<'reason'>,
+  tokenEchoes: Counter<'where'>,
+): EventMetrics {
   let delivered = 0
   let reported = 0
   new Counter({
@@ -34,7 +42,7 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
   })
   const reconnects = new Counter({
     name: 'krg_event_upstream_reconnects_total',
-    help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, bad_status, new_run, rotated',
+    help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, address_refused, bad_status, new_run, rotated',
     labelNames: ['reason'],
     registers: [registry],
   })
@@ -43,6 +51,7 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
     'dropped',
     'stalled',
     'token_refused',
+    'address_refused',
     'bad_status',
     'new_run',
     'rotated',
@@ -60,9 +69,16 @@ export function createEventMetrics(registry: Registry, upstreamErrors: Counter<'
     }),
     reconnects,
     upstreamErrors,
+    tokenEchoes,
     slowConsumers: new Counter({
       name: 'krg_event_slow_consumers_dropped_total',
       help: 'Viewers disconnected because their queued bytes passed GATEWAY_VIEWER_MAX_QUEUED_BYTES',
+      registers: [registry],
+    }),
+    oversized: new Counter({
+      name: 'krg_event_oversize_skipped_total',
+      help: 'Events over GATEWAY_EVENT_MAX_BYTES skipped (viewers see a gap in seq), by source: stream, trace',
+      labelNames: ['source'],
       registers: [registry],
     }),
     gapsUnfilled: new Counter({

@@ -1,9 +1,9 @@
 import fp from 'fastify-plugin'
-import { createUpstreamAgent } from '../upstream/agent.ts'
 import type { EventBus, ReaderLease } from './bus.ts'
 import { MemoryEventBus, MemoryReaderLease } from './memory-bus.ts'
 import { createEventMetrics, type EventMetrics } from './metrics.ts'
 import { SessionStreams } from './session-streams.ts'
+import { MemoryStreamSlots, type StreamSlots } from './stream-slots.ts'
 import { TraceBackfill } from './trace-backfill.ts'
 import { readerTiming } from './upstream-reader.ts'
 
@@ -29,21 +29,38 @@ declare module 'fastify' {
 export const eventsPlugin = fp(
   async (app) => {
     const env = app.config.env
-    const shared = app.hasDecorator('upstream') ? app.upstream?.agent : undefined
-    const agent = shared ?? createUpstreamAgent(env)
-    if (shared === undefined) app.addHook('onClose', () => agent.close())
-
-    const metrics = createEventMetrics(app.metrics.registry, app.metrics.upstreamErrors)
+    const dispatcherFor = app.upstream.dispatcherFor
+    const metrics = createEventMetrics(
+      app.metrics.registry,
+      app.metrics.upstreamErrors,
+      app.upstream.tokenEchoes,
+    )
     const cluster = app.hasDecorator('cluster') ? app.cluster : null
-    const bus: EventBus = cluster ? cluster.bus : new MemoryEventBus({ capacity: env.GATEWAY_EVENT_BUFFER })
+    const bus: EventBus = cluster
+      ? cluster.bus
+      : new MemoryEventBus({
+          capacity: env.GATEWAY_EVENT_BUFFER,
+          maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
+          totalBytes: env.GATEWAY_EVENT_BUFFER_TOTAL_BYTES,
+        })
     const lease: ReaderLease = cluster ? cluster.lease : new MemoryReaderLease()
+    const slots: StreamSlots = cluster
+      ? cluster.streamSlots
+      : new MemoryStreamSlots(env.GATEWAY_MAX_STREAMS_PER_OPERATOR)
 
     const streams = new SessionStreams({
       bus,
       lease,
+      slots,
       sessions: app.sessions,
-      agent,
-      backfill: new TraceBackfill({ agent }),
+      dispatcherFor,
+      backfill: new TraceBackfill({
+        dispatcherFor,
+        maxLineBytes: env.GATEWAY_EVENT_MAX_BYTES,
+        maxFillBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
+        onTokenEcho: (echoes) => metrics.tokenEchoes.inc({ where: 'event' }, echoes),
+        onOversized: () => metrics.oversized.inc({ source: 'trace' }),
+      }),
       timing: readerTiming(env),
       limits: {
         maxQueuedBytes: env.GATEWAY_VIEWER_MAX_QUEUED_BYTES,
@@ -53,6 +70,7 @@ export const eventsPlugin = fp(
         authRecheckMs: env.GATEWAY_STREAM_AUTH_RECHECK_MS,
         pingIntervalMs: env.GATEWAY_PING_INTERVAL_MS,
         leaseMs: env.GATEWAY_LEASE_MS,
+        maxEventBytes: env.GATEWAY_EVENT_MAX_BYTES,
       },
       stillValid: (operator) => app.auth.stillValid(operator),
       log: app.log.child({ component: 'events' }),

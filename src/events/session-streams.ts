@@ -3,10 +3,11 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Dispatcher } from 'undici'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import { TooManyStreams } from '../errors.ts'
-import type { SessionRegistry } from '../sessions/types.ts'
+import type { Session, SessionRegistry } from '../sessions/types.ts'
 import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { Heartbeat } from './sse.ts'
+import type { StreamSlots } from './stream-slots.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
 import { type ReaderHealth, type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
 import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream.ts'
@@ -14,6 +15,7 @@ import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream
 /** Limits and intervals of the event path (from the environment; tests shorten them). */
 export interface SessionStreamsLimits {
   readonly maxQueuedBytes: number
+  /** The per-operator cap, for the refusal's message (the count itself is {@link SessionStreamsOptions.slots}). */
   readonly maxStreamsPerOperator: number
   readonly lingerMs: number
   readonly eager: boolean
@@ -21,14 +23,19 @@ export interface SessionStreamsLimits {
   readonly pingIntervalMs: number
   /** Lease length; renewed every third of it, re-acquired every half of it while another replica holds it. */
   readonly leaseMs: number
+  /** The largest event a reader keeps (GATEWAY_EVENT_MAX_BYTES). */
+  readonly maxEventBytes: number
 }
 
 /** What {@link SessionStreams} works with; it owns the readers, viewers and timers, none of these. */
 export interface SessionStreamsOptions {
   readonly bus: EventBus
   readonly lease: ReaderLease
+  /** Each operator's open streams: this replica's count, or every replica's in cluster mode. */
+  readonly slots: StreamSlots
   readonly sessions: SessionRegistry
-  readonly agent: Dispatcher
+  /** The dispatcher for a session's upstream (the URL policy guards admin-registered ones). */
+  readonly dispatcherFor: (session: Session) => Dispatcher
   readonly backfill: TraceBackfill
   readonly timing: ReaderTiming
   readonly limits: SessionStreamsLimits
@@ -69,7 +76,6 @@ interface Watch {
 export class SessionStreams {
   readonly #o: SessionStreamsOptions
   readonly #watches = new Map<string, Watch>()
-  readonly #perOperator = new Map<string, number>()
   readonly #viewers = new Set<ViewerStream>()
   readonly #heartbeat: Heartbeat
   #authTimer: NodeJS.Timeout | null = null
@@ -135,21 +141,19 @@ export class SessionStreams {
   }
 
   /**
-   * Reserves one of the operator's streams; throws 429 `too_many_streams` at the cap. Call before hijacking
-   * the response; the reservation is released when the viewer ends, or by {@link release} if the stream is
-   * never opened.
+   * Reserves one of the operator's streams (on any replica, in cluster mode); throws 429 `too_many_streams`
+   * at the cap. Call before hijacking the response; the reservation is released when the viewer ends, or by
+   * {@link release} if the stream is never opened.
    */
-  reserve(operator: Operator): void {
-    const held = this.#perOperator.get(operator.sub) ?? 0
-    if (held >= this.#o.limits.maxStreamsPerOperator) throw new TooManyStreams(String(held))
-    this.#perOperator.set(operator.sub, held + 1)
+  async reserve(operator: Operator): Promise<void> {
+    if (!(await this.#o.slots.take(operator.sub))) {
+      throw new TooManyStreams(String(this.#o.limits.maxStreamsPerOperator))
+    }
   }
 
   /** Gives back a reservation of a stream that was not opened. */
   release(operator: Operator): void {
-    const now = (this.#perOperator.get(operator.sub) ?? 1) - 1
-    if (now <= 0) this.#perOperator.delete(operator.sub)
-    else this.#perOperator.set(operator.sub, now)
+    this.#o.slots.give(operator.sub)
   }
 
   /**
@@ -373,7 +377,7 @@ export class SessionStreams {
       session: () => this.#o.sessions.get(watch.kasmId),
       bus: this.#o.bus,
       fence: current,
-      agent: this.#o.agent,
+      dispatcherFor: this.#o.dispatcherFor,
       backfill: this.#o.backfill,
       timing: this.#o.timing,
       log,
@@ -382,6 +386,7 @@ export class SessionStreams {
       onHealth: (health) => {
         for (const listener of this.#healthListeners) listener(watch.kasmId, health)
       },
+      maxEventBytes: limits.maxEventBytes,
       onStop: (why) => {
         if (watch.reader !== reader) return
         watch.reader = null

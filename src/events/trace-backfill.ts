@@ -1,7 +1,8 @@
 import { type Dispatcher, request } from 'undici'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
-import type { Delivery } from './bus.ts'
+import { type TokenEcho, tokenEcho } from '../upstream/token-echo.ts'
+import { type Delivery, storedBytes } from './bus.ts'
 import { eventFrame } from './sse.ts'
 
 /** The most events one fill returns (a viewer a million events behind gets the newest part, then live). */
@@ -9,9 +10,18 @@ export const MAX_FILL = 50_000
 
 /** Options of {@link TraceBackfill}. */
 export interface TraceBackfillOptions {
-  readonly agent: Dispatcher
+  /** The dispatcher for a session's upstream (the URL policy guards admin-registered ones). */
+  readonly dispatcherFor: (session: Session) => Dispatcher
   /** Stop reading a trace.jsonl after this many bytes (a runaway file must not exhaust memory). */
   readonly maxBytes?: number
+  /** Called with the number of token echoes masked in a line (a broken runtime's trace). */
+  readonly onTokenEcho?: (echoes: number) => void
+  /** A line longer than this (GATEWAY_EVENT_MAX_BYTES) is read past, never held: that event stays a gap. */
+  readonly maxLineBytes?: number
+  /** The most one fill returns, as stored (GATEWAY_EVENT_BUFFER_BYTES): past it, the newest part. */
+  readonly maxFillBytes?: number
+  /** Called for every line read past for its size. */
+  readonly onOversized?: () => void
 }
 
 /**
@@ -24,13 +34,21 @@ export interface TraceBackfillOptions {
  * reconnecting at once) share one download.
  */
 export class TraceBackfill {
-  readonly #agent: Dispatcher
+  readonly #dispatcherFor: (session: Session) => Dispatcher
   readonly #maxBytes: number
+  readonly #onTokenEcho: (echoes: number) => void
+  readonly #maxLine: number
+  readonly #maxFill: number
+  readonly #onOversized: () => void
   readonly #inFlight = new Map<string, Promise<Delivery[] | null>>()
 
   constructor(options: TraceBackfillOptions) {
-    this.#agent = options.agent
+    this.#dispatcherFor = options.dispatcherFor
     this.#maxBytes = options.maxBytes ?? 256 * 1024 * 1024
+    this.#onTokenEcho = options.onTokenEcho ?? (() => {})
+    this.#maxLine = options.maxLineBytes ?? Number.POSITIVE_INFINITY
+    this.#maxFill = options.maxFillBytes ?? Number.POSITIVE_INFINITY
+    this.#onOversized = options.onOversized ?? (() => {})
   }
 
   /**
@@ -55,7 +73,7 @@ export class TraceBackfill {
   async #read(session: Session, run: string, from: number, to: number): Promise<Delivery[] | null> {
     const url = new URL('artifacts/trace.jsonl', session.upstream)
     const res = await request(url, {
-      dispatcher: this.#agent,
+      dispatcher: this.#dispatcherFor(session),
       method: 'GET',
       headers: { [TOKEN_HEADER]: session.messagingToken.reveal() },
     })
@@ -63,34 +81,56 @@ export class TraceBackfill {
       await res.body.dump()
       return null
     }
-    const out: Delivery[] = []
+    const out = new FillBuffer(this.#maxFill)
+    const echo = tokenEcho(session.messagingToken)
     let runConfirmed = false
     let rest = ''
+    /** Inside a line over the cap: everything up to its newline is dropped as it arrives. */
+    let discarding = false
     let read = 0
     const decoder = new TextDecoder()
+    const take = (line: string): 'confirmed' | 'wrong-run' | 'done' | 'next' => {
+      if (line.length <= this.#maxLine) return this.#take(line, run, from, to, runConfirmed, out, echo)
+      this.#onOversized()
+      return 'next'
+    }
     try {
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
         read += chunk.length
         if (read > this.#maxBytes) return null
         rest += decoder.decode(chunk, { stream: true })
         let start = 0
-        for (let nl = rest.indexOf('\n'); nl !== -1; nl = rest.indexOf('\n', start)) {
+        if (discarding) {
+          const nl = rest.indexOf('\n')
+          if (nl === -1) {
+            rest = ''
+            continue
+          }
+          start = nl + 1
+          discarding = false
+        }
+        for (let nl = rest.indexOf('\n', start); nl !== -1; nl = rest.indexOf('\n', start)) {
           const line = rest.slice(start, nl).replace(/\r$/, '')
           start = nl + 1
-          const verdict = this.#take(line, run, from, to, runConfirmed, out)
+          const verdict = take(line)
           if (verdict === 'wrong-run') return null
           if (verdict === 'confirmed') runConfirmed = true
-          if (verdict === 'done') return runConfirmed ? out : null
+          if (verdict === 'done') return runConfirmed ? out.events() : null
         }
         rest = rest.slice(start)
+        if (rest.length > this.#maxLine) {
+          this.#onOversized()
+          discarding = true
+          rest = ''
+        }
       }
       rest += decoder.decode()
-      if (rest.length > 0) {
-        const verdict = this.#take(rest.replace(/\r$/, ''), run, from, to, runConfirmed, out)
+      if (rest.length > 0 && !discarding) {
+        const verdict = take(rest.replace(/\r$/, ''))
         if (verdict === 'wrong-run') return null
         if (verdict === 'confirmed') runConfirmed = true
       }
-      return runConfirmed ? out : null
+      return runConfirmed ? out.events() : null
     } finally {
       // Stops the download once the range is read (or on any early return).
       res.body.destroy()
@@ -104,7 +144,8 @@ export class TraceBackfill {
     from: number,
     to: number,
     runConfirmed: boolean,
-    out: Delivery[],
+    out: FillBuffer,
+    echo: TokenEcho,
   ): 'confirmed' | 'wrong-run' | 'done' | 'next' {
     if (line.length === 0) return 'next'
     let record: unknown
@@ -123,14 +164,38 @@ export class TraceBackfill {
       if (typeof runId === 'string') verdict = runId === run ? 'confirmed' : 'wrong-run'
     }
     if (seq >= from && (runConfirmed || verdict === 'confirmed')) {
+      const { text: data, echoes } = echo.maskText(line)
+      if (echoes > 0) this.#onTokenEcho(echoes)
       out.push({
-        message: { kind: 'event', run, seq, type, data: line },
-        frame: eventFrame(run, seq, type, line),
+        message: { kind: 'event', run, seq, type, data },
+        frame: eventFrame(run, seq, type, data),
       })
     } else if (seq >= from && verdict !== 'wrong-run') {
       // An event inside the range before any info line: its run cannot be confirmed, so nothing is filled.
       return 'wrong-run'
     }
     return verdict
+  }
+}
+
+/** The events of a fill, at most `maxBytes` as stored: past it the oldest go, so the newest part is kept. */
+class FillBuffer {
+  readonly #events: Delivery[] = []
+  #first = 0
+  #bytes = 0
+
+  constructor(readonly maxBytes: number) {}
+
+  push(d: Delivery): void {
+    this.#events.push(d)
+    this.#bytes += storedBytes(d)
+    while (this.#bytes > this.maxBytes && this.#first < this.#events.length) {
+      this.#bytes -= storedBytes(this.#events[this.#first] as Delivery)
+      this.#events[this.#first++] = undefined as unknown as Delivery
+    }
+  }
+
+  events(): Delivery[] {
+    return this.#events.slice(this.#first)
   }
 }

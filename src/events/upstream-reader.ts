@@ -5,6 +5,8 @@ import type { Env } from '../config.ts'
 import { parseEventId } from '../protocol/events.ts'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
+import { tokenEcho } from '../upstream/token-echo.ts'
+import { isAddressRefused } from '../upstream/url-policy.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
@@ -54,13 +56,19 @@ export interface UpstreamReaderOptions {
   readonly bus: EventBus
   /** The lease's fencing token; an append refused for it means another reader took over. */
   readonly fence: number
-  readonly agent: Dispatcher
+  /** The dispatcher for the session's upstream (the URL policy guards admin-registered ones). */
+  readonly dispatcherFor: (session: Session) => Dispatcher
   readonly backfill: TraceBackfill
   readonly timing: ReaderTiming
   readonly log: FastifyBaseLogger
   readonly metrics: EventMetrics
   /** True while the bus's store is known to be away (see SessionStreamsOptions.storeOutage). */
   readonly storeOutage?: () => boolean
+  /**
+   * The largest event kept (GATEWAY_EVENT_MAX_BYTES): a larger one is skipped and counted, never buffered
+   * whole, and viewers see a gap in seq.
+   */
+  readonly maxEventBytes: number
   /** The bus refused an append (stale fence) or the session disappeared: the reader has stopped itself. */
   readonly onStop?: (why: 'lease_lost' | 'session_removed') => void
   /** Called when {@link ReaderHealth} changes (never twice in a row with the same value). */
@@ -71,6 +79,7 @@ export interface UpstreamReaderOptions {
 type Outcome =
   | { kind: 'not_up' }
   | { kind: 'refused'; status: number }
+  | { kind: 'address_refused' }
   | { kind: 'bad_status'; status: number }
   | { kind: 'dropped'; live: boolean }
   | { kind: 'stalled'; live: boolean }
@@ -201,6 +210,13 @@ export class UpstreamReader {
         this.#report('token_refused')
         await this.#sleep(timing.refusedRetryMs)
         return
+      case 'address_refused':
+        metrics.reconnects.inc({ reason: 'address_refused' })
+        metrics.upstreamErrors.inc({ reason: 'address_refused' })
+        log.warn({ kasmId }, 'upstream resolves to an address the URL policy refuses; retrying slowly')
+        this.#state = 'retrying'
+        await this.#sleep(timing.refusedRetryMs)
+        return
       case 'not_up':
         metrics.reconnects.inc({ reason: 'not_up' })
         metrics.upstreamErrors.inc({ reason: 'unreachable' })
@@ -259,7 +275,7 @@ export class UpstreamReader {
     try {
       this.#connections++
       const res = await request(url, {
-        dispatcher: this.#o.agent,
+        dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'text/event-stream', [TOKEN_HEADER]: session.messagingToken.reveal() },
         signal: abort.signal,
@@ -295,9 +311,10 @@ export class UpstreamReader {
         this.#o.metrics.upstreamStreams.dec()
         res.body.destroy()
       }
-    } catch {
+    } catch (err) {
       if (why === INTERRUPTED || this.#stopped) return { kind: 'interrupted' }
       if (why === STALLED) return { kind: 'stalled', live }
+      if (isAddressRefused(err)) return { kind: 'address_refused' }
       // Refused connection, reset, DNS: the runtime is not there (yet), or the stream broke mid-way.
       return live ? { kind: 'dropped', live } : { kind: 'not_up' }
     } finally {
@@ -320,16 +337,33 @@ export class UpstreamReader {
     session: Session,
     onBytes: () => void,
   ): Promise<'closed' | 'lease_lost' | 'ended'> {
-    const { bus, fence, log } = this.#o
+    const { bus, fence, log, metrics } = this.#o
     const kasmId = this.kasmId
+    const echo = tokenEcho(session.messagingToken)
     let run = head?.run
     let last = head?.seq ?? 0
     /** The run this connection serves, from its latest `: run <id>` comment. */
     let announced: string | undefined
     let pending: BusMessage[] = []
     let closed = false
+    // An event over the cap: the parser drops what it buffered of it and stops (`overflowed`); it is reset
+    // and the rest of that event is read past. The gap it leaves before the next event is known, not lost.
+    let overflowed = false
+    let skipping = false
+    let skippedTo: number | undefined
+    const max = this.#o.maxEventBytes
+    const skip = (seq: number | undefined): void => {
+      metrics.oversized.inc({ source: 'stream' })
+      log.warn(
+        { kasmId, seq, maxBytes: max },
+        'event over GATEWAY_EVENT_MAX_BYTES skipped; viewers see a gap',
+      )
+    }
     const parser = createParser({
-      maxBufferSize: 16 * 1024 * 1024,
+      maxBufferSize: max,
+      onError: (err) => {
+        if (err.type === 'max-buffer-size-exceeded') overflowed = true
+      },
       onEvent: (e: EventSourceMessage) => {
         if (closed) return
         if (e.event === 'closed') {
@@ -343,7 +377,22 @@ export class UpstreamReader {
           log.debug({ kasmId, type: e.event }, 'upstream event without a run:seq id skipped')
           return
         }
-        pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data: e.data })
+        if (skipping) {
+          skipping = false
+          skippedTo = id.seq - 1
+        }
+        // Whole in one chunk, an event is parsed before the parser's bound applies: the same cap, in bytes.
+        if (e.data.length > max || (e.data.length * 3 > max && Buffer.byteLength(e.data) > max)) {
+          skip(id.seq)
+          skippedTo = id.seq
+          return
+        }
+        const { text: data, echoes } = echo.maskText(e.data)
+        if (echoes > 0) {
+          metrics.tokenEchoes.inc({ where: 'event' }, echoes)
+          log.warn({ kasmId, seq: id.seq, echoes }, 'session runtime echoed its token in an event; masked')
+        }
+        pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data })
       },
       onComment: (comment: string) => {
         // `: run <id>` names the run served from here on (events carry it in their id too; `closed` does not).
@@ -358,9 +407,18 @@ export class UpstreamReader {
     for await (const chunk of body) {
       onBytes()
       parser.feed(decoder.decode(chunk, { stream: true }))
+      if (overflowed) {
+        overflowed = false
+        parser.reset()
+        if (!skipping) skip(undefined)
+        skipping = true
+      }
       if (pending.length === 0) continue
       const batch = pending
       pending = []
+      // Events skipped for their size are a gap of our own making: not one to fill from the trace.
+      if (skippedTo !== undefined) last = Math.max(last, skippedTo)
+      skippedTo = undefined
       const filled = await this.#fillGaps(batch, run, last, session)
       for (const m of filled) {
         if (m.kind === 'event') {
@@ -441,7 +499,7 @@ export class UpstreamReader {
     this.#interrupt = () => abort.abort()
     try {
       const res = await request(new URL('inbox', session.upstream), {
-        dispatcher: this.#o.agent,
+        dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'application/json', [TOKEN_HEADER]: session.messagingToken.reveal() },
         signal: abort.signal,

@@ -64,14 +64,17 @@ function describe(batch: readonly Delivery[]): void {
   if (batch === described) return
   let run: string | null = batch[0]?.message.run ?? null
   let events = 0
+  let bytes = 0
   for (const d of batch) {
     if (d.message.kind === 'event') events++
     else run = null
     if (d.message.run !== run) run = null
+    bytes += d.frame.length
   }
   described = batch
-  // A long batch (a replay) is not joined: the flush writes it in bounded pieces.
-  describedRun = batch.length <= MAX_JOINED ? run : null
+  // A long or large batch (a replay, big events) is not joined into one copy: the flush writes it in bounded
+  // pieces, sharing the bus's frames.
+  describedRun = batch.length <= MAX_JOINED && bytes <= MAX_WRITE_BYTES ? run : null
   describedEvents = events
   describedBytes =
     batch.length === 1 || describedRun === null
@@ -165,10 +168,21 @@ export class ViewerStream implements Subscriber {
     return this.#liveQueued + this.#replayQueued + this.#socket.writableLength
   }
 
-  /** Hands over the bus subscription (it may have delivered already); closed at once if the stream ended. */
+  /**
+   * Hands over the bus subscription (it may have delivered already); closed at once if the stream ended. A
+   * stream that got nothing to replay opens with `: run <id>` now, as the runtime's does, not at the next event.
+   */
   attach(subscription: Subscription): void {
-    if (this.#ended) subscription.close()
-    else this.#subscription = subscription
+    if (this.#ended) {
+      subscription.close()
+      return
+    }
+    this.#subscription = subscription
+    if (this.#run === undefined && subscription.servedRun !== null) {
+      this.#run = subscription.servedRun
+      this.#enqueue(runComment(subscription.servedRun), true)
+      this.#markDirty()
+    }
   }
 
   deliver(batch: readonly Delivery[], replay?: boolean): void {
@@ -227,7 +241,8 @@ export class ViewerStream implements Subscriber {
 
   /** `: ping`, unless bytes are waiting anyway. Called by the shared heartbeat. */
   ping(): void {
-    if (this.#ended || this.#holding || this.#pending()) return
+    // Not before the subscription is attached: the first line of a stream is its `: run`.
+    if (this.#ended || this.#holding || this.#subscription === null || this.#pending()) return
     this.#enqueue(PING_FRAME, true)
     this.#markDirty()
   }

@@ -4,6 +4,7 @@ import { z } from 'zod'
 import { BadRequest, KasmBadAnswer, KasmLaunchTimeout } from '../errors.ts'
 import type { SessionRegistry, SessionView } from '../sessions/types.ts'
 import { teamSchema } from '../sessions/validate.ts'
+import type { UrlPolicy } from '../upstream/url-policy.ts'
 import type { KasmClient } from './client.ts'
 import { type KasmIdForm, registryKasmId } from './ids.ts'
 import { registerFromKasm } from './registration.ts'
@@ -75,6 +76,8 @@ export const launchBodySchema = z
 export interface KasmLauncherOptions {
   readonly client: KasmClient
   readonly sessions: SessionRegistry
+  /** The upstream URL policy every address from Kasm passes (GATEWAY_UPSTREAM_ALLOW). */
+  readonly policy: UrlPolicy
   readonly rules: UpstreamRules
   readonly idForm: KasmIdForm
   /** GATEWAY_KASM_SIDEBAR: the sidebar the viewer shows (KASM_RUNTIME_SIDEBAR), unless the request sets one. */
@@ -159,7 +162,7 @@ export class KasmLauncher {
     }
     let session: SessionView
     try {
-      session = await registerFromKasm(this.#o.sessions, {
+      session = await registerFromKasm(this.#o.sessions, this.#o.policy, {
         kind: 'launch',
         kasmId,
         upstream,

@@ -74,6 +74,7 @@ export const kasmPlugin = fp(
     const launcher = new KasmLauncher({
       client,
       sessions: app.sessions,
+      policy: app.upstream.policy,
       rules,
       idForm: env.GATEWAY_KASM_ID_FORM,
       sidebar: env.GATEWAY_KASM_SIDEBAR,
@@ -101,7 +102,15 @@ export const kasmPlugin = fp(
       return
     }
 
-    const sync = new KasmSync({ client, sessions: app.sessions, stale, audit: app.audit, rules, log })
+    const sync = new KasmSync({
+      client,
+      sessions: app.sessions,
+      policy: app.upstream.policy,
+      stale,
+      audit: app.audit,
+      rules,
+      log,
+    })
     const runs = new Counter({
       name: 'krg_kasm_sync_runs_total',
       help: 'Reconciliations with Kasm by result (ok; failed: Kasm unreachable or its answer unusable)',

@@ -1,4 +1,6 @@
 import type { SessionRegistry, SessionView } from '../sessions/types.ts'
+import { admitUpstream } from '../sessions/upstream-admission.ts'
+import type { UrlPolicy } from '../upstream/url-policy.ts'
 
 /** A change to the registry that comes from Kasm: a launched session, or a new address the sync learned. */
 export type KasmRegistration =
@@ -12,19 +14,26 @@ export type KasmRegistration =
   | {
       readonly kind: 'relocate'
       readonly kasmId: string
+      readonly team: string
       readonly upstream: string
       readonly version: number
     }
 
 /**
  * The one way a session learned from Kasm enters the registry: the launch route and the Kasm sync both come
- * here, so a policy on the upstream URLs Kasm gives the gateway (which addresses it may connect to) applies to
- * every one of them when it is added in this function, before the registry sees the URL.
+ * here, so the URL policy on upstreams (`admitUpstream`: which addresses the gateway may connect to, and no
+ * runtime of another team) applies to every URL Kasm hands the gateway before the registry sees it.
  */
 export async function registerFromKasm(
   sessions: SessionRegistry,
+  policy: UrlPolicy,
   change: KasmRegistration,
 ): Promise<SessionView> {
+  await admitUpstream(policy, sessions, {
+    kasmId: change.kasmId,
+    team: change.team,
+    upstream: change.upstream,
+  })
   if (change.kind === 'relocate') return sessions.relocate(change.kasmId, change.upstream, change.version)
   const { kasmId, upstream, team, messagingToken } = change
   return sessions.put({ kasmId, upstream, team, messagingToken, source: 'launch' })

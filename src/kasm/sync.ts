@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { AuditLog, AuditRecord } from '../audit/types.ts'
 import { KASM_LIFECYCLE_SOURCES, type SessionRegistry, type SessionView } from '../sessions/types.ts'
+import type { UrlPolicy } from '../upstream/url-policy.ts'
 import type { KasmClient, KasmSession } from './client.ts'
 import { kasmIdKey } from './ids.ts'
 import { registerFromKasm } from './registration.ts'
@@ -21,6 +22,8 @@ export interface SyncOutcome {
 export interface KasmSyncOptions {
   readonly client: KasmClient
   readonly sessions: SessionRegistry
+  /** The upstream URL policy every address from Kasm passes (GATEWAY_UPSTREAM_ALLOW). */
+  readonly policy: UrlPolicy
   readonly stale: StaleSessions
   readonly audit: AuditLog
   readonly rules: UpstreamRules
@@ -87,9 +90,10 @@ export class KasmSync {
     const result = upstreamFor(this.#o.rules, view.kasmId, kasm)
     if (!result.ok || result.url === view.upstream) return false
     try {
-      await registerFromKasm(this.#o.sessions, {
+      await registerFromKasm(this.#o.sessions, this.#o.policy, {
         kind: 'relocate',
         kasmId: view.kasmId,
+        team: view.team,
         upstream: result.url,
         version: view.version,
       })

@@ -18,6 +18,9 @@ const upstreamErrorReasons = {
   token_refused: true,
   stream_dropped: true,
   stream_stalled: true,
+  address_refused: true,
+  redirect: true,
+  bad_answer: true,
 } satisfies Record<UpstreamErrorReason, true>
 
 const authFailureReasons = {

@@ -4,6 +4,7 @@ import { type Operator, seesTeam } from '../auth/operator.ts'
 import { BadRequest, Forbidden, KasmNotConfigured, SessionNotFound, Unauthenticated } from '../errors.ts'
 import { launchBodySchema } from '../kasm/launch.ts'
 import type { SessionView } from '../sessions/types.ts'
+import { admitUpstream } from '../sessions/upstream-admission.ts'
 import { adminBodySchema, formatIssues, kasmIdSchema } from '../sessions/validate.ts'
 
 const auditQuerySchema = z
@@ -95,10 +96,16 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
         throw new Forbidden(`team ${body.data.team} is not one of yours`)
 
       const existing = await app.sessions.get(kasmId)
+      request.auditDetail.team = existing?.team ?? body.data.team
       if (existing !== undefined && !seesTeam(operator, existing.team))
         throw new Forbidden('the session belongs to a team that is not one of yours')
       request.auditDetail.action = existing === undefined ? 'create' : 'replace'
       const { lifecycle, ...registration } = body.data
+      await admitUpstream(app.upstream.policy, app.sessions, {
+        kasmId,
+        team: registration.team,
+        ...(registration.upstream === undefined ? {} : { upstream: registration.upstream }),
+      })
       const view = await app.sessions.put({
         kasmId,
         ...registration,
@@ -118,6 +125,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       const session = await app.sessions.get(request.params.kasmId)
       if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
       request.auditDetail.kasmId = session.kasmId
+      request.auditDetail.team = session.team
       if (!(await app.sessions.remove(session.kasmId))) throw new SessionNotFound()
       return reply.code(204).send()
     },
@@ -148,14 +156,22 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   )
 
   app.get('/admin/audit', { onRequest }, async (request) => {
-    operatorOf(request)
+    const operator = operatorOf(request)
     const query = auditQuerySchema.safeParse(request.query)
     if (!query.success) throw new BadRequest(formatIssues(query.error))
     const { limit, kasmId, sub } = query.data
+    // An admin of some teams reads their sessions' records only, and a session they cannot see (or that is
+    // gone) is unknown here as on every admin route; an admin of every team may ask after removed sessions.
+    const teams = operator.teams.has('*') ? undefined : operator.teams
+    if (kasmId !== undefined && teams !== undefined) {
+      const session = await app.sessions.get(kasmId)
+      if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
+    }
     const records = await app.audit.recent({
       limit,
       ...(kasmId === undefined ? {} : { kasmId }),
       ...(sub === undefined ? {} : { sub }),
+      ...(teams === undefined ? {} : { teams }),
     })
     return { records }
   })

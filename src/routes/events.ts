@@ -32,7 +32,7 @@ export async function eventsRoutes(app: FastifyInstance): Promise<void> {
       const session = await app.sessions.resolve(kasmId, operator)
       const position = streamPosition(request.query, request.headers['last-event-id'])
       if (app.readiness.draining) throw new ShuttingDown()
-      app.events.streams.reserve(operator)
+      await app.events.streams.reserve(operator)
       reply.hijack()
       try {
         const socket = takeOver(request.raw, reply.raw)

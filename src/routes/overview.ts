@@ -47,7 +47,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
   app.get('/api/overview', { onRequest: app.requireAccess('read') }, async (request, reply) => {
     const operator = request.operator!
     if (app.readiness.draining) throw new ShuttingDown()
-    app.events.streams.reserve(operator)
+    await app.events.streams.reserve(operator)
     reply.hijack()
     let socket: ReturnType<typeof takeOver>
     try {

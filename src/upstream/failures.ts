@@ -2,10 +2,14 @@ import type { IncomingHttpHeaders } from 'node:http'
 import {
   BadRequest,
   PayloadTooLarge,
+  UpstreamAddressRefused,
+  UpstreamBadAnswer,
+  UpstreamRedirect,
   UpstreamTimeout,
   UpstreamTokenRefused,
   UpstreamUnreachable,
 } from '../errors.ts'
+import { ADDRESS_REFUSED } from './url-policy.ts'
 
 /**
  * The one place where upstream failures become gateway errors: transport errors (the runtime could not be
@@ -14,7 +18,13 @@ import {
  */
 
 /** The `reason` label of `krg_upstream_errors_total` for a failure. */
-export type FailureReason = 'unreachable' | 'timeout' | 'token_refused'
+export type FailureReason =
+  | 'unreachable'
+  | 'timeout'
+  | 'token_refused'
+  | 'redirect'
+  | 'bad_answer'
+  | 'address_refused'
 
 /** A gateway error to answer with, and the metric reason when the runtime (not the client) is at fault. */
 export interface Failure {
@@ -63,6 +73,7 @@ function* chain(err: unknown): Generator<{ code?: unknown }> {
  * upload's own byte limit) into the error to answer with:
  * - the upload crossed its limit mid-stream: 413 payload_too_large (the upstream request was aborted);
  * - the body ended before its Content-Length: 400 bad_request;
+ * - the URL policy refused the address the upstream resolves to: 502 upstream_address_refused;
  * - a connect or header timeout: 504 upstream_timeout;
  * - refused, reset, unresolvable, closed: 502 upstream_unreachable;
  * - anything else is a gateway bug and is returned as is (rendered as a 500 and logged).
@@ -73,6 +84,8 @@ export function transportFailure(err: unknown): Failure {
     if (e instanceof PayloadTooLarge) return { error: e }
     if (typeof e.code === 'string') codes.push(e.code)
   }
+  if (codes.includes(ADDRESS_REFUSED))
+    return { error: new UpstreamAddressRefused({ cause: err }), reason: 'address_refused' }
   if (codes.includes('UND_ERR_REQ_CONTENT_LENGTH_MISMATCH'))
     return { error: new BadRequest('the body did not match its Content-Length') }
   if (codes.some((c) => TIMEOUT_CODES.has(c)))
@@ -89,6 +102,10 @@ function isJson(headers: IncomingHttpHeaders): boolean {
 
 /**
  * Whether an answer from upstream must not pass through, and what to answer instead:
+ * - 3xx but 304: a redirect from the gateway's origin would send an operator wherever the runtime points
+ *   (an open redirect), and v1 defines none: 502 upstream_redirect.
+ * - a body compressed although the gateway asked for identity: it could not be checked for an echoed token
+ *   (token-echo.ts): 502 upstream_bad_answer.
  * - 401 or 403: every forwarded route accepts the messaging token (the session-token-only ones are never
  *   forwarded), so the runtime refused the gateway's credential, not the client: 502 upstream_token_refused.
  * - 502 or 504: the runtime never answers these itself (v1 defines none); it is Kasm's proxy answering because
@@ -101,5 +118,10 @@ export function answerFailure(status: number, headers: IncomingHttpHeaders): Fai
   if (status === 502 || (status === 503 && !isJson(headers)))
     return { error: new UpstreamUnreachable(), reason: 'unreachable' }
   if (status === 504) return { error: new UpstreamTimeout(), reason: 'timeout' }
+  if (status >= 300 && status < 400 && status !== 304)
+    return { error: new UpstreamRedirect(), reason: 'redirect' }
+  const encoding = headers['content-encoding']
+  if (encoding !== undefined && String(encoding).trim().toLowerCase() !== 'identity')
+    return { error: new UpstreamBadAnswer('a compressed body'), reason: 'bad_answer' }
   return undefined
 }

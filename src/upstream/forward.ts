@@ -1,14 +1,17 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { performance } from 'node:perf_hooks'
-import type { Readable } from 'node:stream'
+import { pipeline, type Readable } from 'node:stream'
 import type { FastifyReplyFromHooks } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { BadRequest } from '../errors.ts'
 import type { Session } from '../sessions/types.ts'
+import { GUARDED_HEADER } from './agent.ts'
+import { type AnswerRequest, answerHeaders } from './answer-policy.ts'
 import type { JsonBody } from './body.ts'
 import { answerFailure, type Failure, transportFailure } from './failures.ts'
-import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts'
+import { upstreamRequestHeaders } from './headers.ts'
 import { upstreamUrl } from './paths.ts'
+import { tokenEcho } from './token-echo.ts'
 
 /** The upstream answer as @fastify/reply-from passes it from undici. */
 interface UpstreamResponse {
@@ -28,6 +31,8 @@ export interface ForwardTarget {
   readonly query: string
   /** The raw JSON body, or an upload stream (multipart through its byte counter). */
   readonly body?: JsonBody | Readable
+  /** How the answer is shaped for the browser (answer-policy.ts). */
+  readonly answer: AnswerRequest
 }
 
 /** Adds to the request's audit detail (the audit plugin's onResponse hook writes the record). */
@@ -37,8 +42,8 @@ export function noteAudit(request: FastifyRequest, detail: NonNullable<FastifyRe
 
 /**
  * Forwards the request to the session's runtime with @fastify/reply-from over the shared undici agent and
- * streams the answer back unchanged (status, body bytes, headers minus the header policy's denylist). The
- * messaging token is injected here and nowhere else. Runtime answers that blame the gateway's credential or
+ * streams the answer back: status and body bytes as sent (an echoed token masked), headers as the answer
+ * policy decides (answer-policy.ts). The messaging token is injected here and nowhere else. Runtime answers that blame the gateway's credential or
  * come from Kasm's proxy, and transport failures, become gateway errors (see failures.ts).
  */
 export function forward(
@@ -73,14 +78,18 @@ export function forward(
     queryString: () => target.query,
     // reply-from retries GETs on 503 by default; a runtime's 503 means something and must pass through.
     retryDelay: () => null,
-    rewriteRequestHeaders: (_req, headers) =>
-      upstreamRequestHeaders(headers, {
+    rewriteRequestHeaders: (_req, headers) => {
+      const out = upstreamRequestHeaders(headers, {
         token: session.messagingToken.reveal(),
         hasBody,
         clientIp: request.ip,
         protocol: request.protocol,
         host: request.host,
-      }),
+      })
+      // For agent.ts's router only (it removes it): this upstream's connections are checked by the URL policy.
+      if (app.upstream.guarded(session)) out[GUARDED_HEADER] = '1'
+      return out
+    },
     // Headers are copied in onResponse, once the status says whether the answer passes through at all.
     rewriteHeaders: () => ({}),
     onResponse: (_req, rep, raw) => {
@@ -95,8 +104,15 @@ export function forward(
         fail(failure, status)
         return
       }
-      rep.headers(clientResponseHeaders(res.headers, session.messagingToken.reveal()))
-      rep.send(res.stream)
+      const echo = tokenEcho(session.messagingToken)
+      const echoed = (where: 'header' | 'body') => (): void => {
+        app.upstream.tokenEchoes.inc({ where })
+        request.log.warn({ kasmId: session.kasmId, route, where }, 'session runtime echoed its token; masked')
+      }
+      rep.headers(answerHeaders(target.answer, status, res.headers, echo, echoed('header')))
+      // Every body goes through the mask (same length, so Content-Length and ranges stay true); pipeline()
+      // ends the answer with an error if the runtime's body breaks, and stops the upstream if the client leaves.
+      rep.send(pipeline(res.stream, echo.masker(echoed('body')), () => {}))
     },
     onError: (_rep, { error }) => {
       // The client went away (an upload aborted mid-way): its own doing, not the runtime's. Nobody reads the

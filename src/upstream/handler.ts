@@ -6,6 +6,7 @@ import {
   SessionTokenOnly,
   UnsupportedMediaType,
 } from '../errors.ts'
+import type { AnswerRequest } from './answer-policy.ts'
 import { ByteLimit, isJsonBody, type JsonBody } from './body.ts'
 import { forward, noteAudit } from './forward.ts'
 import { isKasmId } from './paths.ts'
@@ -47,6 +48,13 @@ function bodyFor(route: V1Route, request: FastifyRequest): JsonBody | ByteLimit 
   throw new UnsupportedMediaType(request.headers['content-type'] ?? 'none')
 }
 
+/** What the answer policy needs: the route's kind, the file's name (its last path segment), `?inline=1`. */
+function answerRequest(route: V1Route, path: string, query: unknown): AnswerRequest {
+  if (route.answer === 'json') return { kind: 'json' }
+  const inline = (query as Record<string, unknown> | null)?.inline === '1'
+  return { kind: route.answer, fileName: decodeURIComponent(path.slice(path.lastIndexOf('/') + 1)), inline }
+}
+
 /**
  * Handles one v1 route after `requireAccess`: validates the session id, refuses session-token-only writes
  * without forwarding them, rebuilds the upstream path and query from validated parts, resolves the session
@@ -84,5 +92,7 @@ export async function handleV1(
   if (path === undefined) throw new RouteNotFound()
   const query = forwardedQuery(request.query, route.query)
   const session = await app.sessions.resolve(kasmId, request.operator!)
-  return forward(app, request, reply, { session, route: route.name, path, query, body })
+  noteAudit(request, { team: session.team })
+  const answer = answerRequest(route, path, request.query)
+  return forward(app, request, reply, { session, route: route.name, path, query, body, answer })
 }

@@ -2,17 +2,15 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { TOKEN_HEADER } from './agent.ts'
 
 /**
- * The header policy between a browser and a runtime, in both directions.
+ * The request side of the header policy between a browser and a runtime (the answer side is
+ * answer-policy.ts).
  *
- * Upstream is an allowlist: a client header reaches the runtime only if it describes the request's content or
- * what the client accepts. Credentials (Authorization, Cookie, a client's own runtime token), hop-by-hop
- * headers, forwarding claims (X-Forwarded-*, Forwarded), browser context (Origin, Referer, Sec-Fetch-*) and
- * anything else never do. The gateway then sets its own forwarding headers and the messaging token, after the
- * client's Connection list has been applied, so no client header can remove or replace them.
- *
- * Downstream is a denylist, because v1 is additive and a newer runtime may add headers the sidebar reads:
- * everything passes except hop-by-hop headers, cookies, the runtime token header, CORS and transport policy
- * (the gateway's own decisions), and any header whose value contains the messaging token.
+ * An allowlist: a client header reaches the runtime only if it describes the request's content or what the
+ * client accepts. Credentials (Authorization, Cookie, a client's own runtime token), hop-by-hop headers,
+ * forwarding claims (X-Forwarded-*, Forwarded), browser context (Origin, Referer, Sec-Fetch-*) and anything
+ * else never do. The gateway then sets its own forwarding headers, asks for an uncompressed answer (so it can
+ * be checked for an echoed token) and sets the messaging token, after the client's Connection list has been
+ * applied, so no client header can remove or replace them.
  */
 
 /**
@@ -21,7 +19,6 @@ import { TOKEN_HEADER } from './agent.ts'
  */
 export const FORWARDED_REQUEST_HEADERS: readonly string[] = [
   'accept',
-  'accept-encoding',
   'accept-language',
   'if-match',
   'if-modified-since',
@@ -34,36 +31,6 @@ export const FORWARDED_REQUEST_HEADERS: readonly string[] = [
 
 /** Content headers, forwarded only when the gateway forwards a body. */
 export const BODY_HEADERS: readonly string[] = ['content-type', 'content-length']
-
-/** Hop-by-hop headers (RFC 9110 §7.6.1) plus the legacy ones proxies still see. */
-const HOP_BY_HOP: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'http2-settings',
-])
-
-/** Response headers that are the gateway's decision, or must never reach a browser from a runtime. */
-const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
-  'set-cookie',
-  'set-cookie2',
-  TOKEN_HEADER,
-  'www-authenticate',
-  'strict-transport-security',
-  'alt-svc',
-  'access-control-allow-origin',
-  'access-control-allow-credentials',
-  'access-control-allow-headers',
-  'access-control-allow-methods',
-  'access-control-expose-headers',
-  'access-control-max-age',
-])
 
 /** What the gateway knows about the client, for the forwarding headers it sets itself. */
 export interface ForwardingContext {
@@ -99,8 +66,8 @@ function single(value: string | string[] | undefined): string | undefined {
 
 /**
  * The headers sent upstream: the allowlisted client headers (minus those the client named in Connection),
- * then X-Forwarded-For/Proto/Host and the messaging token, set last so nothing the client sent can override
- * or drop them.
+ * then X-Forwarded-For/Proto/Host, `Accept-Encoding: identity` and the messaging token, set last so nothing
+ * the client sent can override or drop them.
  */
 export function upstreamRequestHeaders(
   client: IncomingHttpHeaders,
@@ -117,29 +84,7 @@ export function upstreamRequestHeaders(
   out['x-forwarded-for'] = ctx.clientIp
   out['x-forwarded-proto'] = ctx.protocol
   out['x-forwarded-host'] = ctx.host
+  out['accept-encoding'] = 'identity'
   out[TOKEN_HEADER] = ctx.token
-  return out
-}
-
-/**
- * The runtime's response headers as the client gets them: everything except hop-by-hop headers (and those the
- * runtime named in Connection), cookies, CORS/transport policy, the token header, and any header whose value
- * contains `token` (a runtime echoing the credential must not leak it).
- */
-export function clientResponseHeaders(
-  upstream: IncomingHttpHeaders,
-  token: string,
-): Record<string, string | string[]> {
-  const listed = connectionListed(upstream.connection)
-  const out: Record<string, string | string[]> = {}
-  for (const [rawName, value] of Object.entries(upstream)) {
-    if (value === undefined) continue
-    const name = rawName.toLowerCase()
-    if (HOP_BY_HOP.has(name) || listed.has(name) || DROPPED_RESPONSE_HEADERS.has(name)) continue
-    if (name.startsWith('proxy-') || name.startsWith(':')) continue
-    const values = Array.isArray(value) ? value : [value]
-    if (token.length > 0 && values.some((v) => v.includes(token))) continue
-    out[name] = value
-  }
   return out
 }

@@ -29,6 +29,17 @@ export function isSafeParam(value: unknown, max = MAX_ID_CHARS): value is string
   )
 }
 
+/**
+ * Whether `value` (the router's one decode of the path parameter) can be an idempotency key in a path. The
+ * spec lets a client pick any key, so any text of 1..`MAX_KEY_CHARS` characters passes (`ключ-1`, spaces,
+ * `/`, `%`), encoded once on the way up, except what no URL path can carry as data: a `.` or `..` part
+ * (URL parsers remove dot segments, `%2e` included, and a runtime that decodes `%2F` would see one).
+ */
+export function isKeyParam(value: unknown): value is string {
+  if (typeof value !== 'string' || value.length < 1 || value.length > MAX_KEY_CHARS) return false
+  return value.split('/').every((part) => part !== '.' && part !== '..')
+}
+
 /** Whether `value` is a valid kasm id (see {@link KASM_ID}). */
 export function isKasmId(value: unknown): value is string {
   return typeof value === 'string' && KASM_ID.test(value)

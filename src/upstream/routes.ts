@@ -1,11 +1,12 @@
 import type { Access } from '../auth/operator.ts'
 import { ConfigError } from '../config.ts'
+import type { AnswerKind } from './answer-policy.ts'
 import {
   isExtraRouteName,
+  isKeyParam,
   isSafeParam,
   joinSegments,
   MAX_ID_CHARS,
-  MAX_KEY_CHARS,
   parseArtifactPath,
   rawPath,
 } from './paths.ts'
@@ -44,6 +45,8 @@ export interface V1Route {
   readonly query: QueryPolicy
   /** Needs the runtime session token, which the gateway never holds: 403 session_token_only, never forwarded. */
   readonly sessionTokenOnly: boolean
+  /** How its answers are shaped for the browser (answer-policy.ts): JSON, a run file, an uploaded file. */
+  readonly answer: AnswerKind
   /** The upstream path relative to the session base, rebuilt from validated parts; undefined: 404. */
   readonly path: (input: PathInput) => string | undefined
 }
@@ -51,10 +54,10 @@ export interface V1Route {
 const id = (v: string | undefined) => isSafeParam(v, MAX_ID_CHARS)
 
 function route(
-  r: Omit<V1Route, 'query' | 'sessionTokenOnly' | 'body'> &
-    Partial<Pick<V1Route, 'query' | 'sessionTokenOnly' | 'body'>>,
+  r: Omit<V1Route, 'query' | 'sessionTokenOnly' | 'body' | 'answer'> &
+    Partial<Pick<V1Route, 'query' | 'sessionTokenOnly' | 'body' | 'answer'>>,
 ): V1Route {
-  return { query: [], sessionTokenOnly: false, body: 'none', ...r }
+  return { query: [], sessionTokenOnly: false, body: 'none', answer: 'json', ...r }
 }
 
 /** The raw artifacts path after `/desktop/<id>/mcp/artifacts/`, from the URL as received. */
@@ -96,7 +99,7 @@ export const V1_ROUTES: readonly V1Route[] = [
     url: 'runs/:run/messages/:key',
     access: 'read',
     path: ({ params }) =>
-      id(params.run) && isSafeParam(params.key, MAX_KEY_CHARS)
+      id(params.run) && isKeyParam(params.key)
         ? joinSegments(['runs', params.run!, 'messages', params.key!])
         : undefined,
   }),
@@ -114,6 +117,7 @@ export const V1_ROUTES: readonly V1Route[] = [
     url: 'attachments/:id',
     access: 'read',
     query: ['inline'],
+    answer: 'attachment',
     path: ({ params }) => (id(params.id) ? joinSegments(['attachments', params.id!]) : undefined),
   }),
   route({
@@ -163,6 +167,7 @@ export const V1_ROUTES: readonly V1Route[] = [
     method: 'GET',
     url: 'artifacts/*',
     access: 'read',
+    answer: 'artifact',
     path: ({ url }) => {
       const raw = rawArtifactPath(url)
       const segments = raw === undefined ? undefined : parseArtifactPath(raw)

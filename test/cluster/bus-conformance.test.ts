@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { busContract, memoryHarness } from '../events/bus-contract.ts'
+import { BUS_TEST_BYTES, busContract, memoryHarness } from '../events/bus-contract.ts'
 import { deletePrefix, REDIS_TEST_URL, replicaParts, uniquePrefix } from './redis-harness.ts'
 
 /**
@@ -12,7 +12,7 @@ busContract('memory', memoryHarness)
 
 busContract('redis', async () => {
   const prefix = uniquePrefix()
-  const parts = await replicaParts(REDIS_TEST_URL, prefix, { maxLen: 16 })
+  const parts = await replicaParts(REDIS_TEST_URL, prefix, { maxLen: 16, maxBytes: BUS_TEST_BYTES })
   const fences = new Map<string, number>()
   return {
     bus: parts.bus,

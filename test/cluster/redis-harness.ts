@@ -141,7 +141,7 @@ export interface ReplicaParts {
 export async function replicaParts(
   url: string,
   prefix: string,
-  opts: { maxLen?: number; leaseMs?: number; name?: string } = {},
+  opts: { maxLen?: number; maxBytes?: number; leaseMs?: number; name?: string } = {},
 ): Promise<ReplicaParts> {
   const settings = {
     redis: { kind: 'url', url } as const,
@@ -165,7 +165,14 @@ export async function replicaParts(
     blockMs: 2000,
   })
   fanout.start()
-  const bus = new RedisEventBus({ command, fanout, keys, maxLen: opts.maxLen ?? 4096, retentionMs: 600_000 })
+  const bus = new RedisEventBus({
+    command,
+    fanout,
+    keys,
+    maxLen: opts.maxLen ?? 4096,
+    ...(opts.maxBytes === undefined ? {} : { maxBytes: opts.maxBytes }),
+    retentionMs: 600_000,
+  })
   const lease = new RedisReaderLease({ command, keys, leaseMs: opts.leaseMs ?? 5000 })
   return {
     command,

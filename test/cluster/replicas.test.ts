@@ -81,7 +81,12 @@ describe('three replicas', () => {
     const put = await request(`${c.replicas[2]?.url}/admin/sessions/k3`, {
       method: 'PUT',
       headers: { authorization: `Bearer ${c.admin}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ upstream: c.runtime.url, team: 'red', messagingToken: 'a-second-secret-token' }),
+      // The team of k1 and k2: their runtime cannot be registered for another team's session.
+      body: JSON.stringify({
+        upstream: c.runtime.url,
+        team: 'blue',
+        messagingToken: 'a-second-secret-token',
+      }),
     })
     assert.equal(put.status, 201)
     for (const r of c.replicas) {

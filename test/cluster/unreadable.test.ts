@@ -59,8 +59,9 @@ test('a replica with only an unknown key stays unready and lists the sessions it
     ['u-1', 'blue'],
     ['u-2', 'red'],
   ]) {
+    // One runtime each: an upstream already serving another team's session would be refused (409).
     const put = await call(good, 'PUT', `/admin/sessions/${kasmId}`, token, {
-      upstream: 'http://127.0.0.1:9/',
+      upstream: `http://127.0.0.1:9/${kasmId}/`,
       team,
       messagingToken: 'a-messaging-token-that-stays-secret',
     })

@@ -104,6 +104,28 @@ const refusals: Array<[string, Record<string, string>, RegExp]> = [
   ],
   ['no encryption key in the list', { GATEWAY_ENCRYPTION_KEY: ' , ' }, /GATEWAY_ENCRYPTION_KEY/],
   ['bad boolean', { GATEWAY_STREAM_EAGER: 'maybe' }, /GATEWAY_STREAM_EAGER/],
+  ['trust proxy not addresses', { GATEWAY_TRUST_PROXY: 'banana' }, /GATEWAY_TRUST_PROXY/],
+  [
+    'upstream allow entry',
+    { GATEWAY_UPSTREAM_ALLOW: 'ok.test,not a host' },
+    /GATEWAY_UPSTREAM_ALLOW.*not a host/,
+  ],
+  ['upstream allow CIDR', { GATEWAY_UPSTREAM_ALLOW: '10.0.0.0/40' }, /GATEWAY_UPSTREAM_ALLOW/],
+  [
+    'a session buffer smaller than two of the largest events',
+    { GATEWAY_EVENT_MAX_BYTES: '1048576', GATEWAY_EVENT_BUFFER_BYTES: '1048576' },
+    /GATEWAY_EVENT_BUFFER_BYTES/,
+  ],
+  [
+    'a replica budget smaller than one session',
+    { GATEWAY_EVENT_BUFFER_TOTAL_BYTES: '1048576' },
+    /GATEWAY_EVENT_BUFFER_TOTAL_BYTES/,
+  ],
+  [
+    'a negative shedding threshold',
+    { GATEWAY_OVERLOAD_HEAP_USED_BYTES: '-1' },
+    /GATEWAY_OVERLOAD_HEAP_USED_BYTES/,
+  ],
 ]
 for (const [name, env, pattern] of refusals) {
   test(`refused at boot: ${name}`, () => {

@@ -107,10 +107,12 @@ test('the compose topology: a proxy routes /desktop/<id>/mcp/ to two replicas sh
   })
 
   // The session (the simulated runtime) and two gateways, started together, with exactly the compose file's
-  // environment but for Redis and ports.
+  // environment but for Redis and ports, and loopback allowed for the runtime (in compose it is the `runtime`
+  // service's private address, which the URL policy allows anyway).
   const runtimeEnv = services.runtime?.environment ?? {}
   const gatewayEnv = (name: string) => ({
     ...(services[name]?.environment ?? {}),
+    GATEWAY_UPSTREAM_ALLOW: '127.0.0.0/8',
     REDIS_URL: REDIS,
     GATEWAY_REDIS_PREFIX: prefix,
     HOST: '127.0.0.1',

@@ -56,9 +56,12 @@ export interface BusHarness {
   close(): Promise<void>
 }
 
-/** A memory bus (capacity 16) with its reader lease. */
+/** The byte budget per session of the buses under test: room for the small events, not the big ones. */
+export const BUS_TEST_BYTES = 8192
+
+/** A memory bus (capacity 16, {@link BUS_TEST_BYTES}) with its reader lease. */
 export async function memoryHarness(): Promise<BusHarness> {
-  const bus = new MemoryEventBus({ capacity: 16 })
+  const bus = new MemoryEventBus({ capacity: 16, maxBytes: BUS_TEST_BYTES })
   const lease = new MemoryReaderLease()
   return {
     bus,
@@ -130,6 +133,17 @@ export function busContract(name: string, make: () => Promise<BusHarness>): void
       await eq(h, 'at-end live', () => atEnd.got, ['r1:6'])
     })
 
+    test('a subscription says which run the bus served, also when nothing is replayed', async (t) => {
+      const { h, fence } = await start(t)
+      assert.equal((await h.bus.subscribe('k', {}, recorder())).servedRun, null)
+      await h.bus.append('k', [ev('r1', 1), ev('r1', 2)], fence)
+      const atHead = recorder()
+      const sub = await h.bus.subscribe('k', { run: 'r1', after: 2 }, atHead)
+      assert.equal(sub.servedRun, 'r1')
+      assert.deepEqual(atHead.got, [])
+      assert.equal((await h.bus.subscribe('k', { run: 'older', after: 9 }, recorder())).servedRun, 'r1')
+    })
+
     test('a stored seq is never stored or delivered twice; a viewer ahead gets no duplicate', async (t) => {
       const { h, fence } = await start(t)
       const live = recorder()
@@ -195,6 +209,28 @@ export function busContract(name: string, make: () => Promise<BusHarness>): void
       assert.deepEqual(gone.got, [])
       await h.bus.drop?.('k')
       assert.equal(await h.bus.head('k'), null)
+    })
+
+    test('a session over its byte budget keeps its newest events; the oldest are a gap, never reordered', async (t) => {
+      const { h, fence } = await start(t)
+      const big = (seq: number): BusMessage => ({
+        kind: 'event',
+        run: 'r1',
+        seq,
+        type: 'log',
+        data: JSON.stringify({ seq, pad: 'p'.repeat(1000) }),
+      })
+      const live = recorder()
+      await h.bus.subscribe('k', {}, live)
+      for (let seq = 1; seq <= 20; seq++) await h.bus.append('k', [big(seq)], fence)
+      const all = Array.from({ length: 20 }, (_, i) => `r1:${i + 1}`)
+      await eq(h, 'every event live, whatever is kept', () => live.got, all)
+      const replay = recorder()
+      await h.bus.subscribe('k', { run: 'r1', after: 0 }, replay)
+      const kept = replay.got.length
+      assert.ok(kept >= 2 && kept <= 8, `kept ${kept} events of 1 KB in ${BUS_TEST_BYTES} bytes`)
+      assert.deepEqual(replay.got, all.slice(20 - kept))
+      assert.deepEqual(replay.gaps, [[1, 20 - kept]])
     })
 
     test('evicted events are reported as a gap before the replay', async (t) => {

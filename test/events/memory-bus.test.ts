@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { storedBytes } from '../../src/events/bus.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../../src/events/memory-bus.ts'
 import { eventFrame, Heartbeat, runComment } from '../../src/events/sse.ts'
 import { parseEventId } from '../../src/protocol/events.ts'
@@ -86,7 +87,29 @@ test('closing subscriptions and dropping sessions frees them', async () => {
   await bus.append('k', [ev('r1', 1)], 1)
   await bus.drop('k')
   assert.equal(await bus.head('k'), null)
-  assert.deepEqual(bus.stats(), { sessions: 1, subscribers: 1, stored: 0 })
+  assert.deepEqual(bus.stats(), { sessions: 1, subscribers: 1, stored: 0, bytes: 0 })
   await bus.close()
-  assert.deepEqual(bus.stats(), { sessions: 0, subscribers: 0, stored: 0 })
+  assert.deepEqual(bus.stats(), { sessions: 0, subscribers: 0, stored: 0, bytes: 0 })
+})
+
+test('the process-wide budget evicts the oldest events of any session first; a new run frees its old one', async () => {
+  const big = (run: string, seq: number) => ({ ...ev(run, seq), data: `{"pad":"${'p'.repeat(900)}"}` })
+  const one = storedBytes({ message: big('ra', 1), frame: eventFrame('ra', 1, 'log', big('ra', 1).data) })
+  const bus = new MemoryEventBus({ capacity: 100, maxBytes: 50 * one, totalBytes: 10 * one })
+  const lease = new MemoryReaderLease()
+  const [a, b] = [await lease.acquire('a'), await lease.acquire('b')]
+  for (let seq = 1; seq <= 6; seq++) bus.appendNow('a', [big('ra', seq)], a)
+  for (let seq = 1; seq <= 6; seq++) bus.appendNow('b', [big('rb', seq)], b)
+  // 12 events, room for 10: a's two oldest went first, although a's own budget had room.
+  assert.equal(bus.stats().bytes, 10 * one)
+  assert.deepEqual(bus.stats('a'), { sessions: 2, subscribers: 0, stored: 4, bytes: 4 * one })
+  assert.deepEqual(bus.stats('b'), { sessions: 2, subscribers: 0, stored: 6, bytes: 6 * one })
+  const replay = recorder()
+  await bus.subscribe('a', { run: 'ra', after: 0 }, replay)
+  assert.deepEqual(replay.gaps, [[1, 2]])
+  assert.deepEqual(replay.got, ['ra:3', 'ra:4', 'ra:5', 'ra:6'])
+  bus.appendNow('b', [big('rc', 1)], b)
+  assert.equal(bus.stats().bytes, 5 * one)
+  await bus.drop('a')
+  assert.equal(bus.stats().bytes, one)
 })

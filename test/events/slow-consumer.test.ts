@@ -6,6 +6,9 @@ test('a slow viewer is disconnected at the queued-bytes bound and catches up wit
   const { rt, gw, token, eventsUrl } = await startStack(t, {
     GATEWAY_VIEWER_MAX_QUEUED_BYTES: String(1024 * 1024),
     GATEWAY_STREAM_LINGER_MS: '5000',
+    // Room for the whole run below (24 MiB of payload, stored with its frames): this test is about the slow
+    // viewer, not the buffer's byte budget (test/events/hostile-events.test.ts).
+    GATEWAY_EVENT_BUFFER_BYTES: String(64 * 1024 * 1024),
   })
   const auth = { authorization: `Bearer ${token}` }
   const fast = await openSse(eventsUrl, auth)

@@ -39,6 +39,9 @@ export function testEnv(overrides: Record<string, string> = {}): Record<string, 
     GATEWAY_JWT_AUDIENCE: TEST_AUDIENCE,
     GATEWAY_COOKIE_SECRET: 'cookie-secret-for-tests-0123456789abcdef',
     GATEWAY_PUBLIC_ORIGIN: 'http://gateway.test',
+    // Test runtimes listen on loopback, which the URL policy refuses for admin-registered upstreams unless the
+    // deployer allows it: here every address is (test/upstream/*url-policy*, admin-upstream test the policy).
+    GATEWAY_UPSTREAM_ALLOW: '0.0.0.0/0,::/0',
     ...overrides,
   }
 }

@@ -21,6 +21,7 @@ const cases: Array<[string, Record<string, string>, string]> = [
   ['a port that is not a number', { PORT: 'eighty' }, 'PORT'],
   ['production without secrets', { NODE_ENV: 'production' }, 'GATEWAY_COOKIE_SECRET'],
   ['Redis without an encryption key', { REDIS_URL: 'redis://127.0.0.1:6379' }, 'GATEWAY_ENCRYPTION_KEY'],
+  ['a proxy list that is not addresses', { GATEWAY_TRUST_PROXY: 'banana' }, 'GATEWAY_TRUST_PROXY'],
   [
     'a sessions file that does not exist',
     { GATEWAY_SESSIONS_FILE: '/nonexistent/sessions.json' },

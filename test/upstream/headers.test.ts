@@ -1,11 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { TOKEN_HEADER } from '../../src/upstream/agent.ts'
-import {
-  clientResponseHeaders,
-  connectionListed,
-  upstreamRequestHeaders,
-} from '../../src/upstream/headers.ts'
+import { connectionListed, upstreamRequestHeaders } from '../../src/upstream/headers.ts'
 
 const ctx = { token: 'the-token', hasBody: false, clientIp: '10.0.0.9', protocol: 'https', host: 'gw.test' }
 
@@ -48,7 +44,8 @@ test('upstream headers: only the allowlist passes, credentials and browser conte
   )
   assert.deepEqual(out, {
     accept: 'application/json',
-    'accept-encoding': 'gzip',
+    // Never the client's: an answer must come uncompressed to be checked for an echoed token.
+    'accept-encoding': 'identity',
     'accept-language': 'en',
     'if-none-match': '"abc"',
     'if-modified-since': 'Tue, 01 Jan 2030 00:00:00 GMT',
@@ -103,48 +100,4 @@ test('connectionListed parses comma lists, arrays and case', () => {
   assert.deepEqual([...connectionListed(' Keep-Alive , X-A,,x-b ')], ['keep-alive', 'x-a', 'x-b'])
   assert.deepEqual([...connectionListed(['a', 'B'])], ['a', 'b'])
   assert.deepEqual([...connectionListed(undefined)], [])
-})
-
-test('response headers: spec headers pass, cookies, hop-by-hop, CORS and the token do not', () => {
-  const out = clientResponseHeaders(
-    {
-      'content-type': 'image/png',
-      'content-length': '42',
-      'x-content-type-options': 'nosniff',
-      'content-security-policy': "sandbox; default-src 'none'",
-      'content-disposition': 'attachment; filename="a.png"',
-      'cache-control': 'public, max-age=31536000, immutable',
-      etag: '"e1"',
-      'last-modified': 'Tue, 01 Jan 2030 00:00:00 GMT',
-      'x-new-v1-header': 'additive',
-      'set-cookie': ['kasm=1', 'other=2'],
-      connection: 'close, x-hop',
-      'x-hop': 'dropped',
-      'keep-alive': 'timeout=5',
-      'transfer-encoding': 'chunked',
-      trailer: 'x-t',
-      upgrade: 'h2c',
-      'proxy-authenticate': 'Basic',
-      'www-authenticate': 'Bearer',
-      'access-control-allow-origin': '*',
-      'access-control-allow-credentials': 'true',
-      'strict-transport-security': 'max-age=1',
-      'alt-svc': 'h3=":443"',
-      [TOKEN_HEADER]: 'the-token',
-      'x-debug': 'saw token=the-token in request',
-      'x-list': ['fine', 'also the-token'],
-    },
-    'the-token',
-  )
-  assert.deepEqual(out, {
-    'content-type': 'image/png',
-    'content-length': '42',
-    'x-content-type-options': 'nosniff',
-    'content-security-policy': "sandbox; default-src 'none'",
-    'content-disposition': 'attachment; filename="a.png"',
-    'cache-control': 'public, max-age=31536000, immutable',
-    etag: '"e1"',
-    'last-modified': 'Tue, 01 Jan 2030 00:00:00 GMT',
-    'x-new-v1-header': 'additive',
-  })
 })

@@ -138,7 +138,8 @@ test('v1 route table: path builders refuse bad params and rebuild good ones', ()
   assert.equal(msg.path({ params: { id: '%2e' }, url: '' }), undefined)
   const run = byUrl('GET', 'runs/:run/messages/:key')
   assert.equal(run.path({ params: { run: 'r1', key: 'k-1' }, url: '' }), 'runs/r1/messages/k-1')
-  assert.equal(run.path({ params: { run: 'r1', key: 'a/b' }, url: '' }), undefined)
+  assert.equal(run.path({ params: { run: 'r1', key: 'a/b' }, url: '' }), 'runs/r1/messages/a%2Fb')
+  assert.equal(run.path({ params: { run: 'r1', key: 'a/../b' }, url: '' }), undefined)
   const art = byUrl('GET', 'artifacts/*')
   assert.equal(
     art.path({ params: {}, url: '/desktop/k1/mcp/artifacts/screenshots/s1.png?x=1' }),

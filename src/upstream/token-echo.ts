@@ -1,0 +1,134 @@
+import { Transform, type TransformCallback } from 'node:stream'
+import type { Secret } from '../sessions/secret.ts'
+
+/**
+ * Finding a session's messaging token in what its runtime sends back. A working runtime never echoes the
+ * token; one that does is broken (an error message quoting its request, a debug header) and must not hand it
+ * to a browser. The runtime holds the token anyway, so this is about echoes, not a runtime set on leaking it
+ * in some encoding: it finds the token as it is, JSON-escaped, and (in headers) any 8-character piece of it.
+ */
+
+/** Length of the token pieces looked for in a header value: an echo of part of the token is still a leak. */
+const PIECE = 8
+/** Tokens shorter than this are not masked in bodies: every short string would match somewhere by chance. */
+const MIN_MASKED = 8
+/** What replaces every byte of an echo in a body: the length stays the same, so Content-Length stays true. */
+const MASK_BYTE = 0x2a // '*'
+
+/** Where an echo was found: the `where` label of `krg_upstream_token_echoes_total`. */
+export type EchoPlace = 'header' | 'body' | 'event'
+
+/**
+ * The ways one token can appear: as it is, JSON-escaped (`"` and `\`), with `/` escaped as well. Printable
+ * ASCII (tokens are), so a string's length is its byte length.
+ */
+function spellings(token: string): string[] {
+  const json = token.replace(/["\\]/g, (c) => `\\${c}`)
+  return [...new Set([token, json, json.replaceAll('/', '\\/')])]
+}
+
+/** One token's echo finder; get it with {@link tokenEcho} (built once per token). */
+export class TokenEcho {
+  readonly #pieces: ReadonlySet<string>
+  readonly #pieceLength: number
+  readonly #spellings: readonly string[]
+  readonly #patterns: readonly Buffer[]
+  readonly #longest: number
+
+  constructor(token: string) {
+    this.#pieceLength = Math.min(PIECE, token.length)
+    const pieces = new Set<string>()
+    for (let i = 0; i + this.#pieceLength <= token.length; i++)
+      pieces.add(token.slice(i, i + this.#pieceLength))
+    this.#pieces = pieces
+    this.#spellings = token.length >= MIN_MASKED ? spellings(token) : []
+    this.#patterns = this.#spellings.map((s) => Buffer.from(s, 'latin1'))
+    this.#longest = Math.max(0, ...this.#patterns.map((p) => p.length))
+  }
+
+  /** Whether a header value holds the token or any {@link PIECE}-character piece of it. */
+  inHeader(value: string): boolean {
+    const n = this.#pieceLength
+    if (n === 0) return false
+    for (let i = 0; i + n <= value.length; i++) if (this.#pieces.has(value.slice(i, i + n))) return true
+    return false
+  }
+
+  /** `text` with every echo masked, and how many there were. */
+  maskText(text: string): { text: string; echoes: number } {
+    let echoes = 0
+    let out = text
+    for (const s of this.#spellings) {
+      if (!out.includes(s)) continue
+      const parts = out.split(s)
+      echoes += parts.length - 1
+      out = parts.join('*'.repeat(s.length))
+    }
+    return { text: out, echoes }
+  }
+
+  /**
+   * A pass-through stream that masks every echo in the bytes, however the chunks split it: the last bytes of
+   * a chunk that could begin an echo are held until the next one. `onEcho` is called once per echo.
+   */
+  masker(onEcho: () => void): Transform {
+    return new BodyMask(this.#patterns, this.#longest, onEcho)
+  }
+}
+
+class BodyMask extends Transform {
+  readonly #patterns: readonly Buffer[]
+  /** Bytes held back at most: one less than the longest spelling. */
+  readonly #hold: number
+  readonly #onEcho: () => void
+  #tail: Buffer | null = null
+
+  constructor(patterns: readonly Buffer[], longest: number, onEcho: () => void) {
+    super()
+    this.#patterns = patterns
+    this.#hold = Math.max(0, longest - 1)
+    this.#onEcho = onEcho
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (this.#patterns.length === 0) {
+      callback(null, chunk)
+      return
+    }
+    let buf = this.#tail === null ? chunk : Buffer.concat([this.#tail, chunk])
+    let copied = this.#tail !== null
+    for (const pattern of this.#patterns) {
+      for (let at = buf.indexOf(pattern); at !== -1; at = buf.indexOf(pattern, at + pattern.length)) {
+        // Never write into a buffer the stream was handed: copy once, on the first echo.
+        if (!copied) {
+          buf = Buffer.from(buf)
+          copied = true
+        }
+        buf.fill(MASK_BYTE, at, at + pattern.length)
+        this.#onEcho()
+      }
+    }
+    const keep = Math.min(this.#hold, buf.length)
+    this.#tail = keep === 0 ? null : buf.subarray(buf.length - keep)
+    callback(null, buf.subarray(0, buf.length - keep))
+  }
+
+  override _flush(callback: TransformCallback): void {
+    callback(null, this.#tail)
+  }
+}
+
+const built = new WeakMap<Secret, TokenEcho>()
+
+/**
+ * The echo finder of a session's token, built once per token and forgotten with it (its pieces are a set of a
+ * few thousand strings at most).
+ */
+export function tokenEcho(token: Secret): TokenEcho {
+  let echo = built.get(token)
+  if (echo === undefined) {
+    echo = new TokenEcho(token.reveal())
+    built.set(token, echo)
+  }
+  return echo
+}

@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict'
+import { Readable } from 'node:stream'
+import { text } from 'node:stream/consumers'
+import { test } from 'node:test'
+import { Secret } from '../../src/sessions/secret.ts'
+import { TokenEcho, tokenEcho } from '../../src/upstream/token-echo.ts'
+
+const TOKEN = 'tok/en"with\\quotes-0123456789'
+
+async function masked(chunks: string[], token = TOKEN): Promise<{ out: string; echoes: number }> {
+  let echoes = 0
+  const out = await text(
+    Readable.from(chunks.map((c) => Buffer.from(c))).pipe(new TokenEcho(token).masker(() => echoes++)),
+  )
+  return { out, echoes }
+}
+
+test('the body mask finds the token however the chunks split it, and keeps the length', async () => {
+  const body = `{"a":"${'x'.repeat(40)}","echo":"${TOKEN}","tail":"${'y'.repeat(40)}"} ${TOKEN}`
+  for (let cut = 0; cut <= body.length; cut++) {
+    for (const second of [cut, Math.min(body.length, cut + 7)]) {
+      const { out, echoes } = await masked([body.slice(0, cut), body.slice(cut, second), body.slice(second)])
+      assert.equal(out.length, body.length)
+      assert.ok(!out.includes(TOKEN), `cut at ${cut}/${second}`)
+      assert.equal(echoes, 2, `cut at ${cut}/${second}`)
+    }
+  }
+})
+
+test('JSON-escaped spellings of the token are masked too; the JSON stays valid', async () => {
+  const escaped = JSON.stringify(TOKEN).slice(1, -1)
+  const json = `{"said":"${escaped}","slashed":"${escaped.replaceAll('/', '\\/')}"}`
+  const { out, echoes } = await masked([json])
+  assert.equal(echoes, 2)
+  assert.deepEqual(Object.keys(JSON.parse(out)), ['said', 'slashed'])
+  assert.ok(!JSON.parse(out).said.includes('tok'))
+})
+
+test('a body without the token passes byte for byte, in the same chunks', async () => {
+  const chunks = ['{"a":', '"tok/en is not it"', '}']
+  const { out, echoes } = await masked(chunks)
+  assert.equal(out, chunks.join(''))
+  assert.equal(echoes, 0)
+})
+
+test('headers: the token or any 8-character piece of it is found, other values are not', () => {
+  const echo = tokenEcho(new Secret('0123456789abcdefghij'))
+  assert.equal(echo.inHeader('x 0123456789abcdefghij y'), true)
+  assert.equal(echo.inHeader('prefix-9abcdefg-suffix'), true)
+  assert.equal(echo.inHeader('89abcde'), false)
+  assert.equal(echo.inHeader('W/"deadbeef"'), false)
+  assert.equal(tokenEcho(new Secret('short')).inHeader('a short one'), true)
+})
+
+test('events: text masking counts every echo', () => {
+  const echo = new TokenEcho(TOKEN)
+  const { text: out, echoes } = echo.maskText(`${TOKEN} and ${TOKEN}`)
+  assert.equal(echoes, 2)
+  assert.equal(out, `${'*'.repeat(TOKEN.length)} and ${'*'.repeat(TOKEN.length)}`)
+})
