@@ -123,6 +123,10 @@ function diagnose(file: string): string[] {
     moduleResolution: ts.ModuleResolutionKind.Bundler,
     target: ts.ScriptTarget.ES2022,
   })
+  // A check that read nothing would pass everything: make sure the manifests and the types were both read.
+  const source = program.getSourceFile(file)
+  if (source === undefined || source.statements.length < 2)
+    throw new Error(`the unknown-field check did not read ${file}`)
   return ts.getPreEmitDiagnostics(program).map((d) => {
     const message = ts.flattenDiagnosticMessageText(d.messageText, '\n')
     if (d.file && d.start !== undefined) {
