@@ -68,6 +68,32 @@ export async function startSignInStack(
   return { idp, app, origin, base }
 }
 
+/**
+ * Another replica of `stack`'s gateway (the same public origin, IdP client and `env`, e.g. a shared Redis) on a
+ * port of its own; closed by `t.after`. Returns its origin.
+ */
+export async function startReplicaOf(
+  t: TestContext,
+  stack: SignInStack,
+  env: Record<string, string>,
+): Promise<{ app: FastifyInstance; origin: string }> {
+  const port = await freePort()
+  const app = await buildApp(
+    loadConfig(
+      testEnv({
+        GATEWAY_PUBLIC_ORIGIN: stack.origin,
+        GATEWAY_OIDC_ISSUER: stack.idp.issuer,
+        GATEWAY_OIDC_CLIENT_ID: CLIENT_ID,
+        GATEWAY_OIDC_CLIENT_SECRET: CLIENT_SECRET,
+        ...env,
+      }),
+    ),
+  )
+  await app.listen({ port, host: '127.0.0.1' })
+  t.after(() => app.close())
+  return { app, origin: `http://127.0.0.1:${port}` }
+}
+
 /** One answer as the browser saw it. */
 export interface Visit {
   readonly url: string
