@@ -6,9 +6,10 @@ import { loadConfig } from '../../src/config.ts'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { addRuntimeSession, TOKEN } from '../events/helpers.ts'
-import { launchChromium } from '../helpers/chromium.ts'
+import { chromiumFor } from '../helpers/chromium.ts'
 import { testEnv } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
+import { signInWithChromium } from '../signin/harness.ts'
 import { startKasmHost } from './kasm-host.ts'
 
 /**
@@ -51,8 +52,7 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   await addRuntimeSession(t, app, 'k2', { kasmId: 'k2', pingIntervalMs: 15_000 })
   await startKasmHost(t, { port: hostPort, gatewayPort, idpPort: Number(new URL(idp.url).port) })
 
-  const browser = await launchChromium()
-  t.after(() => browser.close())
+  const browser = await chromiumFor(t)
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } })
   const page = await context.newPage()
   // Everything the browser could ever hold: request URLs and headers, response headers and bodies.
@@ -82,13 +82,14 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   assert.equal(signInHref, '/gateway/auth/login?return_to=%2Fdesktop%2Fk1%2Fmcp%2Fartifacts%2Freport.json')
 
   // The person signs in once, through the IdP on this host, coming back to the viewer.
-  await page.goto(
-    `${origin}/gateway/auth/login?return_to=${encodeURIComponent(new URL(viewerUrl).pathname + new URL(viewerUrl).search)}`,
+  const viewerPath = new URL(viewerUrl).pathname + new URL(viewerUrl).search
+  const signedIn = await signInWithChromium(
+    page,
+    `${origin}/idp`,
+    `${origin}/gateway/auth/login?return_to=${encodeURIComponent(viewerPath)}`,
+    { password: PASSWORD },
   )
-  await page.fill('#username', 'olivia')
-  await page.fill('#password', PASSWORD)
-  await page.click('button:has-text("Sign in")')
-  await page.click('button:has-text("Allow")')
+  assert.equal(signedIn, 303)
   await page.waitForURL(viewerUrl)
 
   // The sidebar goes live and shows the run's events.

@@ -1,9 +1,12 @@
-import { type Browser, chromium } from 'playwright-core'
+import assert from 'node:assert/strict'
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { type Browser, chromium, type Page } from 'playwright-core'
 
 /** Debian's Chromium; CI installs it (`.ci/run`). Browsers are never downloaded. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
-/** Launches headless Chromium with the flags this closed network needs. Close it in `t.after`. */
+/** Launches headless Chromium with the flags this closed network needs. Close it when done. */
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
@@ -17,4 +20,37 @@ export function launchChromium(): Promise<Browser> {
       '--no-first-run',
     ],
   })
+}
+
+/** A Chromium for one test (one per test file is plenty), closed by `t.after`. */
+export async function chromiumFor(t: { after(fn: () => unknown): void }): Promise<Browser> {
+  const browser = await launchChromium()
+  t.after(() => browser.close())
+  return browser
+}
+
+const axeSource = readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+
+/**
+ * Runs axe-core on the page and asserts it found no violation. It is evaluated through the DevTools
+ * protocol, which the page's own CSP does not govern, so the page is checked under its real policy (a page
+ * that runs no script at all included).
+ */
+export async function assertAccessible(page: Page, what: string): Promise<void> {
+  await page.evaluate(await axeSource)
+  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
+    passes: unknown[]
+    violations: {
+      id: string
+      impact: string
+      help: string
+      nodes: { target: string[]; failureSummary: string }[]
+    }[]
+  }
+  assert.ok(result.passes.length > 10, `axe-core ran its rules on ${what}`)
+  const problems = result.violations.map(
+    (v) =>
+      `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.map((n) => `${n.target.join(' ')}: ${n.failureSummary}`).join('\n  ')}`,
+  )
+  assert.deepEqual(problems, [], `axe-core violations on ${what}`)
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
+import type { Page } from 'playwright-core'
 import { fetch, getSetCookies } from 'undici'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
@@ -232,6 +233,34 @@ export async function signInAt(
   if (page.text.includes('/consent"'))
     page = await browser.submit(page, answers.consent === 'deny' ? '/deny' : '/consent', {}, stop)
   return page
+}
+
+/**
+ * Signs in through the IdP in Chromium, as a person would: opens `url` (`auth/login`, or a page that sends a
+ * signed-out person there), fills in the IdP's login form and answers its consent page when it asks (neither
+ * shows when this browser is signed in at the IdP already and allowed access before). Returns the status of
+ * the gateway's callback; the page is then wherever the callback led.
+ */
+export async function signInWithChromium(
+  page: Page,
+  issuer: string,
+  url: string,
+  answers: Pick<SignInAnswers, 'username' | 'password' | 'consent'> = {},
+): Promise<number> {
+  const callback = page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/auth/callback'))
+  await page.goto(url)
+  const asks = async (selector: string) =>
+    page.url().startsWith(issuer) && (await page.locator(selector).count()) > 0
+  if (await asks('#username')) {
+    await page.fill('#username', answers.username ?? 'olivia')
+    await page.fill('#password', answers.password ?? PASSWORD)
+    await Promise.all([page.waitForNavigation(), page.click('button:has-text("Sign in")')])
+  }
+  if (await asks('button:has-text("Allow")')) {
+    const button = answers.consent === 'deny' ? 'Deny' : 'Allow'
+    await Promise.all([page.waitForNavigation(), page.click(`button:has-text("${button}")`)])
+  }
+  return (await callback).status()
 }
 
 /** The `name=value` Cookie header of the gateway's session cookie in `browser`. */
