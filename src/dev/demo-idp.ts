@@ -9,7 +9,7 @@ import Provider, {
   type Configuration,
   type KoaContextWithOIDC,
 } from 'oidc-provider'
-import { escapeHtml } from '../pages/page.ts'
+import { escapeHtml, htmlDocument } from '../pages/document.ts'
 
 /**
  * A real OpenID provider (panva's oidc-provider) for the demo and the tests: authorization code with PKCE,
@@ -312,23 +312,15 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
   }
 
   function document(title: string, body: string): string {
-    return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<title>${escapeHtml(title)} · Demo identity provider</title>
-<link rel="stylesheet" href="${mountPath}/demo-idp.css">
-</head>
-<body>
-<main>
+    return htmlDocument({
+      title: `${title} · Demo identity provider`,
+      head: [`<link rel="stylesheet" href="${mountPath}/demo-idp.css">`],
+      body: `<main>
 <p class="brand">Demo identity provider</p>
 <h1>${escapeHtml(title)}</h1>
 ${body}
-</main>
-</body>
-</html>`
+</main>`,
+    })
   }
 
   function loginForm(action: string, error?: string): string {
