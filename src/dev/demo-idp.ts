@@ -63,6 +63,20 @@ export interface DemoClient {
   readonly backchannelLogoutUri?: string
 }
 
+/**
+ * The gateway at `base` (its public origin and base path, e.g. `https://kasm.example/gateway/`) as a client:
+ * its callback, signed-out page and back-channel logout route, as a team registers them at its IdP.
+ */
+export function gatewayClient(base: string, clientId: string, clientSecret: string): DemoClient {
+  return {
+    clientId,
+    clientSecret,
+    redirectUris: [`${base}auth/callback`],
+    postLogoutRedirectUris: [`${base}auth/logged-out`],
+    backchannelLogoutUri: `${base}auth/backchannel-logout`,
+  }
+}
+
 /** Options of {@link startDemoIdp}. */
 export interface DemoIdpOptions {
   /** Listen address; default 127.0.0.1. */

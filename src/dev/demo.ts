@@ -41,13 +41,7 @@ export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null
   const idp = await idpModule.startDemoIdp({ host: env.HOST, issuerHost: new URL(origin).hostname })
   const clientId = 'kasm-runtime-gateway-demo'
   const clientSecret = randomBytes(24).toString('base64url')
-  idp.setClient({
-    clientId,
-    clientSecret,
-    redirectUris: [`${base}auth/callback`],
-    postLogoutRedirectUris: [`${base}auth/logged-out`],
-    backchannelLogoutUri: `${base}auth/backchannel-logout`,
-  })
+  idp.setClient(idpModule.gatewayClient(base, clientId, clientSecret))
   return {
     idp,
     config: {

@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { request } from 'undici'
 import { freePort } from '../cluster/redis-harness.ts'
 import { startGateway } from '../helpers/gateway.ts'
-import { Browser, sessionCookie, signInAt, startSignInStack } from '../signin/harness.ts'
+import { Browser, type SignInStack, sessionCookie, signedIn, startSignInStack } from '../signin/harness.ts'
 
 /**
  * Who gets the console's page at `<base>` and `<base>sessions/<id>`: someone signed in with a role. A browser
@@ -11,17 +11,28 @@ import { Browser, sessionCookie, signInAt, startSignInStack } from '../signin/ha
  * `fetch` gets the JSON error. (The running page's own 401s are in test/console/states.test.ts.)
  */
 
-const NAVIGATE = {
-  accept: 'text/html,application/xhtml+xml,*/*;q=0.8',
-  'sec-fetch-mode': 'navigate',
-  'sec-fetch-dest': 'document',
-  'sec-fetch-site': 'none',
+/** What a page's `fetch` sends: never taken for a navigation. */
+async function fetched(url: string, cookie?: string) {
+  const res = await request(url, {
+    headers: {
+      accept: '*/*',
+      'sec-fetch-mode': 'cors',
+      'sec-fetch-dest': 'empty',
+      ...(cookie ? { cookie } : {}),
+    },
+  })
+  return { status: res.statusCode, body: (await res.body.json()) as { error: string } }
 }
-const FETCH = { accept: '*/*', 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }
 
-async function get(url: string, headers: Record<string, string>) {
-  const res = await request(url, { headers })
-  return { status: res.statusCode, headers: res.headers, text: await res.body.text() }
+/** A browser signed in with the demo's one-time link (the only way to a cookie session the IdP would refuse). */
+async function linkedIn(
+  stack: SignInStack,
+  claims: Parameters<SignInStack['app']['auth']['issueLoginTicket']>[0],
+) {
+  const browser = new Browser()
+  const ticket = stack.app.auth.issueLoginTicket(claims)
+  await browser.navigate(`${stack.base}auth/login?ticket=${ticket}`, (next) => next === stack.base)
+  return browser
 }
 
 test('signed out, with an identity provider: a navigation goes to sign in with return_to, a fetch gets 401 JSON', async (t) => {
@@ -31,83 +42,69 @@ test('signed out, with an identity provider: a navigation goes to sign in with r
     ['/gateway/sessions/k1', '/gateway/sessions/k1'],
     ['/gateway/sessions/k%201?tab=inbox', '/gateway/sessions/k%201?tab=inbox'],
   ] as const) {
-    const res = await get(`${stack.origin}${path}`, NAVIGATE)
-    assert.equal(res.status, 303, path)
-    const location = new URL(String(res.headers.location), stack.origin)
+    const visit = await new Browser().request(`${stack.origin}${path}`)
+    assert.equal(visit.status, 303, path)
+    const location = new URL(visit.location ?? '')
     assert.equal(location.pathname, '/gateway/auth/login')
     assert.equal(location.searchParams.get('return_to'), returnTo)
-    assert.equal(res.headers['cache-control'], 'no-store')
+    assert.equal(visit.headers.get('cache-control'), 'no-store')
   }
-  const fetched = await get(`${stack.base}`, FETCH)
-  assert.equal(fetched.status, 401)
-  assert.equal(JSON.parse(fetched.text).error, 'unauthenticated')
+  const anonymous = await fetched(stack.base)
+  assert.deepEqual([anonymous.status, anonymous.body.error], [401, 'unauthenticated'])
 
   // A cookie that was good and is not any more: the same, and the browser is told to drop it.
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
-  const shell = await get(`${stack.base}sessions/k1`, { ...NAVIGATE, cookie })
+  const { browser, cookie } = await signedIn(stack)
+  const shell = await browser.request(`${stack.base}sessions/k1`)
   assert.equal(shell.status, 200)
   assert.match(shell.text, /<div id="app">/)
   assert.equal(await stack.app.auth.revokeCookieSessions('olivia'), 1)
-  const revoked = await get(`${stack.base}sessions/k1`, { ...NAVIGATE, cookie })
+  const revoked = await browser.request(`${stack.base}sessions/k1`)
   assert.equal(revoked.status, 303)
-  assert.equal(
-    new URL(String(revoked.headers.location), stack.origin).searchParams.get('return_to'),
-    '/gateway/sessions/k1',
-  )
-  assert.match(String(revoked.headers['set-cookie']), /krg_session=;.*Expires=Thu, 01 Jan 1970/)
-  const revokedFetch = await get(`${stack.base}`, { ...FETCH, cookie })
-  assert.equal(revokedFetch.status, 401)
-  assert.equal(JSON.parse(revokedFetch.text).error, 'invalid_credential')
+  assert.equal(new URL(revoked.location ?? '').searchParams.get('return_to'), '/gateway/sessions/k1')
+  assert.equal(browser.cookies.has('krg_session'), false, 'the refused cookie is cleared')
+  const stale = await fetched(stack.base, cookie)
+  assert.deepEqual([stale.status, stale.body.error], [401, 'invalid_credential'])
 })
 
 test('signed in without a role: the no-role page for a navigation, 403 no_role for a fetch', async (t) => {
   const stack = await startSignInStack(t)
   // The IdP's sign-in refuses such a person (test/signin/flow.test.ts); a one-time link can still make one.
-  const link = stack.app.auth.issueLoginTicket({ sub: 'nemo', name: 'Nemo', roles: [], teams: ['blue'] })
-  const browser = new Browser()
-  await browser.navigate(`${stack.base}auth/login?ticket=${link}`, (next) => next === stack.base)
-  const cookie = sessionCookie(browser)
-  const page = await get(stack.base, { ...NAVIGATE, cookie })
+  const browser = await linkedIn(stack, { sub: 'nemo', name: 'Nemo', roles: [], teams: ['blue'] })
+  const page = await browser.request(stack.base)
   assert.equal(page.status, 403)
   assert.match(page.text, /<h1>You have no role on this gateway<\/h1>/)
   assert.match(page.text, /signed you in as Nemo \(nemo\)/)
   assert.match(page.text, /<code>no_role<\/code>/)
-  const fetched = await get(`${stack.base}sessions/k1`, { ...FETCH, cookie })
-  assert.equal(fetched.status, 403)
-  assert.equal(JSON.parse(fetched.text).error, 'no_role')
+  const refused = await fetched(`${stack.base}sessions/k1`, sessionCookie(browser))
+  assert.deepEqual([refused.status, refused.body.error], [403, 'no_role'])
 })
 
 test('no identity provider: a signed-out navigation gets the sign-in page, never JSON', async (t) => {
   const gw = await startGateway({ GATEWAY_BASE_PATH: '/gateway/' })
   t.after(() => gw.close())
-  const res = await get(`${gw.url}/gateway/sessions/k1`, NAVIGATE)
-  assert.equal(res.status, 401)
-  assert.match(String(res.headers['content-type']), /^text\/html/)
-  assert.match(res.text, /<h1>Sign in to continue<\/h1>/)
-  assert.match(res.text, /href="\/gateway\/auth\/login\?return_to=%2Fgateway%2Fsessions%2Fk1"/)
+  const visit = await new Browser().request(`${gw.url}/gateway/sessions/k1`)
+  assert.equal(visit.status, 401)
+  assert.match(visit.headers.get('content-type') ?? '', /^text\/html/)
+  assert.match(visit.text, /<h1>Sign in to continue<\/h1>/)
+  assert.match(visit.text, /href="\/gateway\/auth\/login\?return_to=%2Fgateway%2Fsessions%2Fk1"/)
 })
 
 test('the CSP lets the sign-out form reach the IdP: its origin from discovery, the issuer’s until discovery answers', async (t) => {
   const stack = await startSignInStack(t)
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const shell = await get(stack.base, { ...NAVIGATE, cookie: sessionCookie(browser) })
-  const policy = String(shell.headers['content-security-policy'])
+  const { browser } = await signedIn(stack)
+  const shell = await browser.request(stack.base)
+  const policy = shell.headers.get('content-security-policy') ?? ''
   assert.match(policy, new RegExp(`form-action 'self' ${new URL(stack.idp.issuer).origin};`))
 
   // An IdP that never answered (down since the gateway started): nobody signed in through it, but a one-time
   // link's session still gets the issuer's origin for its sign-out.
   const issuer = `http://127.0.0.1:${await freePort()}`
   const down = await startSignInStack(t, { issuer })
-  const link = down.app.auth.issueLoginTicket({ sub: 'o', roles: ['operator'], teams: ['*'] })
-  const other = new Browser()
-  await other.navigate(`${down.base}auth/login?ticket=${link}`, (next) => next === down.base)
-  const downShell = await get(down.base, { ...NAVIGATE, cookie: sessionCookie(other) })
+  const linked = await linkedIn(down, { sub: 'o', roles: ['operator'], teams: ['*'] })
+  const downShell = await linked.request(down.base)
   assert.equal(downShell.status, 200)
   assert.match(
-    String(downShell.headers['content-security-policy']),
+    downShell.headers.get('content-security-policy') ?? '',
     new RegExp(`form-action 'self' ${issuer};`),
   )
 })

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumFor, recordTraffic } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
 
@@ -40,19 +40,12 @@ test('the main journey: overview of two teams, one session, events, a refused th
 
   const b = await chromiumFor(t)
   // Carol opens the console signed out: the IdP asks who she is, and she comes back to the overview.
-  const seen: string[] = []
+  let seen: string[] = []
   let streams: () => number = () => 0
   const page = await signIn(t, b, gw, carol, {
     before: (p) => {
       streams = streamCounter(p)
-      p.on('response', (response) => {
-        seen.push(JSON.stringify(response.headers()))
-        if (!response.headers()['content-type']?.includes('event-stream'))
-          response.text().then(
-            (body) => seen.push(body),
-            () => {},
-          )
-      })
+      seen = recordTraffic(p)
     },
   })
 

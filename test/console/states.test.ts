@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumFor, cspRefusals } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { PASSWORD, signInWithChromium } from '../signin/harness.ts'
 import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
@@ -78,10 +78,7 @@ test('sign out from the console ends the session at the gateway and at the IdP: 
   await addRuntime(t, gw, 'k1', 'blue')
   const b = await chromiumFor(t)
   const page = await signIn(t, b, gw, carol)
-  const refused: string[] = []
-  page.on('console', (m) => {
-    if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
-  })
+  const refused = cspRefusals(page)
   // The console's forms may go to the gateway and to the IdP's end-session endpoint, nowhere else.
   const shell = await page.request.get(`${gw.url}/`)
   const formAction = /form-action ([^;]+)/.exec(shell.headers()['content-security-policy'] ?? '')?.[1]

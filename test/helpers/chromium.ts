@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
 import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { type Browser, chromium, type Page } from 'playwright-core'
+import type { Request, Response } from 'playwright-core'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 
 /** Debian's Chromium; CI installs it (`.ci/run`). Browsers are never downloaded. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
@@ -53,4 +54,39 @@ export async function assertAccessible(page: Page, what: string): Promise<void> 
       `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.map((n) => `${n.target.join(' ')}: ${n.failureSummary}`).join('\n  ')}`,
   )
   assert.deepEqual(problems, [], `axe-core violations on ${what}`)
+}
+
+/** Collects what a page's CSP refuses from now on (Chromium reports each refusal on the page's console). */
+export function cspRefusals(page: Page): string[] {
+  const refused: string[] = []
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
+  })
+  return refused
+}
+
+/**
+ * Records everything a page (or every page of a context) could ever hold from now on: request URLs and headers,
+ * response headers and bodies (event streams' bodies are never finished, so not read). For asserting that a
+ * secret never reached the browser.
+ */
+export function recordTraffic(target: Page | BrowserContext): string[] {
+  const seen: string[] = []
+  const on = target.on.bind(target) as {
+    (event: 'request', fn: (r: Request) => void): void
+    (event: 'response', fn: (r: Response) => void): void
+  }
+  on('request', (request) => {
+    seen.push(request.url())
+    void request.allHeaders().then((h) => seen.push(JSON.stringify(h)))
+  })
+  on('response', (response) => {
+    void response.allHeaders().then((h) => seen.push(JSON.stringify(h)))
+    if (!response.headers()['content-type']?.includes('event-stream'))
+      response.text().then(
+        (body) => seen.push(body),
+        () => {},
+      )
+  })
+  return seen
 }

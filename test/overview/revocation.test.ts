@@ -4,10 +4,9 @@ import { request } from 'undici'
 import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
 import { openSse, type SseClient, until } from '../events/helpers.ts'
 import {
-  Browser,
+  type Browser,
   type SignInStack,
-  sessionCookie,
-  signInAt,
+  signedIn,
   startReplicaOf,
   startSignInStack,
 } from '../signin/harness.ts'
@@ -34,15 +33,11 @@ async function signOutAtIdp(stack: SignInStack, browser: Browser): Promise<void>
 
 test('a back-channel logout ends the open overview of that IdP session within a second, and no other', async (t) => {
   const stack = await startSignInStack(t, { env: slowRecheck })
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { browser, cookie } = await signedIn(stack)
   const mine = await overview(stack.origin, cookie)
   t.after(() => mine.close())
   // The same person in another browser (another IdP session) keeps theirs.
-  const other = new Browser()
-  await signInAt(stack, other)
-  const theirs = await overview(stack.origin, sessionCookie(other))
+  const theirs = await overview(stack.origin, (await signedIn(stack)).cookie)
   t.after(() => theirs.close())
   assert.equal(stack.app.overview.hub.stats().streams, 2)
 
@@ -62,16 +57,12 @@ test('cluster mode: a back-channel logout reaching one replica ends the overview
   const a = await startSignInStack(t, { env })
   const b = await startReplicaOf(t, a, env)
 
-  const browser = new Browser()
-  await signInAt(a, browser)
-  const cookie = sessionCookie(browser)
+  const { browser, cookie } = await signedIn(a)
   const onB = await overview(b.origin, cookie)
   t.after(() => onB.close())
   const onA = await overview(a.origin, cookie)
   t.after(() => onA.close())
-  const other = new Browser()
-  await signInAt(a, other)
-  const survivor = await overview(b.origin, sessionCookie(other))
+  const survivor = await overview(b.origin, (await signedIn(a)).cookie)
   t.after(() => survivor.close())
 
   // The IdP posts the logout token to the registered URI: replica A.

@@ -3,7 +3,7 @@ import { mkdir } from 'node:fs/promises'
 import { type TestContext, test } from 'node:test'
 import type { BrowserContext, Browser as Chromium, Page } from 'playwright-core'
 import { freePort } from '../cluster/redis-harness.ts'
-import { assertAccessible, chromiumFor } from '../helpers/chromium.ts'
+import { assertAccessible, chromiumFor, cspRefusals } from '../helpers/chromium.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
@@ -34,10 +34,7 @@ async function check(
     const viewport = mobile ? { width: 390, height: 844 } : { width: 1100, height: 700 }
     const context: BrowserContext = await browser.newContext({ viewport, colorScheme: scheme })
     const page = await context.newPage()
-    const refused: string[] = []
-    page.on('console', (m) => {
-      if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
-    })
+    const refused = cspRefusals(page)
     const status = await reach(page)
     assert.equal(status, expect.status, `${name}: status`)
     assert.equal(await page.locator('h1').textContent(), expect.title, `${name}: title`)

@@ -5,7 +5,7 @@ import type { Page } from 'playwright-core'
 import { fetch, getSetCookies } from 'undici'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
-import { type DemoIdp, type DemoIdpOptions, startDemoIdp } from '../../src/dev/demo-idp.ts'
+import { type DemoIdp, type DemoIdpOptions, gatewayClient, startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { testEnv } from '../helpers/jwt.ts'
 
@@ -59,13 +59,7 @@ export async function startSignInStack(
   await app.listen({ port, host: '127.0.0.1' })
   t.after(() => app.close())
   const base = `${origin}${config.basePath}`
-  idp.setClient({
-    clientId: CLIENT_ID,
-    clientSecret: CLIENT_SECRET,
-    redirectUris: [`${base}auth/callback`],
-    postLogoutRedirectUris: [`${base}auth/logged-out`],
-    backchannelLogoutUri: `${base}auth/backchannel-logout`,
-  })
+  idp.setClient(gatewayClient(base, CLIENT_ID, CLIENT_SECRET))
   return { idp, app, origin, base }
 }
 
@@ -261,6 +255,16 @@ export async function signInWithChromium(
     await Promise.all([page.waitForNavigation(), page.click(`button:has-text("${button}")`)])
   }
   return (await callback).status()
+}
+
+/** A new browser signed in through the IdP ({@link signInAt}), and its gateway session cookie. */
+export async function signedIn(
+  stack: SignInStack,
+  answers: SignInAnswers = {},
+): Promise<{ browser: Browser; cookie: string }> {
+  const browser = new Browser()
+  await signInAt(stack, browser, answers)
+  return { browser, cookie: sessionCookie(browser) }
 }
 
 /** The `name=value` Cookie header of the gateway's session cookie in `browser`. */
