@@ -52,7 +52,7 @@ export function renderPage(page: Page, basePath: string): string {
         : [`<meta http-equiv="refresh" content="0; url=${escapeHtml(page.continueTo)}">`]),
       `<link rel="stylesheet" href="${escapeHtml(basePath)}pages/pages.css">`,
     ],
-    body: `<header><span class="product">kasm-runtime-gateway</span></header>
+    body: `<header class="bar"><span class="brand">kasm-runtime-gateway</span></header>
 <main>
   <h1>${escapeHtml(page.title)}</h1>
   <p class="lead">${escapeHtml(page.lead)}</p>
