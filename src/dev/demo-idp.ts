@@ -33,7 +33,7 @@ export interface DemoPerson {
   readonly disabled?: boolean
 }
 
-/** The demo's two people: an operator of team blue and a viewer. */
+/** The demo's two people: an operator of teams blue and red, and a viewer of team blue. */
 export const DEMO_PEOPLE: readonly DemoPerson[] = [
   {
     sub: 'olivia',
@@ -41,7 +41,7 @@ export const DEMO_PEOPLE: readonly DemoPerson[] = [
     name: 'Olivia Operator',
     email: 'olivia@demo.invalid',
     roles: ['operator'],
-    teams: ['blue'],
+    teams: ['blue', 'red'],
   },
   {
     sub: 'victor',
