@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict'
-import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import type { Page } from 'playwright-core'
 import { fetch, getSetCookies } from 'undici'
@@ -18,6 +17,11 @@ import { testEnv } from '../helpers/jwt.ts'
 export const CLIENT_ID = 'kasm-runtime-gateway'
 export const CLIENT_SECRET = 'client-secret-for-sign-in-tests'
 export const PASSWORD = 'demo-password-for-tests'
+
+/** What a test (or a script) gives to be told what to undo at its end: node:test's context will do. */
+export interface Cleanup {
+  after(fn: () => unknown): void
+}
 
 /** A gateway signed in through a real IdP. */
 export interface SignInStack {
@@ -38,10 +42,7 @@ export interface SignInStackOptions {
 }
 
 /** Starts the IdP and a gateway on a port chosen first (the IdP must know the redirect URI). */
-export async function startSignInStack(
-  t: TestContext,
-  options: SignInStackOptions = {},
-): Promise<SignInStack> {
+export async function startSignInStack(t: Cleanup, options: SignInStackOptions = {}): Promise<SignInStack> {
   const idp = await startDemoIdp({ password: PASSWORD, ...options.idp })
   t.after(() => idp.close())
   const port = await freePort()
@@ -68,7 +69,7 @@ export async function startSignInStack(
  * port of its own; closed by `t.after`. Returns its origin.
  */
 export async function startReplicaOf(
-  t: TestContext,
+  t: Cleanup,
   stack: SignInStack,
   env: Record<string, string>,
 ): Promise<{ app: FastifyInstance; origin: string }> {
