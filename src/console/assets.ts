@@ -43,12 +43,16 @@ const TYPES: Record<string, string> = {
   svg: 'image/svg+xml',
 }
 
+/** A strong entity tag of `bytes`, for ETag and If-None-Match. */
+export function entityTag(bytes: Buffer, suffix = ''): string {
+  return `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 22)}${suffix}"`
+}
+
 function prepare(file: BundledFile): Asset {
   const ext = file.name.slice(file.name.lastIndexOf('.') + 1)
-  const tag = createHash('sha256').update(file.contents).digest('base64url').slice(0, 22)
   return {
     type: TYPES[ext] ?? 'application/octet-stream',
-    identity: { body: file.contents, encoding: null, etag: `"${tag}"` },
+    identity: { body: file.contents, encoding: null, etag: entityTag(file.contents) },
     br: {
       body: brotliCompressSync(file.contents, {
         params: {
@@ -57,9 +61,13 @@ function prepare(file: BundledFile): Asset {
         },
       }),
       encoding: 'br',
-      etag: `"${tag}-br"`,
+      etag: entityTag(file.contents, '-br'),
     },
-    gzip: { body: gzipSync(file.contents, { level: 9 }), encoding: 'gzip', etag: `"${tag}-gz"` },
+    gzip: {
+      body: gzipSync(file.contents, { level: 9 }),
+      encoding: 'gzip',
+      etag: entityTag(file.contents, '-gz'),
+    },
   }
 }
 

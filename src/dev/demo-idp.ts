@@ -9,7 +9,7 @@ import Provider, {
   type Configuration,
   type KoaContextWithOIDC,
 } from 'oidc-provider'
-import { escapeHtml } from '../pages/page.ts'
+import { escapeHtml, htmlDocument } from '../pages/document.ts'
 
 /**
  * A real OpenID provider (panva's oidc-provider) for the demo and the tests: authorization code with PKCE,
@@ -33,7 +33,7 @@ export interface DemoPerson {
   readonly disabled?: boolean
 }
 
-/** The demo's two people: an operator of team blue and a viewer. */
+/** The demo's two people: an operator of teams blue and red, and a viewer of team blue. */
 export const DEMO_PEOPLE: readonly DemoPerson[] = [
   {
     sub: 'olivia',
@@ -41,7 +41,7 @@ export const DEMO_PEOPLE: readonly DemoPerson[] = [
     name: 'Olivia Operator',
     email: 'olivia@demo.invalid',
     roles: ['operator'],
-    teams: ['blue'],
+    teams: ['blue', 'red'],
   },
   {
     sub: 'victor',
@@ -61,6 +61,20 @@ export interface DemoClient {
   readonly postLogoutRedirectUris: readonly string[]
   /** Where the IdP posts logout tokens (OpenID Connect Back-Channel Logout 1.0). */
   readonly backchannelLogoutUri?: string
+}
+
+/**
+ * The gateway at `base` (its public origin and base path, e.g. `https://kasm.example/gateway/`) as a client:
+ * its callback, signed-out page and back-channel logout route, as a team registers them at its IdP.
+ */
+export function gatewayClient(base: string, clientId: string, clientSecret: string): DemoClient {
+  return {
+    clientId,
+    clientSecret,
+    redirectUris: [`${base}auth/callback`],
+    postLogoutRedirectUris: [`${base}auth/logged-out`],
+    backchannelLogoutUri: `${base}auth/backchannel-logout`,
+  }
 }
 
 /** Options of {@link startDemoIdp}. */
@@ -312,23 +326,15 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
   }
 
   function document(title: string, body: string): string {
-    return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="color-scheme" content="light dark">
-<title>${escapeHtml(title)} · Demo identity provider</title>
-<link rel="stylesheet" href="${mountPath}/demo-idp.css">
-</head>
-<body>
-<main>
+    return htmlDocument({
+      title: `${title} · Demo identity provider`,
+      head: [`<link rel="stylesheet" href="${mountPath}/demo-idp.css">`],
+      body: `<main>
 <p class="brand">Demo identity provider</p>
 <h1>${escapeHtml(title)}</h1>
 ${body}
-</main>
-</body>
-</html>`
+</main>`,
+    })
   }
 
   function loginForm(action: string, error?: string): string {

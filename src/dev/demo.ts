@@ -2,9 +2,16 @@ import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.ts'
 import type { DemoIdp } from './demo-idp.ts'
+import type { PlayName } from './runtime/autoplay.ts'
 import { type SimulatedRuntime, startSimulatedRuntime } from './runtime/index.ts'
 
-/** The embedded demo: a simulated runtime registered as session `demo`, the demo's sign-in, a one-time link. */
+/** The demo's sessions: simulated runtimes of two teams (the demo people's, see DEMO_PEOPLE in demo-idp.ts). */
+export const DEMO_SESSIONS = [
+  { kasmId: 'demo', team: 'blue', play: 'expenses', intervalMs: 2000 },
+  { kasmId: 'demo-crm', team: 'red', play: 'crm', intervalMs: 2600 },
+] as const satisfies readonly { kasmId: string; team: string; play: PlayName; intervalMs: number }[]
+
+/** The embedded demo: simulated runtimes as sessions `demo` and `demo-crm`, the demo's sign-in, a one-time link. */
 export interface Demo {
   /** Prints how to sign in once the gateway listens (the one-time link needs the real port). */
   announce(app: FastifyInstance): void
@@ -41,13 +48,7 @@ export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null
   const idp = await idpModule.startDemoIdp({ host: env.HOST, issuerHost: new URL(origin).hostname })
   const clientId = 'kasm-runtime-gateway-demo'
   const clientSecret = randomBytes(24).toString('base64url')
-  idp.setClient({
-    clientId,
-    clientSecret,
-    redirectUris: [`${base}auth/callback`],
-    postLogoutRedirectUris: [`${base}auth/logged-out`],
-    backchannelLogoutUri: `${base}auth/backchannel-logout`,
-  })
+  idp.setClient(idpModule.gatewayClient(base, clientId, clientSecret))
   return {
     idp,
     config: {
@@ -68,23 +69,22 @@ export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null
  * (see `config.demo`). The runtime's messaging token is random and lives only in this process.
  */
 export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null): Promise<Demo> {
-  const messagingToken = randomBytes(24).toString('base64url')
-  const runtime: SimulatedRuntime = await startSimulatedRuntime({
-    messagingToken,
-    sessionToken: randomBytes(24).toString('base64url'),
-    kasmId: 'demo',
-    autoplay: true,
-    // A handoff pause a newcomer can see end on its own while looking around.
-    escalationPauseS: 90,
-  })
-  // Team blue: the demo people's team.
-  await app.sessions.put({
-    kasmId: 'demo',
-    upstream: runtime.url,
-    team: 'blue',
-    messagingToken,
-    source: 'demo',
-  })
+  const runtimes: SimulatedRuntime[] = []
+  // Two sessions of two teams, so the overview shows what it is for (a question or a handoff sorts its
+  // session first); the second ticks at another pace, so their questions do not come in step.
+  for (const { kasmId, team, play, intervalMs } of DEMO_SESSIONS) {
+    const messagingToken = randomBytes(24).toString('base64url')
+    const runtime = await startSimulatedRuntime({
+      messagingToken,
+      sessionToken: randomBytes(24).toString('base64url'),
+      kasmId,
+      autoplay: { intervalMs, play },
+      // A handoff pause a newcomer can see end on its own while looking around.
+      escalationPauseS: 90,
+    })
+    runtimes.push(runtime)
+    await app.sessions.put({ kasmId, upstream: runtime.url, team, messagingToken, source: 'demo' })
+  }
   return {
     announce(app) {
       const address = app.server.address()
@@ -99,16 +99,16 @@ export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null)
       })
       // stdout, not the logger: the password and the ticket are credentials for the person at this terminal.
       const people = signIn
-        ? `Sign in at ${base}auth/login through the demo identity provider (${signIn.idp.issuer}):\n` +
-          `  olivia (operator of team blue) or victor (viewer of team blue), password ${signIn.idp.password}\n\n` +
+        ? `Open the console at ${base} and sign in through the demo identity provider (${signIn.idp.issuer}):\n` +
+          `  olivia (operator of teams blue and red) or victor (viewer of team blue), password ${signIn.idp.password}\n\n` +
           'Or open this one-time link within 10 minutes to sign in as an operator of every team:\n'
         : 'Open this one-time link within 10 minutes to sign in as an operator:\n'
       process.stdout.write(
-        `\nkasm-runtime-gateway demo: session "demo" is a simulated runtime.\n${people}\n  ${base}auth/login?ticket=${ticket}\n\n`,
+        `\nkasm-runtime-gateway demo: sessions "demo" (team blue) and "demo-crm" (team red) are simulated runtimes.\n${people}\n  ${base}auth/login?ticket=${ticket}\n\n`,
       )
     },
     async close() {
-      await runtime.close()
+      await Promise.all(runtimes.map((r) => r.close()))
       await signIn?.idp.close()
     },
   }

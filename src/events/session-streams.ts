@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Dispatcher } from 'undici'
+import { endRevoked, recheckHolders } from '../auth/held-credentials.ts'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import { TooManyStreams } from '../errors.ts'
 import type { Session, SessionRegistry } from '../sessions/types.ts'
@@ -193,15 +194,7 @@ export class SessionStreams {
    * sign-out reaches open streams without waiting for the periodic recheck. Returns how many ended.
    */
   endCookieSessions(idHashes: readonly string[]): number {
-    const revoked = new Set(idHashes)
-    let ended = 0
-    for (const viewer of this.#viewers) {
-      const id = viewer.operator.cookieSessionId
-      if (id === undefined || !revoked.has(id)) continue
-      viewer.end('revoked')
-      ended++
-    }
-    return ended
+    return endRevoked(this.#viewers, idHashes)
   }
 
   /** Checks every open stream's credential now (revocations may have been missed while Redis was away). */
@@ -531,34 +524,11 @@ export class SessionStreams {
     if (this.#authCheckRunning) return
     this.#authCheckRunning = true
     try {
-      const now = Date.now()
-      // Viewers usually share a credential (one cookie session, many tabs): ask once per credential.
-      const verdicts = new Map<string, Promise<boolean>>()
-      const checks: Promise<void>[] = []
-      for (const viewer of this.#viewers) {
-        const op = viewer.operator
-        if (now >= op.expiresAt) {
-          viewer.end('revoked')
-          continue
-        }
-        const key = op.via === 'cookie' ? `c:${op.cookieSessionId ?? ''}` : `b:${op.sub}:${op.expiresAt}`
-        let verdict = verdicts.get(key)
-        if (verdict === undefined) {
-          // A check that cannot be made (the store is down) keeps the stream: expiry is still enforced
-          // above, and the next round asks again.
-          verdict = this.#o.stillValid(op).catch((err: unknown) => {
-            this.#o.log.warn({ err }, 'credential recheck failed; streams kept until the next check')
-            return true
-          })
-          verdicts.set(key, verdict)
-        }
-        checks.push(
-          verdict.then((ok) => {
-            if (!ok) viewer.end('revoked')
-          }),
-        )
-      }
-      await Promise.all(checks)
+      await recheckHolders(
+        this.#viewers,
+        (op) => this.#o.stillValid(op),
+        (err) => this.#o.log.warn({ err }, 'credential recheck failed; streams kept until the next check'),
+      )
     } finally {
       this.#authCheckRunning = false
     }

@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net'
 import type { FastifyBaseLogger } from 'fastify'
+import { endRevoked, recheckHolders } from '../auth/held-credentials.ts'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import type { Presence } from '../cluster/presence.ts'
 import { Heartbeat } from '../events/sse.ts'
@@ -82,6 +83,7 @@ export class OverviewHub {
   #presenceTimer: NodeJS.Timeout | null = null
   #authTimer: NodeJS.Timeout | null = null
   #polling = false
+  #authCheckRunning = false
   #closing = false
 
   constructor(options: OverviewHubOptions) {
@@ -131,6 +133,19 @@ export class OverviewHub {
     frames.push(frame('ready', { now: new Date().toISOString() }))
     stream.sendAll(frames)
     return stream
+  }
+
+  /**
+   * Ends at once the overviews of these cookie sessions (by id hash), revoked on this replica or another, as
+   * `SessionStreams.endCookieSessions` does for event streams. Returns how many ended.
+   */
+  endCookieSessions(idHashes: readonly string[]): number {
+    return endRevoked(this.#streams, idHashes)
+  }
+
+  /** Checks every overview's credential now (revocations may have been missed while Redis was away). */
+  recheckCredentials(): Promise<void> {
+    return this.#recheckAuth()
   }
 
   /** Ends every stream cleanly (they reconnect to another replica) and stops every summary watch. */
@@ -321,15 +336,17 @@ export class OverviewHub {
 
   /** Ends the streams whose credential expired or was revoked. */
   async #recheckAuth(): Promise<void> {
-    const now = Date.now()
-    await Promise.all(
-      [...this.#streams].map(async (stream) => {
-        const ok =
-          now < stream.operator.expiresAt &&
-          // A check that cannot be made (the store is down) keeps the stream until the next round.
-          (await this.#o.stillValid(stream.operator).catch(() => true))
-        if (!ok) stream.end('revoked')
-      }),
-    )
+    if (this.#authCheckRunning) return
+    this.#authCheckRunning = true
+    try {
+      await recheckHolders(
+        this.#streams,
+        (op) => this.#o.stillValid(op),
+        (err) =>
+          this.#o.log.warn({ err }, 'credential recheck failed; overview streams kept until the next check'),
+      )
+    } finally {
+      this.#authCheckRunning = false
+    }
   }
 }

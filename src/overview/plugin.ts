@@ -18,6 +18,7 @@ declare module 'fastify' {
  * Decorates `app.overview`: the hub that streams every visible session's summary to each person's overview,
  * and the "I'm on it" marks on questions (on the session board, so shared across replicas). Shutdown ends
  * every overview stream in `preClose`, with the viewer streams, so clients reconnect to another replica.
+ * A cookie session revoked on any replica ends its overviews at once.
  */
 export const overviewPlugin = fp(
   async (app) => {
@@ -41,6 +42,12 @@ export const overviewPlugin = fp(
       log: app.log.child({ component: 'overview' }),
     })
     app.decorate('overview', { hub, claims })
+    // A revoked cookie session (on any replica) loses its overviews now, like its event streams.
+    const stopHearing = await app.auth.onCookieRevoked({
+      revoked: (idHashes) => hub.endCookieSessions(idHashes),
+      resync: () => void hub.recheckCredentials(),
+    })
+    app.addHook('onClose', async () => stopHearing())
     app.addHook('preClose', () => hub.close())
   },
   { name: 'overview', dependencies: ['summary', 'auth', 'cluster', 'sessions'] },

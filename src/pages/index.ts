@@ -13,6 +13,7 @@ export {
   signInNotConfigured,
   signInRequired,
 } from './catalogue.ts'
+export { escapeHtml, type HtmlDocument, htmlDocument } from './document.ts'
 export { isBrowserNavigation } from './navigation.ts'
-export { escapeHtml, PAGE_CSP, type Page, type PageAction, renderPage } from './page.ts'
+export { PAGE_CSP, type Page, type PageAction, renderPage } from './page.ts'
 export { type Pages, pagesPlugin } from './plugin.ts'

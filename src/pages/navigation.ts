@@ -11,15 +11,17 @@ import Negotiator from 'negotiator'
  * `Accept` that prefers `text/html` to JSON counts; curl's and most clients' are treated as programs.
  */
 export function isBrowserNavigation(request: FastifyRequest): boolean {
-  const mode = single(request.headers['sec-fetch-mode'])
-  const dest = single(request.headers['sec-fetch-dest'])
+  const mode = headerToken(request, 'sec-fetch-mode')
+  const dest = headerToken(request, 'sec-fetch-dest')
   if (mode !== undefined || dest !== undefined) return mode === 'navigate' || dest === 'document'
-  const accept = single(request.headers.accept)
+  const accept = headerToken(request, 'accept')
   if (accept === undefined) return false
   return new Negotiator({ headers: { accept } }).mediaType(['application/json', 'text/html']) === 'text/html'
 }
 
-function single(value: string | string[] | undefined): string | undefined {
+/** A request header's (first) value, trimmed and lower-cased: how fetch metadata (`Sec-Fetch-*`) is compared. */
+export function headerToken(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name]
   const v = Array.isArray(value) ? value[0] : value
   return v === undefined ? undefined : v.trim().toLowerCase()
 }

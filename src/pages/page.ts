@@ -1,3 +1,5 @@
+import { escapeHtml, htmlDocument } from './document.ts'
+
 /**
  * A small server-rendered page for a person: a title, what happened, what to do next. Every string is
  * escaped when rendered, so an error message or a name from an identity provider can never become markup.
@@ -29,51 +31,33 @@ export interface Page {
  */
 export type PageAction = { readonly label: string } & ({ readonly to: string } | { readonly href: string })
 
-const escapes: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-}
-
-/** Escapes text for HTML element content and double-quoted attribute values. */
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => escapes[c] ?? c)
-}
-
 /**
  * Renders `page` as a complete HTML document. `basePath` (GATEWAY_BASE_PATH, with its trailing `/`) locates
  * the stylesheet and prefixes every action's link. No script, no inline style: the page works under the
  * strict policy {@link PAGE_CSP}.
  */
 export function renderPage(page: Page, basePath: string): string {
-  const paragraphs = (page.details ?? []).map((p) => `    <p>${escapeHtml(p)}</p>\n`).join('')
+  const paragraphs = (page.details ?? []).map((p) => `  <p>${escapeHtml(p)}</p>\n`).join('')
   const actions = (page.actions ?? [])
     .map(
       (a, i) =>
         `<a${i === 0 ? ' class="primary"' : ''} href="${escapeHtml('href' in a ? a.href : basePath + a.to)}">${escapeHtml(a.label)}</a>`,
     )
-    .join('\n      ')
-  return `<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <meta name="color-scheme" content="light dark">
-  <meta name="referrer" content="no-referrer">
-${page.continueTo === undefined ? '' : `  <meta http-equiv="refresh" content="0; url=${escapeHtml(page.continueTo)}">\n`}  <title>${escapeHtml(page.title)} · kasm-runtime-gateway</title>
-  <link rel="stylesheet" href="${escapeHtml(basePath)}pages/pages.css">
-</head>
-<body>
-  <header><span class="product">kasm-runtime-gateway</span></header>
-  <main>
-    <h1>${escapeHtml(page.title)}</h1>
-    <p class="lead">${escapeHtml(page.lead)}</p>
-${paragraphs}${actions === '' ? '' : `    <nav class="actions" aria-label="What you can do">\n      ${actions}\n    </nav>\n`}${page.code === undefined ? '' : `    <p class="code">Error code: <code>${escapeHtml(page.code)}</code></p>\n`}  </main>
-</body>
-</html>
-`
+    .join('\n    ')
+  return htmlDocument({
+    title: `${page.title} · kasm-runtime-gateway`,
+    head: [
+      ...(page.continueTo === undefined
+        ? []
+        : [`<meta http-equiv="refresh" content="0; url=${escapeHtml(page.continueTo)}">`]),
+      `<link rel="stylesheet" href="${escapeHtml(basePath)}pages/pages.css">`,
+    ],
+    body: `<header class="bar"><span class="brand">kasm-runtime-gateway</span></header>
+<main>
+  <h1>${escapeHtml(page.title)}</h1>
+  <p class="lead">${escapeHtml(page.lead)}</p>
+${paragraphs}${actions === '' ? '' : `  <nav class="actions" aria-label="What you can do">\n    ${actions}\n  </nav>\n`}${page.code === undefined ? '' : `  <p class="code">Error code: <code>${escapeHtml(page.code)}</code></p>\n`}</main>`,
+  })
 }
 
 /**

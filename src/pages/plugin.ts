@@ -23,7 +23,8 @@ declare module 'fastify' {
   }
 }
 
-const stylesheet = new URL('./pages.css', import.meta.url)
+/** The pages' stylesheet: the gateway's theme (shared with the console), then the pages' own rules. */
+const stylesheets = [new URL('./theme.css', import.meta.url), new URL('./pages.css', import.meta.url)]
 
 /**
  * The gateway's human pages (sign-in, signed out, errors for navigations) and their stylesheet at
@@ -32,7 +33,7 @@ const stylesheet = new URL('./pages.css', import.meta.url)
 export const pagesPlugin = fp(
   async (app, options: { prefix?: string }) => {
     const basePath = app.config.basePath
-    const css = await readFile(stylesheet)
+    const css = Buffer.concat(await Promise.all(stylesheets.map((file) => readFile(file))))
     const pages: Pages = {
       send(reply, page) {
         return reply

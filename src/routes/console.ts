@@ -1,17 +1,26 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { allows } from '../auth/operator.ts'
 import { type ConsoleAssets, loadConsoleAssets, negotiate } from '../console/assets.ts'
 import { renderShell } from '../console/shell.ts'
-import { RouteNotFound } from '../errors.ts'
+import { NoRole, RouteNotFound } from '../errors.ts'
+import { signInLink } from '../pages/catalogue.ts'
+import { isBrowserNavigation } from '../pages/navigation.ts'
 
 /**
  * A strict policy: the console runs only its own bundled script and style, talks only to this origin, shows
  * images only from it (screenshots through the gateway), and cannot be framed. No inline script or style;
- * DOM sinks that parse HTML are disabled altogether (Trusted Types with no policy).
+ * DOM sinks that parse HTML are disabled altogether (Trusted Types with no policy). Its one form, Sign out,
+ * posts here and is redirected to the identity provider's end-session endpoint (RP-initiated logout), and
+ * browsers hold that redirect to `form-action` too: `idpOrigin` is that endpoint's origin, or null.
  */
-export const CONSOLE_CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
-  "frame-ancestors 'none'; base-uri 'none'; form-action 'self'; require-trusted-types-for 'script'; " +
-  "trusted-types 'none'"
+export function consolePolicy(idpOrigin: string | null): string {
+  const formAction = idpOrigin === null ? "'self'" : `'self' ${idpOrigin}`
+  return (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+    `frame-ancestors 'none'; base-uri 'none'; form-action ${formAction}; require-trusted-types-for 'script'; ` +
+    "trusted-types 'none'"
+  )
+}
 
 /** A year: the file name changes with its content, so a cached copy is never stale. */
 const IMMUTABLE = 'public, max-age=31536000, immutable'
@@ -28,18 +37,45 @@ function matches(request: FastifyRequest, etag: string): boolean {
  * `<base>sessions/<kasm_id>` (a session, deep-linkable), and its bundled assets at `<base>assets/<file>`,
  * hashed, immutable, brotli or gzip as the browser accepts, with ETags. The page signs in with the cookie
  * and reads everything through the gateway's own routes; it never sees a messaging token.
+ *
+ * The page is only for someone signed in with a role. A person who is not (no cookie, or one that expired or
+ * was revoked) is sent to sign in and back (`auth/login?return_to=`), or shown the sign-in page when no
+ * identity provider is configured; someone without a role gets the no-role page; anything else (the cookie
+ * store down) the error's page. The running page answers a 401 by loading itself again, so it always ends
+ * where a fresh navigation would.
  */
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   const assets: ConsoleAssets = await loadConsoleAssets()
   const shell = renderShell(app.config.basePath, assets.manifest)
 
+  const signIn = app.auth.signIn
+
+  /** True when the request may have the page; otherwise the answer is sent (a redirect) or thrown (a page). */
+  const admit = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
+    try {
+      const operator = await app.auth.authenticate(request)
+      if (!allows(operator, 'read'))
+        throw new NoRole(operator.name === undefined ? operator.sub : `${operator.name} (${operator.sub})`)
+      return true
+    } catch (err) {
+      const status = (err as { statusCode?: number }).statusCode
+      if (status !== 401 || signIn === null || !isBrowserNavigation(request)) throw err
+      reply
+        .header('cache-control', 'no-store')
+        .redirect(`${app.config.basePath}${signInLink(request.url)}`, 303)
+      return false
+    }
+  }
+
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (!(await admit(request, reply))) return reply
     reply
       .header('content-type', 'text/html; charset=utf-8')
-      .header('content-security-policy', CONSOLE_CSP)
+      .header('content-security-policy', consolePolicy(signIn?.logoutOrigin() ?? null))
       .header('x-content-type-options', 'nosniff')
       .header('referrer-policy', 'no-referrer')
-      .header('cache-control', 'no-cache')
+      // Per person (it is only sent to someone signed in), and checked again on every load.
+      .header('cache-control', 'private, no-cache')
       .header('etag', shell.etag)
     if (matches(request, shell.etag)) return reply.code(304).send()
     return reply.send(shell.html)

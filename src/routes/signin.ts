@@ -7,6 +7,7 @@ import type { AuthRefusalReason } from '../auth/plugin.ts'
 import { safeReturnTo } from '../auth/return-to.ts'
 import { BadRequest, LogoutTokenInvalid, NoRole, SignInNotConfigured } from '../errors.ts'
 import { signedIn as signedInPage, signedOut } from '../pages/catalogue.ts'
+import { headerToken } from '../pages/navigation.ts'
 
 interface LoginQuery {
   ticket?: string
@@ -109,7 +110,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     reply.header('referrer-policy', 'no-referrer')
     // After an IdP on another site, a redirect would arrive without the new SameSite=Strict cookie (the chain
     // began there): a page that continues by itself makes the next navigation same-site.
-    if (headerOf(request, 'sec-fetch-site') === 'cross-site')
+    if (headerToken(request, 'sec-fetch-site') === 'cross-site')
       return app.pages.send(
         reply,
         signedInPage({ continueTo: done.returnTo, name: done.claims.name ?? done.claims.sub }),
@@ -171,9 +172,4 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
       ? unsigned.value
       : undefined
   }
-}
-
-function headerOf(request: FastifyRequest, name: string): string | undefined {
-  const value = request.headers[name]
-  return (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase()
 }

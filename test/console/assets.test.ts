@@ -3,6 +3,10 @@ import { test } from 'node:test'
 import { brotliDecompressSync, gunzipSync } from 'node:zlib'
 import { request } from 'undici'
 import { startGateway } from '../helpers/gateway.ts'
+import { bearer } from '../helpers/jwt.ts'
+
+/** The page is only for someone signed in (test/console/admission.test.ts); the assets are for anyone. */
+const signedIn = { authorization: `Bearer ${await bearer({ roles: ['viewer'] })}` }
 
 async function get(url: string, headers: Record<string, string> = {}) {
   const res = await request(url, { headers })
@@ -13,7 +17,7 @@ async function get(url: string, headers: Record<string, string> = {}) {
 test('the page: one shell for every console URL, strict CSP, no inline script or style, nothing from elsewhere', async (t) => {
   const gw = await startGateway({ GATEWAY_BASE_PATH: '/gateway/' })
   t.after(() => gw.close())
-  const home = await get(`${gw.url}/gateway/`)
+  const home = await get(`${gw.url}/gateway/`, signedIn)
   assert.equal(home.status, 200)
   const csp = String(home.headers['content-security-policy'])
   for (const directive of [
@@ -22,21 +26,23 @@ test('the page: one shell for every console URL, strict CSP, no inline script or
     "style-src 'self'",
     "connect-src 'self'",
     "img-src 'self'",
+    // No identity provider: the sign-out form posts here and goes nowhere else.
+    "form-action 'self';",
     "frame-ancestors 'none'",
     "require-trusted-types-for 'script'",
   ]) {
     assert.ok(csp.includes(directive), directive)
   }
   assert.ok(!csp.includes('unsafe'), 'no unsafe-inline or unsafe-eval')
-  assert.equal(home.headers['cache-control'], 'no-cache')
+  assert.equal(home.headers['cache-control'], 'private, no-cache')
   const html = home.body.toString()
   assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)/, 'no inline script')
   assert.doesNotMatch(html, /<style|style=/, 'no inline style')
   assert.doesNotMatch(html, /https?:\/\//, 'nothing from another origin')
-  const session = await get(`${gw.url}/gateway/sessions/k1`)
+  const session = await get(`${gw.url}/gateway/sessions/k1`, signedIn)
   assert.equal(session.status, 200)
   assert.deepEqual(session.body, home.body, 'a deep link gets the same page')
-  const again = await get(`${gw.url}/gateway/`, { 'if-none-match': String(home.headers.etag) })
+  const again = await get(`${gw.url}/gateway/`, { ...signedIn, 'if-none-match': String(home.headers.etag) })
   assert.equal(again.status, 304)
   const list = await request(`${gw.url}/gateway/sessions`)
   await list.body.dump()
@@ -47,7 +53,7 @@ test('the page: one shell for every console URL, strict CSP, no inline script or
 test('assets: hashed, immutable, brotli or gzip as accepted, with ETags; unknown ones 404', async (t) => {
   const gw = await startGateway()
   t.after(() => gw.close())
-  const html = (await get(`${gw.url}/`)).body.toString()
+  const html = (await get(`${gw.url}/`, signedIn)).body.toString()
   const names = [...html.matchAll(/(?:src|href)="\/assets\/([^"]+)"/g)].map((m) => m[1] as string)
   assert.equal(names.length, 3, 'a script, a stylesheet and an icon')
   for (const name of names) assert.match(name, /^(?:console|icon)-[A-Z0-9]{8}\.(?:js|css|svg)$/)

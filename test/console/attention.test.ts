@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { addRuntime, browser, signIn, startConsoleGateway, until } from './helpers.ts'
+import { chromiumFor } from '../helpers/chromium.ts'
+import { addRuntime, signIn, startConsoleGateway, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -23,10 +24,10 @@ const SPY = `(() => {
 })()`
 
 test('attention: the tab title counts what waits, a notification tells of a new question, asked for with a button', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
-  const b = await browser(t)
+  const b = await chromiumFor(t)
   const context = await b.newContext({ viewport: { width: 1366, height: 800 } })
   await context.addInitScript(SPY)
   const page = await signIn(t, b, gw, carol, { context })

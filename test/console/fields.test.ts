@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { addRuntime, browser, signIn, startConsoleGateway } from './helpers.ts'
+import { chromiumFor } from '../helpers/chromium.ts'
+import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -13,7 +14,7 @@ const PNG = Buffer.from(
 )
 
 test('every field type of the protocol: checked in the page as the runtime will, empty fields never sent', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue', { futureFieldTypes: ['date'] })
   const asked = rt.ask({
     title: 'Set up the export',
@@ -61,7 +62,7 @@ test('every field type of the protocol: checked in the page as the runtime will,
     fields: [{ id: 'when', type: 'date', required: true }],
   })
 
-  const b = await browser(t)
+  const b = await chromiumFor(t)
   const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
   const form = page.locator(`[data-request="${asked.request_id}"]`)
   await form.waitFor()

@@ -1,39 +1,16 @@
 import assert from 'node:assert/strict'
-import { readFile } from 'node:fs/promises'
-import { createRequire } from 'node:module'
 import type { TestContext } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Role } from '../../src/auth/operator.ts'
-import { launchChromium } from '../helpers/chromium.ts'
-import { startGateway, type TestGateway } from '../helpers/gateway.ts'
+import type { DemoPerson } from '../../src/dev/demo-idp.ts'
+import type { TestGateway } from '../helpers/gateway.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { fastEnv } from '../overview/helpers.ts'
+import { type SignInStack, signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
 export { addRuntime, TOKEN } from '../overview/helpers.ts'
 
-/** A gateway for a browser (cookie sign-in from its own origin) with the overview's short timers. */
-export async function startConsoleGateway(
-  t: TestContext,
-  env: Record<string, string> = {},
-): Promise<TestGateway> {
-  const gw = await startGateway({
-    ...fastEnv,
-    GATEWAY_PUBLIC_ORIGIN: '',
-    GATEWAY_STREAM_LINGER_MS: '2000',
-    ...env,
-  })
-  t.after(() => gw.close())
-  return gw
-}
-
-/** One Chromium per test file is plenty; closed by `t.after`. */
-export async function browser(t: TestContext): Promise<Browser> {
-  const b = await launchChromium()
-  t.after(() => b.close())
-  return b
-}
-
-/** A person, as the sign-in would make them. */
+/** A person, as the identity provider knows them (they sign in with their `sub` as the username). */
 export interface Person {
   sub: string
   name: string
@@ -41,14 +18,44 @@ export interface Person {
   teams: string[]
 }
 
+/** A gateway for the console's tests, with the IdP its people sign in through. */
+export interface ConsoleGateway extends TestGateway {
+  readonly stack: SignInStack
+}
+
 /**
- * Signs a person in through the one-time login link and returns their page at `path` (the console's home by
- * default). Fails the test on any page error: the console must never throw.
+ * A gateway with the overview's short timers, signing people in through a real OpenID provider (the demo's,
+ * oidc-provider) that knows `people`.
+ */
+export async function startConsoleGateway(
+  t: TestContext,
+  options: { people: readonly Person[]; env?: Record<string, string> },
+): Promise<ConsoleGateway> {
+  const people: DemoPerson[] = options.people.map((p) => ({
+    sub: p.sub,
+    username: p.sub,
+    name: p.name,
+    email: `${p.sub}@console.test`,
+    roles: p.roles,
+    teams: p.teams,
+  }))
+  const stack = await startSignInStack(t, {
+    env: { ...fastEnv, GATEWAY_STREAM_LINGER_MS: '2000', ...options.env },
+    idp: { people },
+  })
+  return { app: stack.app, url: stack.origin, stack, close: () => stack.app.close() }
+}
+
+/**
+ * Opens `path` (the console's home by default) signed out, as a person would: the console sends them to the
+ * IdP, they sign in as `person` (the first time in this browser context; later the IdP remembers them), and
+ * come back to `path`. Fails the test on any page error: the console must
+ * never throw.
  */
 export async function signIn(
   t: TestContext,
   b: Browser,
-  gw: TestGateway,
+  gw: ConsoleGateway,
   person: Person,
   options: {
     path?: string
@@ -65,34 +72,16 @@ export async function signIn(
   page.on('pageerror', (e) => errors.push(e.message))
   t.after(() => assert.deepEqual(errors, [], 'the console threw'))
   options.before?.(page)
-  const ticket = gw.app.auth.issueLoginTicket(person)
-  await page.goto(`${gw.url}/auth/login?ticket=${ticket}`)
+  const [path = '/', hash] = (options.path ?? '/').split('#')
+  const status = await signInWithChromium(page, gw.stack.idp.issuer, `${gw.url}${path}`, {
+    username: person.sub,
+  })
+  assert.equal(status, 303, 'signed in')
+  await page.waitForURL(`${gw.url}${path}`)
+  // A fragment (a tab) does not survive the IdP's forms: the person opens the deep link again.
+  if (hash !== undefined) await page.goto(`${gw.url}${path}#${hash}`)
   await page.waitForSelector('#app > :not(.boot)')
-  if (options.path !== undefined && options.path !== '/') {
-    await page.goto(`${gw.url}${options.path}`)
-    await page.waitForSelector('#app > :not(.boot)')
-  }
   return page
-}
-
-const axeSource = readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
-
-/** Runs axe-core in the page (evaluated, so the page's CSP applies to the page, not to the test) and asserts no violation. */
-export async function assertAccessible(page: Page, what: string): Promise<void> {
-  await page.evaluate(await axeSource)
-  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
-    violations: {
-      id: string
-      impact: string
-      help: string
-      nodes: { target: string[]; failureSummary: string }[]
-    }[]
-  }
-  const problems = result.violations.map(
-    (v) =>
-      `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.map((n) => `${n.target.join(' ')}: ${n.failureSummary}`).join('\n  ')}`,
-  )
-  assert.deepEqual(problems, [], `axe-core violations on ${what}`)
 }
 
 /** Waits until nothing is scheduled in the page (two animation frames): what the console renders is on screen. */

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
+import { chromiumFor, recordTraffic } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
-import { addRuntime, browser, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
+import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red', 'green'] }
 
@@ -18,7 +19,7 @@ function streamCounter(page: Page): () => number {
 }
 
 test('the main journey: overview of two teams, one session, events, a refused then accepted answer, a message with an attachment, Stop', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
   const blue = await addRuntime(t, gw, 'k-blue', 'blue')
   // Each delivery state lasts 250 ms here (a stop's wait twice that): long enough to be seen on screen.
   const red = await addRuntime(t, gw, 'k-red', 'red', {
@@ -37,20 +38,14 @@ test('the main journey: overview of two teams, one session, events, a refused th
     deadlineS: 200,
   })
 
-  const b = await browser(t)
-  const seen: string[] = []
+  const b = await chromiumFor(t)
+  // Carol opens the console signed out: the IdP asks who she is, and she comes back to the overview.
+  let seen: string[] = []
   let streams: () => number = () => 0
   const page = await signIn(t, b, gw, carol, {
     before: (p) => {
       streams = streamCounter(p)
-      p.on('response', (response) => {
-        seen.push(JSON.stringify(response.headers()))
-        if (!response.headers()['content-type']?.includes('event-stream'))
-          response.text().then(
-            (body) => seen.push(body),
-            () => {},
-          )
-      })
+      seen = recordTraffic(p)
     },
   })
 
@@ -132,8 +127,12 @@ test('the main journey: overview of two teams, one session, events, a refused th
 
   // Nothing the browser saw ever held the messaging token.
   const cookies = await page.context().cookies()
-  assert.equal(cookies.length, 1)
-  assert.equal(cookies[0]?.httpOnly, true)
+  const session = cookies.filter((c) => c.name.startsWith('krg_'))
+  assert.deepEqual(
+    session.map((c) => [c.name, c.httpOnly, c.sameSite]),
+    [['krg_session', true, 'Strict']],
+    "the gateway's only cookie is its HttpOnly session (the rest are the IdP's)",
+  )
   for (const text of [...seen, ...cookies.map((c) => c.value), await page.content()]) {
     assert.ok(!text.includes(TOKEN), 'the messaging token reached the browser')
   }

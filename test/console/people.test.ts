@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { chromiumFor } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { call, openOverview } from '../overview/helpers.ts'
-import { addRuntime, browser, signIn, startConsoleGateway } from './helpers.ts'
+import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
+const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
 
 test("another operator answers first: the 409 says who, and shows their answer; I'm on it marks are shared", async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
   const dan = await bearer({ sub: 'dan', name: 'Dan', roles: ['operator'], teams: ['blue'] })
@@ -20,7 +22,7 @@ test("another operator answers first: the 409 says who, and shows their answer; 
     fields: [{ id: 'sheet', type: 'string', required: true, label: 'Sheet' }],
   })
 
-  const b = await browser(t)
+  const b = await chromiumFor(t)
   const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
   const q1 = page.locator(`[data-request="${first.request_id}"]`)
   const q2 = page.locator(`[data-request="${second.request_id}"]`)
@@ -56,19 +58,13 @@ test("another operator answers first: the 409 says who, and shows their answer; 
 })
 
 test('a viewer sees the session and its questions but no write control at all', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [vic] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('info', { run_id: rt.run, agentic: true })
   rt.emit('status', { phase: 'agentic' })
   const q = rt.ask({ title: 'Approve?', fields: [{ id: 'ok', type: 'boolean', required: true }] })
-  const b = await browser(t)
-  const page = await signIn(
-    t,
-    b,
-    gw,
-    { sub: 'vic', name: 'Vic', roles: ['viewer'], teams: ['blue'] },
-    { path: '/sessions/k1#inbox' },
-  )
+  const b = await chromiumFor(t)
+  const page = await signIn(t, b, gw, vic, { path: '/sessions/k1#inbox' })
   const question = page.locator(`[data-request="${q.request_id}"]`)
   await question.locator('text=Your role can read this question but not answer it.').waitFor()
   await page.locator('text=Your role can read this session but not write to it.').waitFor()
@@ -81,10 +77,10 @@ test('a viewer sees the session and its questions but no write control at all', 
 })
 
 test('a handoff pause: I’m done, finish with the reason and the time left, then gone', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
   rt.emit('status', { phase: 'agentic' })
-  const b = await browser(t)
+  const b = await chromiumFor(t)
   const page = await signIn(t, b, gw, carol)
   await page.waitForSelector('.session-row >> text=k1')
   rt.escalate('the approval needs a second factor')

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { addRuntime, browser, signIn, startConsoleGateway, until } from './helpers.ts'
+import { chromiumFor } from '../helpers/chromium.ts'
+import { addRuntime, signIn, startConsoleGateway, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -28,7 +29,7 @@ interface Counts {
 }
 
 test('a replayed session of 1,000 events renders in a few batches, never re-rendering what is there', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('info', { run_id: rt.run, app: 'expenses', agentic: true })
   rt.emit('status', { phase: 'agentic' })
@@ -37,7 +38,7 @@ test('a replayed session of 1,000 events renders in a few batches, never re-rend
     if (i % 3 === 0) rt.emit('log', { level: 'info', msg: `line ${i}` })
     else rt.emit('step', { n: i, action: `click(${i})`, result: 'ok', duration_ms: i })
   }
-  const b = await browser(t)
+  const b = await chromiumFor(t)
   const context = await b.newContext({ viewport: { width: 1366, height: 800 } })
   await context.addInitScript(OBSERVE)
   const page = await signIn(t, b, gw, carol, { context, path: '/sessions/k1' })

@@ -1,24 +1,38 @@
 /**
  * `npm run screenshots`: the README's pictures of the console (docs/console-*.png), made in Chromium from a
- * real gateway and simulated runtimes in a state a support lead would recognise. Not a test: run it after
- * changing the page, then look at every picture.
+ * real gateway and simulated runtimes in a state a support lead would recognise, signed in through a real
+ * OpenID provider as a person is. Not a test: run it after changing the page, then look at every picture.
  */
 import { fileURLToPath } from 'node:url'
-import { buildApp } from '../../src/app.ts'
-import { loadConfig } from '../../src/config.ts'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { openSse } from '../events/helpers.ts'
 import { launchChromium } from '../helpers/chromium.ts'
-import { bearer, testEnv } from '../helpers/jwt.ts'
+import { bearer } from '../helpers/jwt.ts'
+import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
 const TOKEN = 'screenshots-messaging-token'
 const docs = fileURLToPath(new URL('../../docs/', import.meta.url))
 
-const app = await buildApp(
-  loadConfig(testEnv({ GATEWAY_PUBLIC_ORIGIN: '', GATEWAY_PRESENCE_TTL_MS: '1000' })),
+const cleanups: (() => unknown)[] = []
+const stack = await startSignInStack(
+  { after: (fn) => void cleanups.push(fn) },
+  {
+    env: { GATEWAY_PRESENCE_TTL_MS: '1000' },
+    idp: {
+      people: [
+        {
+          sub: 'carol',
+          username: 'carol',
+          name: 'Carol',
+          email: 'carol@example.test',
+          roles: ['operator'],
+          teams: ['finance', 'support'],
+        },
+      ],
+    },
+  },
 )
-await app.listen({ port: 0, host: '127.0.0.1' })
-const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
+const { app, origin: url } = stack
 const runtimes: SimulatedRuntime[] = []
 
 async function session(
@@ -127,13 +141,9 @@ try {
   ] as const) {
     const context = await browser.newContext({ viewport, deviceScaleFactor: suffix === '' ? 1 : 2 })
     const page = await context.newPage()
-    const ticket = app.auth.issueLoginTicket({
-      sub: 'carol',
-      name: 'Carol',
-      roles: ['operator'],
-      teams: ['finance', 'support'],
-    })
-    await page.goto(`${url}/auth/login?ticket=${ticket}`)
+    // Signed out, the console sends Carol to the IdP; she signs in and comes back to the overview.
+    await signInWithChromium(page, stack.idp.issuer, `${url}/`, { username: 'carol' })
+    await page.waitForURL(`${url}/`)
     await page.waitForSelector('.session-row >> text=inventory-sync')
     await page.waitForSelector('.session-row >> text=Watching: Dan')
     await page.waitForSelector('.session-row >> text=Runtime not up yet')
@@ -148,7 +158,7 @@ try {
 } finally {
   watching.close()
   await browser.close()
-  await app.close()
+  for (const fn of cleanups.reverse()) await fn()
   await Promise.all(runtimes.map((r) => r.close()))
 }
 process.stdout.write(`screenshots written to ${docs}\n`)

@@ -1,38 +1,124 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { addRuntime, browser, signIn, startConsoleGateway } from './helpers.ts'
+import type { Page, Request } from 'playwright-core'
+import { chromiumFor, cspRefusals } from '../helpers/chromium.ts'
+import { waitFor } from '../helpers/wait.ts'
+import { PASSWORD, signInWithChromium } from '../signin/harness.ts'
+import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
+const nora = { sub: 'nora', name: 'Nora', roles: [], teams: [] }
 
-test('signed out, or signed out meanwhile: the console sends the person to sign in and back to the same page', async (t) => {
-  const gw = await startConsoleGateway(t)
+/** The gateway's session cookie of the page's browser. */
+async function sessionCookie(page: Page): Promise<string | undefined> {
+  return (await page.context().cookies()).find((c) => c.name === 'krg_session')?.value
+}
+
+/** The URLs of the page's navigations (document requests), as they happen. */
+function navigations(page: Page): string[] {
+  const seen: string[] = []
+  page.on('request', (r: Request) => {
+    if (r.isNavigationRequest()) seen.push(r.url())
+  })
+  return seen
+}
+
+test('signed out: a deep link goes to sign in and back; a revocation in the running page does the same', async (t) => {
+  const gw = await startConsoleGateway(t, {
+    people: [carol],
+    env: { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000' },
+  })
   await addRuntime(t, gw, 'k1', 'blue')
-  const b = await browser(t)
+  const b = await chromiumFor(t)
 
-  const anonymous = await b.newPage()
-  await anonymous.goto(`${gw.url}/sessions/k1`)
-  await anonymous.waitForURL(/\/auth\/login\?return_to=/)
-  assert.equal(new URL(anonymous.url()).searchParams.get('return_to'), '/sessions/k1')
-
-  const page = await signIn(t, b, gw, carol, { path: '/sessions/k1' })
+  // Signed out, a deep link: off to the IdP through auth/login with the page to come back to.
+  const page = await (await b.newContext()).newPage()
+  const seen = navigations(page)
+  await page.goto(`${gw.url}/sessions/k1`)
+  await page.waitForSelector('#username')
+  assert.equal(new URL(page.url()).origin, new URL(gw.stack.idp.issuer).origin)
+  assert.deepEqual(seen.slice(0, 2), [
+    `${gw.url}/sessions/k1`,
+    `${gw.url}/auth/login?return_to=%2Fsessions%2Fk1`,
+  ])
+  await page.fill('#username', 'carol')
+  await page.fill('#password', PASSWORD)
+  await page.click('button:has-text("Sign in")')
+  await page.click('button:has-text("Allow")')
   await page.waitForSelector('#session-title >> text=k1')
+  assert.equal(page.url(), `${gw.url}/sessions/k1`)
+  const first = await sessionCookie(page)
+
+  // Signed out everywhere by an administrator while the page runs (the periodic recheck is a minute away):
+  // the page loads itself again, goes to sign in, and as the IdP still knows the person, comes straight back.
+  seen.length = 0
   await gw.app.auth.revokeCookieSessions('carol')
-  // The overview's stream is ended at its credential check; its reconnect is refused: off to sign in.
-  await page.waitForURL(/\/auth\/login\?return_to=/, { timeout: 10_000 })
-  assert.equal(new URL(page.url()).searchParams.get('return_to'), '/sessions/k1')
+  await waitFor('a new cookie session', async () => {
+    const now = await sessionCookie(page)
+    return now !== undefined && now !== first
+  })
+  await page.waitForSelector('#session-title >> text=k1')
+  assert.deepEqual(seen.slice(0, 2), [
+    `${gw.url}/sessions/k1`,
+    `${gw.url}/auth/login?return_to=%2Fsessions%2Fk1`,
+  ])
+  assert.equal(page.url(), `${gw.url}/sessions/k1`)
+
+  // Signed out at the IdP itself (another tab): its back-channel logout ends the page's streams, and this
+  // time the IdP asks who it is.
+  const idpTab = await page.context().newPage()
+  await idpTab.goto(`${gw.stack.idp.issuer}/session/end`)
+  await idpTab.click('button:has-text("Yes, sign me out")')
+  await page.waitForSelector('#username')
+  assert.equal(new URL(page.url()).origin, new URL(gw.stack.idp.issuer).origin)
+})
+
+test('sign out from the console ends the session at the gateway and at the IdP: signing in again asks for credentials', async (t) => {
+  const gw = await startConsoleGateway(t, { people: [carol] })
+  await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromiumFor(t)
+  const page = await signIn(t, b, gw, carol)
+  const refused = cspRefusals(page)
+  // The console's forms may go to the gateway and to the IdP's end-session endpoint, nowhere else.
+  const shell = await page.request.get(`${gw.url}/`)
+  const formAction = /form-action ([^;]+)/.exec(shell.headers()['content-security-policy'] ?? '')?.[1]
+  assert.equal(formAction, `'self' ${new URL(gw.stack.idp.issuer).origin}`)
+
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.waitForSelector('button:has-text("Yes, sign me out")')
+  assert.ok(page.url().startsWith(`${gw.stack.idp.issuer}/session/end`), page.url())
+  assert.deepEqual(refused, [], 'the CSP let the sign-out go to the IdP')
+  // Signed out at the gateway already, before the IdP is asked.
+  assert.equal((await page.request.get(`${gw.url}/auth/me`)).status(), 401)
+  assert.equal(await sessionCookie(page), undefined)
+
+  await page.click('button:has-text("Yes, sign me out")')
+  await page.waitForURL(`${gw.url}/auth/logged-out`)
+  await page.waitForSelector('h1 >> text=You are signed out')
+  await page.getByRole('link', { name: 'Sign in again' }).click()
+  await page.waitForSelector('#username')
+  assert.equal(new URL(page.url()).origin, new URL(gw.stack.idp.issuer).origin, 'the IdP asks again')
 })
 
 test('the console’s own states: no role, session gone, runtime not up or refusing its token, a refused action', async (t) => {
-  const gw = await startConsoleGateway(t)
+  const gw = await startConsoleGateway(t, { people: [carol, nora] })
   const rt = await addRuntime(t, gw, 'k1', 'blue', { observeTokenRequired: true })
   rt.emit('info', { run_id: rt.run, agentic: true })
   rt.emit('status', { phase: 'agentic' })
-  const b = await browser(t)
+  const b = await chromiumFor(t)
 
-  const nobody = await signIn(t, b, gw, { sub: 'nemo', name: 'Nemo', roles: [], teams: [] })
-  await nobody.waitForSelector('h1 >> text=You have no role here')
-  await nobody.getByRole('button', { name: 'Sign out' }).click()
-  await nobody.waitForSelector('h1 >> text=Signed out')
+  // Someone the IdP signs in who maps to no role gets the page that says so, and no session.
+  const nobody = await (await b.newContext()).newPage()
+  const refused = await signInWithChromium(nobody, gw.stack.idp.issuer, `${gw.url}/`, { username: 'nora' })
+  assert.equal(refused, 403)
+  await nobody.waitForSelector('h1 >> text=You have no role on this gateway')
+  assert.equal(await nobody.getAttribute('a.primary', 'href'), '/auth/login?prompt=login')
+  // A cookie session without a role can only come from a bearer or the demo's one-time link (the IdP's
+  // sign-in refuses one): the console's own no-role answer needs such a cookie.
+  const ticket = gw.app.auth.issueLoginTicket({ sub: 'nemo', name: 'Nemo', roles: [], teams: [] })
+  await nobody.goto(`${gw.url}/auth/login?ticket=${ticket}`)
+  await nobody.waitForSelector('h1 >> text=You have no role on this gateway')
+  assert.match((await nobody.textContent('main')) ?? '', /Nemo \(nemo\)/)
 
   const page = await signIn(t, b, gw, carol, { path: '/sessions/nope' })
   await page.waitForSelector('h1 >> text=Session not found')
@@ -71,8 +157,8 @@ test('the console’s own states: no role, session gone, runtime not up or refus
 })
 
 test('no session yet, then one: the overview says so, then shows it', async (t) => {
-  const gw = await startConsoleGateway(t)
-  const b = await browser(t)
+  const gw = await startConsoleGateway(t, { people: [carol] })
+  const b = await chromiumFor(t)
   const page = await signIn(t, b, gw, carol)
   await page.waitForSelector('.empty >> text=No sessions yet')
   await addRuntime(t, gw, 'k1', 'blue')

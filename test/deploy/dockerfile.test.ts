@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { basename, dirname, join, relative } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { promisify } from 'node:util'
+import { bearer } from '../helpers/jwt.ts'
 import { root } from './helm.ts'
 
 /**
@@ -332,7 +333,9 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
     assert.equal(await health('/readyz'), 0)
     assert.equal(await health('/no-such-route'), 1)
     // The console is served from the bundle `npm run build` wrote (the image has no esbuild to make one).
-    const page = await (await fetch(`http://127.0.0.1:${port}/`)).text()
+    // (The page is only for someone signed in: a bearer signed with the image's secret will do.)
+    const signedIn = { authorization: `Bearer ${await bearer({}, { secret: env.GATEWAY_JWT_SECRET })}` }
+    const page = await (await fetch(`http://127.0.0.1:${port}/`, { headers: signedIn })).text()
     const script = /src="(\/assets\/console-\w+\.js)"/.exec(page)?.[1]
     assert.ok(script, 'the page names its hashed script')
     const asset = await fetch(`http://127.0.0.1:${port}${script}`, { headers: { 'accept-encoding': 'br' } })

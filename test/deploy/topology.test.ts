@@ -211,7 +211,7 @@ test('the compose topology: a proxy routes /desktop/<id>/mcp/ to two replicas sh
   await adminResponse.body?.cancel()
   assert.equal(adminResponse.status, 404)
   assert.equal((await fetch(`${proxy}/metrics`)).status, 404)
-  const consolePage = await fetch(`${proxy}/`)
+  const consolePage = await fetch(`${proxy}/`, { headers: auth })
   assert.equal(consolePage.status, 200)
   assert.match(consolePage.headers.get('content-type') ?? '', /text\/html/)
   await consolePage.body?.cancel()

@@ -3,6 +3,7 @@ import { spawn } from 'node:child_process'
 import { test } from 'node:test'
 import { request } from 'undici'
 import { freePort } from '../cluster/redis-harness.ts'
+import { openSse } from '../events/helpers.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { Browser, type SignInStack, sessionCookie, signInAt } from '../signin/harness.ts'
 
@@ -35,8 +36,16 @@ test('the demo signs people in through its own OpenID provider; the one-time lin
   assert.doesNotMatch(out, /oidc-provider WARNING|Unsupported runtime/)
   const password = /password (\S+)/.exec(out)?.[1]
   assert.ok(password, out)
-  assert.match(out, new RegExp(`Sign in at ${origin}/auth/login through the demo identity provider`))
-  assert.match(out, /olivia \(operator of team blue\) or victor \(viewer of team blue\)/)
+  assert.match(out, /sessions "demo" \(team blue\) and "demo-crm" \(team red\) are simulated runtimes/)
+  assert.match(
+    out,
+    new RegExp(`Open the console at ${origin}/ and sign in through the demo identity provider`),
+  )
+  assert.match(out, /olivia \(operator of teams blue and red\) or victor \(viewer of team blue\)/)
+  // The console at / is where a person starts: signed out, it sends them to sign in.
+  const console = await new Browser().request(`${origin}/`)
+  assert.equal(console.status, 303)
+  assert.equal(console.location, `${origin}/auth/login?return_to=%2F`)
 
   const stack = { base: `${origin}/`, origin } as SignInStack
   const olivia = new Browser()
@@ -46,7 +55,19 @@ test('the demo signs people in through its own OpenID provider; the one-time lin
     roles: string[]
     teams: string[]
   }
-  assert.deepEqual([oliviaMe.roles, oliviaMe.teams], [['operator'], ['blue']])
+  assert.deepEqual([oliviaMe.roles, oliviaMe.teams], [['operator'], ['blue', 'red']])
+  // Her overview: both demo sessions, two teams, two plays.
+  const overview = await openSse(`${origin}/api/overview`, { cookie })
+  t.after(() => overview.close())
+  const apps = () =>
+    new Map(
+      overview.events
+        .filter((e) => e.event === 'session')
+        .map((e) => JSON.parse(e.data) as { kasmId: string; team: string; summary: { app?: string } | null })
+        .map((s) => [s.kasmId, `${s.team}:${s.summary?.app ?? ''}`]),
+    )
+  await waitFor('both plays in the overview', () => apps().get('demo-crm') === 'red:crm', 15_000)
+  assert.equal(apps().get('demo'), 'blue:expenses')
   const inbox = await request(`${origin}/desktop/demo/mcp/inbox`, { headers: { cookie } })
   assert.equal(inbox.statusCode, 200)
   await inbox.body.dump()
@@ -55,6 +76,12 @@ test('the demo signs people in through its own OpenID provider; the one-time lin
   await signInAt(stack, victor, { username: 'victor', password })
   const me = await request(`${origin}/auth/me`, { headers: { cookie: sessionCookie(victor) } })
   assert.deepEqual(((await me.body.json()) as { roles: string[] }).roles, ['viewer'])
+  // Team red's session is not his: it answers as if it did not exist.
+  const foreign = await request(`${origin}/desktop/demo-crm/mcp/inbox`, {
+    headers: { cookie: sessionCookie(victor) },
+  })
+  assert.equal(foreign.statusCode, 404)
+  await foreign.body.dump()
   const wrong = await signInAt(stack, new Browser(), { username: 'olivia', password: 'not-it' })
   assert.match(wrong.text, /Wrong username or password/)
 

@@ -88,3 +88,21 @@ test('autoplay plays a believable run: phases, steps with screenshots, a questio
   assert.equal(inRun('info').length, 1)
   assert.equal((inRun('status')[0]?.data.status as Json | undefined)?.phase, 'boot')
 })
+
+test('autoplay of another play: its own app, goal, steps and questions (the demo’s second session)', async (t) => {
+  const rt = await startRuntime(t, { autoplay: { intervalMs: 25, play: 'crm' } })
+  const stream = await openStream(t, rt.url, 'events')
+  const of = (type: string) => frames(stream).filter((f) => f.event === type)
+  await waitFor('the info snapshot with a goal', () =>
+    of('info').some((f) => typeof (f.data.info as Json).goal === 'string'),
+  )
+  const info = of('info').find((f) => typeof (f.data.info as Json).goal === 'string')?.data.info as Json
+  assert.deepEqual([info.app, info.goal], ['crm', 'Merge the duplicate ACME contacts in the CRM'])
+  await waitFor('the first step', () => of('step').length >= 1)
+  assert.equal((of('step')[0]?.data.step as Json | undefined)?.url, 'https://crm.example.test/contacts')
+  const request = await waitFor('an open question', async () => {
+    const open = (await call(rt.url, 'GET', 'requests?state=open')).body.requests as Json[]
+    return open[0]
+  })
+  assert.match(String(request.title), /account owners/)
+})

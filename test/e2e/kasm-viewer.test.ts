@@ -3,12 +3,13 @@ import { mkdir } from 'node:fs/promises'
 import { test } from 'node:test'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
-import { startDemoIdp } from '../../src/dev/demo-idp.ts'
+import { gatewayClient, startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { addRuntimeSession, TOKEN } from '../events/helpers.ts'
-import { launchChromium } from '../helpers/chromium.ts'
+import { chromiumFor, recordTraffic } from '../helpers/chromium.ts'
 import { testEnv } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
+import { signInWithChromium } from '../signin/harness.ts'
 import { startKasmHost } from './kasm-host.ts'
 
 /**
@@ -40,35 +41,15 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   const app = await buildApp(config)
   await app.listen({ port: gatewayPort, host: '127.0.0.1' })
   t.after(() => app.close())
-  idp.setClient({
-    clientId: 'kasm-runtime-gateway',
-    clientSecret: 'e2e-client-secret',
-    redirectUris: [`${origin}/gateway/auth/callback`],
-    postLogoutRedirectUris: [`${origin}/gateway/auth/logged-out`],
-    backchannelLogoutUri: `${origin}/gateway/auth/backchannel-logout`,
-  })
+  idp.setClient(gatewayClient(`${origin}/gateway/`, 'kasm-runtime-gateway', 'e2e-client-secret'))
   const runtime = await addRuntimeSession(t, app, 'k1', { kasmId: 'k1', pingIntervalMs: 15_000 })
   await addRuntimeSession(t, app, 'k2', { kasmId: 'k2', pingIntervalMs: 15_000 })
   await startKasmHost(t, { port: hostPort, gatewayPort, idpPort: Number(new URL(idp.url).port) })
 
-  const browser = await launchChromium()
-  t.after(() => browser.close())
+  const browser = await chromiumFor(t)
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } })
   const page = await context.newPage()
-  // Everything the browser could ever hold: request URLs and headers, response headers and bodies.
-  const seen: string[] = []
-  context.on('request', (request) => {
-    seen.push(request.url())
-    void request.allHeaders().then((h) => seen.push(JSON.stringify(h)))
-  })
-  context.on('response', (response) => {
-    void response.allHeaders().then((h) => seen.push(JSON.stringify(h)))
-    if (!response.headers()['content-type']?.includes('event-stream'))
-      response.text().then(
-        (body) => seen.push(body),
-        () => {},
-      )
-  })
+  const seen = recordTraffic(context)
 
   // Before signing in: the viewer's sidebar waits (401), and a navigation to a gateway route offers sign-in.
   const viewerUrl = `${origin}/desktop/k1/vnc/index.html?kasm_runtime_token=placeholder`
@@ -82,13 +63,14 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   assert.equal(signInHref, '/gateway/auth/login?return_to=%2Fdesktop%2Fk1%2Fmcp%2Fartifacts%2Freport.json')
 
   // The person signs in once, through the IdP on this host, coming back to the viewer.
-  await page.goto(
-    `${origin}/gateway/auth/login?return_to=${encodeURIComponent(new URL(viewerUrl).pathname + new URL(viewerUrl).search)}`,
+  const viewerPath = new URL(viewerUrl).pathname + new URL(viewerUrl).search
+  const signedIn = await signInWithChromium(
+    page,
+    `${origin}/idp`,
+    `${origin}/gateway/auth/login?return_to=${encodeURIComponent(viewerPath)}`,
+    { password: PASSWORD },
   )
-  await page.fill('#username', 'olivia')
-  await page.fill('#password', PASSWORD)
-  await page.click('button:has-text("Sign in")')
-  await page.click('button:has-text("Allow")')
+  assert.equal(signedIn, 303)
   await page.waitForURL(viewerUrl)
 
   // The sidebar goes live and shows the run's events.

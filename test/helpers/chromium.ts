@@ -1,9 +1,13 @@
-import { type Browser, chromium } from 'playwright-core'
+import assert from 'node:assert/strict'
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import type { Request, Response } from 'playwright-core'
+import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 
 /** Debian's Chromium; CI installs it (`.ci/run`). Browsers are never downloaded. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
-/** Launches headless Chromium with the flags this closed network needs. Close it in `t.after`. */
+/** Launches headless Chromium with the flags this closed network needs. Close it when done. */
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
@@ -17,4 +21,72 @@ export function launchChromium(): Promise<Browser> {
       '--no-first-run',
     ],
   })
+}
+
+/** A Chromium for one test (one per test file is plenty), closed by `t.after`. */
+export async function chromiumFor(t: { after(fn: () => unknown): void }): Promise<Browser> {
+  const browser = await launchChromium()
+  t.after(() => browser.close())
+  return browser
+}
+
+const axeSource = readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+
+/**
+ * Runs axe-core on the page and asserts it found no violation. It is evaluated through the DevTools
+ * protocol, which the page's own CSP does not govern, so the page is checked under its real policy (a page
+ * that runs no script at all included).
+ */
+export async function assertAccessible(page: Page, what: string): Promise<void> {
+  await page.evaluate(await axeSource)
+  const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
+    passes: unknown[]
+    violations: {
+      id: string
+      impact: string
+      help: string
+      nodes: { target: string[]; failureSummary: string }[]
+    }[]
+  }
+  assert.ok(result.passes.length > 10, `axe-core ran its rules on ${what}`)
+  const problems = result.violations.map(
+    (v) =>
+      `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.map((n) => `${n.target.join(' ')}: ${n.failureSummary}`).join('\n  ')}`,
+  )
+  assert.deepEqual(problems, [], `axe-core violations on ${what}`)
+}
+
+/** Collects what a page's CSP refuses from now on (Chromium reports each refusal on the page's console). */
+export function cspRefusals(page: Page): string[] {
+  const refused: string[] = []
+  page.on('console', (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
+  })
+  return refused
+}
+
+/**
+ * Records everything a page (or every page of a context) could ever hold from now on: request URLs and headers,
+ * response headers and bodies (event streams' bodies are never finished, so not read). For asserting that a
+ * secret never reached the browser.
+ */
+export function recordTraffic(target: Page | BrowserContext): string[] {
+  const seen: string[] = []
+  const on = target.on.bind(target) as {
+    (event: 'request', fn: (r: Request) => void): void
+    (event: 'response', fn: (r: Response) => void): void
+  }
+  on('request', (request) => {
+    seen.push(request.url())
+    void request.allHeaders().then((h) => seen.push(JSON.stringify(h)))
+  })
+  on('response', (response) => {
+    void response.allHeaders().then((h) => seen.push(JSON.stringify(h)))
+    if (!response.headers()['content-type']?.includes('event-stream'))
+      response.text().then(
+        (body) => seen.push(body),
+        () => {},
+      )
+  })
+  return seen
 }

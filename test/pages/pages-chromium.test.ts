@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict'
-import { mkdir, readFile } from 'node:fs/promises'
-import { createRequire } from 'node:module'
+import { mkdir } from 'node:fs/promises'
 import { type TestContext, test } from 'node:test'
 import type { BrowserContext, Browser as Chromium, Page } from 'playwright-core'
 import { freePort } from '../cluster/redis-harness.ts'
-import { launchChromium } from '../helpers/chromium.ts'
+import { assertAccessible, chromiumFor, cspRefusals } from '../helpers/chromium.ts'
 import { startGateway } from '../helpers/gateway.ts'
-import { PASSWORD, startSignInStack } from '../signin/harness.ts'
+import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
 /**
  * Every page a person can meet on the way in and out, in real Chromium, reached through the real routes:
@@ -16,7 +15,6 @@ import { PASSWORD, startSignInStack } from '../signin/harness.ts'
  */
 
 const SHOTS = `${process.env.SCREENSHOT_DIR ?? '/tmp/krg-screenshots'}/pages`
-const axeSource = await readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 
 interface Checked {
   name: string
@@ -36,10 +34,7 @@ async function check(
     const viewport = mobile ? { width: 390, height: 844 } : { width: 1100, height: 700 }
     const context: BrowserContext = await browser.newContext({ viewport, colorScheme: scheme })
     const page = await context.newPage()
-    const refused: string[] = []
-    page.on('console', (m) => {
-      if (/Content Security Policy|Refused to/i.test(m.text())) refused.push(m.text())
-    })
+    const refused = cspRefusals(page)
     const status = await reach(page)
     assert.equal(status, expect.status, `${name}: status`)
     assert.equal(await page.locator('h1').textContent(), expect.title, `${name}: title`)
@@ -60,37 +55,15 @@ async function check(
     const overflow = Number(await page.evaluate('document.scrollingElement.scrollWidth - innerWidth'))
     assert.ok(overflow <= 0, `${name} (${viewport.width} px): scrolls sideways by ${overflow} px`)
     await page.screenshot({ path: `${SHOTS}/${name}-${scheme}-${viewport.width}.png`, fullPage: true })
-    // axe-core through the DevTools protocol, which the page's CSP does not govern (the page runs no script).
-    await page.evaluate(axeSource)
-    const result = (await page.evaluate('axe.run()')) as {
-      violations: { id: string; help: string }[]
-      passes: unknown[]
-    }
-    assert.ok(result.passes.length > 10, `${name}: axe-core ran its rules`)
-    assert.deepEqual(
-      result.violations.map((v) => `${v.id}: ${v.help}`),
-      [],
-      `${name} (${scheme}): axe-core violations`,
-    )
+    await assertAccessible(page, `${name} (${scheme})`)
     await context.close()
   }
   return { name, ...expect }
 }
 
-async function signInThroughIdp(page: Page, base: string, username: string, consent: 'Allow' | 'Deny') {
-  await page.goto(`${base}auth/login`)
-  await page.fill('#username', username)
-  await page.fill('#password', PASSWORD)
-  await page.click('button:has-text("Sign in")')
-  const answer = page.waitForNavigation({ url: (u) => u.pathname.endsWith('/auth/callback') })
-  await page.click(`button:has-text("${consent}")`)
-  return (await answer)?.status() ?? 0
-}
-
 test('the human pages, in Chromium: axe-core, dark and light, 390 px, keyboard, strict CSP', async (t: TestContext) => {
   await mkdir(SHOTS, { recursive: true })
-  const browser = await launchChromium()
-  t.after(() => browser.close())
+  const browser = await chromiumFor(t)
   const base = '/gateway/'
   const stack = await startSignInStack(t, {
     env: { GATEWAY_BASE_PATH: base },
@@ -135,14 +108,24 @@ test('the human pages, in Chromium: axe-core, dark and light, 390 px, keyboard, 
       status: 503,
       title: 'Your identity provider cannot be reached',
     }),
-    await check(browser, 'signin-denied', (p) => signInThroughIdp(p, stack.base, 'olivia', 'Deny'), {
-      status: 403,
-      title: 'Sign-in failed',
-    }),
-    await check(browser, 'no-role', (p) => signInThroughIdp(p, stack.base, 'nora', 'Allow'), {
-      status: 403,
-      title: 'You have no role on this gateway',
-    }),
+    await check(
+      browser,
+      'signin-denied',
+      (p) => signInWithChromium(p, stack.idp.issuer, `${stack.base}auth/login`, { consent: 'deny' }),
+      {
+        status: 403,
+        title: 'Sign-in failed',
+      },
+    ),
+    await check(
+      browser,
+      'no-role',
+      (p) => signInWithChromium(p, stack.idp.issuer, `${stack.base}auth/login`, { username: 'nora' }),
+      {
+        status: 403,
+        title: 'You have no role on this gateway',
+      },
+    ),
     await check(browser, 'signed-out', (p) => goto(p, `${stack.base}auth/logged-out`), {
       status: 200,
       title: 'You are signed out',
@@ -157,22 +140,19 @@ test('after an IdP on another site, the signed-in page continues by itself and t
   const stack = await startSignInStack(t, {
     idp: { issuer: `http://localhost:${idpPort}`, port: idpPort, host: '127.0.0.1' },
   })
-  const browser = await launchChromium()
-  t.after(() => browser.close())
+  const browser = await chromiumFor(t)
   const page = await browser.newPage()
   const cookies: string[] = []
   page.on('request', async (r) => {
     if (r.url() === `${stack.base}auth/me`) cookies.push((await r.allHeaders()).cookie ?? '')
   })
-  await page.goto(`${stack.base}auth/login?return_to=%2Fauth%2Fme`)
-  await page.fill('#username', 'olivia')
-  await page.fill('#password', PASSWORD)
-  await page.click('button:has-text("Sign in")')
-  const callback = page.waitForResponse((r) => r.url().startsWith(`${stack.base}auth/callback`))
-  await page.click('button:has-text("Allow")')
-  const answer = await callback
+  const status = await signInWithChromium(
+    page,
+    stack.idp.issuer,
+    `${stack.base}auth/login?return_to=%2Fauth%2Fme`,
+  )
   // A page, not a redirect that would lose the cookie (its markup is checked in test/signin/flow.test.ts).
-  assert.equal(answer.status(), 200)
+  assert.equal(status, 200)
   await page.waitForURL(`${stack.base}auth/me`)
   assert.match((await page.textContent('body')) ?? '', /"sub":"olivia"/)
   assert.match(cookies[0] ?? '', /krg_session=/)

@@ -2,12 +2,9 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Redis } from 'ioredis'
 import { request } from 'undici'
-import { buildApp } from '../../src/app.ts'
-import { loadConfig } from '../../src/config.ts'
 import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
-import { freePort, REDIS_TEST_URL } from '../cluster/redis-harness.ts'
-import { testEnv } from '../helpers/jwt.ts'
-import { Browser, CLIENT_ID, CLIENT_SECRET, sessionCookie, signInAt, startSignInStack } from './harness.ts'
+import { REDIS_TEST_URL } from '../cluster/redis-harness.ts'
+import { Browser, sessionCookie, signInAt, startReplicaOf, startSignInStack } from './harness.ts'
 
 const JWE = /^[A-Za-z0-9_-]+\.\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/
 
@@ -16,20 +13,7 @@ test('cluster mode: the callback may reach another replica; IdP tokens and login
   const prefix = cluster.GATEWAY_REDIS_PREFIX ?? ''
   const a = await startSignInStack(t, { env: cluster })
   // Replica B: the same configuration (same public origin and redirect URI), another port.
-  const port = await freePort()
-  const b = await buildApp(
-    loadConfig(
-      testEnv({
-        ...cluster,
-        GATEWAY_PUBLIC_ORIGIN: a.origin,
-        GATEWAY_OIDC_ISSUER: a.idp.issuer,
-        GATEWAY_OIDC_CLIENT_ID: CLIENT_ID,
-        GATEWAY_OIDC_CLIENT_SECRET: CLIENT_SECRET,
-      }),
-    ),
-  )
-  await b.listen({ port, host: '127.0.0.1' })
-  t.after(() => b.close())
+  const b = await startReplicaOf(t, a, cluster)
   const redis = new Redis(REDIS_TEST_URL)
   t.after(() => redis.disconnect())
 
@@ -44,7 +28,7 @@ test('cluster mode: the callback may reach another replica; IdP tokens and login
   assert.match(attempt, JWE, 'sealed (it holds the PKCE verifier)')
 
   const callback = new URL(toCallback.location ?? '')
-  callback.host = `127.0.0.1:${port}`
+  callback.host = new URL(b.origin).host
   const landed = await browser.request(callback.href)
   assert.equal(landed.status, 303, landed.text)
   assert.equal(new URL(landed.location ?? '').pathname, '/desktop/k1/vnc/index.html')

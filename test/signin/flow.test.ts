@@ -61,7 +61,7 @@ test('a person signs in: login, consent, callback, a cookie session of the gatew
     sub: 'olivia',
     name: 'Olivia Operator',
     roles: ['operator'],
-    teams: ['blue'],
+    teams: ['blue', 'red'],
     via: 'cookie',
     expiresAt: who.body.expiresAt,
   })

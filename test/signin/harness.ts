@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
+import type { Page } from 'playwright-core'
 import { fetch, getSetCookies } from 'undici'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
-import { type DemoIdp, type DemoIdpOptions, startDemoIdp } from '../../src/dev/demo-idp.ts'
+import { type DemoIdp, type DemoIdpOptions, gatewayClient, startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { testEnv } from '../helpers/jwt.ts'
 
@@ -17,6 +17,11 @@ import { testEnv } from '../helpers/jwt.ts'
 export const CLIENT_ID = 'kasm-runtime-gateway'
 export const CLIENT_SECRET = 'client-secret-for-sign-in-tests'
 export const PASSWORD = 'demo-password-for-tests'
+
+/** What a test (or a script) gives to be told what to undo at its end: node:test's context will do. */
+export interface Cleanup {
+  after(fn: () => unknown): void
+}
 
 /** A gateway signed in through a real IdP. */
 export interface SignInStack {
@@ -37,10 +42,7 @@ export interface SignInStackOptions {
 }
 
 /** Starts the IdP and a gateway on a port chosen first (the IdP must know the redirect URI). */
-export async function startSignInStack(
-  t: TestContext,
-  options: SignInStackOptions = {},
-): Promise<SignInStack> {
+export async function startSignInStack(t: Cleanup, options: SignInStackOptions = {}): Promise<SignInStack> {
   const idp = await startDemoIdp({ password: PASSWORD, ...options.idp })
   t.after(() => idp.close())
   const port = await freePort()
@@ -58,14 +60,34 @@ export async function startSignInStack(
   await app.listen({ port, host: '127.0.0.1' })
   t.after(() => app.close())
   const base = `${origin}${config.basePath}`
-  idp.setClient({
-    clientId: CLIENT_ID,
-    clientSecret: CLIENT_SECRET,
-    redirectUris: [`${base}auth/callback`],
-    postLogoutRedirectUris: [`${base}auth/logged-out`],
-    backchannelLogoutUri: `${base}auth/backchannel-logout`,
-  })
+  idp.setClient(gatewayClient(base, CLIENT_ID, CLIENT_SECRET))
   return { idp, app, origin, base }
+}
+
+/**
+ * Another replica of `stack`'s gateway (the same public origin, IdP client and `env`, e.g. a shared Redis) on a
+ * port of its own; closed by `t.after`. Returns its origin.
+ */
+export async function startReplicaOf(
+  t: Cleanup,
+  stack: SignInStack,
+  env: Record<string, string>,
+): Promise<{ app: FastifyInstance; origin: string }> {
+  const port = await freePort()
+  const app = await buildApp(
+    loadConfig(
+      testEnv({
+        GATEWAY_PUBLIC_ORIGIN: stack.origin,
+        GATEWAY_OIDC_ISSUER: stack.idp.issuer,
+        GATEWAY_OIDC_CLIENT_ID: CLIENT_ID,
+        GATEWAY_OIDC_CLIENT_SECRET: CLIENT_SECRET,
+        ...env,
+      }),
+    ),
+  )
+  await app.listen({ port, host: '127.0.0.1' })
+  t.after(() => app.close())
+  return { app, origin: `http://127.0.0.1:${port}` }
 }
 
 /** One answer as the browser saw it. */
@@ -206,6 +228,44 @@ export async function signInAt(
   if (page.text.includes('/consent"'))
     page = await browser.submit(page, answers.consent === 'deny' ? '/deny' : '/consent', {}, stop)
   return page
+}
+
+/**
+ * Signs in through the IdP in Chromium, as a person would: opens `url` (`auth/login`, or a page that sends a
+ * signed-out person there), fills in the IdP's login form and answers its consent page when it asks (neither
+ * shows when this browser is signed in at the IdP already and allowed access before). Returns the status of
+ * the gateway's callback; the page is then wherever the callback led.
+ */
+export async function signInWithChromium(
+  page: Page,
+  issuer: string,
+  url: string,
+  answers: Pick<SignInAnswers, 'username' | 'password' | 'consent'> = {},
+): Promise<number> {
+  const callback = page.waitForResponse((r) => new URL(r.url()).pathname.endsWith('/auth/callback'))
+  await page.goto(url)
+  const asks = async (selector: string) =>
+    page.url().startsWith(issuer) && (await page.locator(selector).count()) > 0
+  if (await asks('#username')) {
+    await page.fill('#username', answers.username ?? 'olivia')
+    await page.fill('#password', answers.password ?? PASSWORD)
+    await Promise.all([page.waitForNavigation(), page.click('button:has-text("Sign in")')])
+  }
+  if (await asks('button:has-text("Allow")')) {
+    const button = answers.consent === 'deny' ? 'Deny' : 'Allow'
+    await Promise.all([page.waitForNavigation(), page.click(`button:has-text("${button}")`)])
+  }
+  return (await callback).status()
+}
+
+/** A new browser signed in through the IdP ({@link signInAt}), and its gateway session cookie. */
+export async function signedIn(
+  stack: SignInStack,
+  answers: SignInAnswers = {},
+): Promise<{ browser: Browser; cookie: string }> {
+  const browser = new Browser()
+  await signInAt(stack, browser, answers)
+  return { browser, cookie: sessionCookie(browser) }
 }
 
 /** The `name=value` Cookie header of the gateway's session cookie in `browser`. */

@@ -5,7 +5,15 @@ import { generateKeyPair, SignJWT } from 'jose'
 import { request } from 'undici'
 import { addRuntimeSession, openSse, until } from '../events/helpers.ts'
 import { bearer } from '../helpers/jwt.ts'
-import { Browser, CLIENT_ID, type SignInStack, sessionCookie, signInAt, startSignInStack } from './harness.ts'
+import {
+  Browser,
+  CLIENT_ID,
+  type SignInStack,
+  sessionCookie,
+  signedIn,
+  signInAt,
+  startSignInStack,
+} from './harness.ts'
 
 /** After sign-in: refreshes at the IdP, RP-initiated logout, back-channel logout, and its refusals. */
 
@@ -40,9 +48,7 @@ const refreshEnv = { GATEWAY_OIDC_REFRESH_S: '1', GATEWAY_STREAM_AUTH_RECHECK_MS
 
 test('roles and teams follow the IdP: a refresh with the refresh token updates the session', async (t) => {
   const stack = await startSignInStack(t, { env: refreshEnv })
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { cookie } = await signedIn(stack)
   assert.deepEqual((await me(stack, cookie)).body.roles, ['operator'])
   stack.idp.updatePerson('olivia', { roles: ['viewer', 'admin'], teams: ['red'] })
   // Each use of the session after its refresh time starts one refresh; the next use sees the result.
@@ -62,9 +68,7 @@ test('roles and teams follow the IdP: a refresh with the refresh token updates t
 
 test('a person disabled at the IdP loses the session at the next refresh, and their open streams end', async (t) => {
   const stack = await startSignInStack(t, { env: refreshEnv })
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { cookie } = await signedIn(stack)
   const stream = await watch(t, stack, cookie)
   stack.idp.updatePerson('olivia', { disabled: true })
   // The open stream alone uses the session (its recheck), which starts the refresh the IdP refuses.
@@ -75,9 +79,7 @@ test('a person disabled at the IdP loses the session at the next refresh, and th
 
 test('the IdP down at refresh time: the session stays and the refresh is tried again later', async (t) => {
   const stack = await startSignInStack(t, { env: refreshEnv })
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { cookie } = await signedIn(stack)
   await stack.idp.close()
   await until('a refresh failed', async () => {
     await me(stack, cookie)
@@ -88,9 +90,7 @@ test('the IdP down at refresh time: the session stays and the refresh is tried a
 
 test('sign-out: CSRF-checked, ends the session everywhere, then RP-initiated logout at the IdP and back', async (t) => {
   const stack = await startSignInStack(t)
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { browser, cookie } = await signedIn(stack)
 
   const forged = await request(`${stack.base}auth/logout`, {
     method: 'POST',
@@ -124,9 +124,7 @@ test('sign-out: CSRF-checked, ends the session everywhere, then RP-initiated log
 
 test('back-channel logout from the IdP ends the cookie session and its live event stream within a second', async (t) => {
   const stack = await startSignInStack(t, { env: { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000' } })
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { browser, cookie } = await signedIn(stack)
   const stream = await watch(t, stack, cookie)
   // Another sign-in of olivia, in another browser (another IdP session): untouched.
   const other = new Browser()
@@ -146,9 +144,7 @@ test('back-channel logout from the IdP ends the cookie session and its live even
 
 test('back-channel logout refuses every token that is not a logout token of this IdP for this gateway', async (t) => {
   const stack = await startSignInStack(t, { env: { GATEWAY_SIGNIN_FAILURES_MAX: '1000' } })
-  const browser = new Browser()
-  await signInAt(stack, browser)
-  const cookie = sessionCookie(browser)
+  const { cookie } = await signedIn(stack)
   const now = Math.floor(Date.now() / 1000)
   const good = {
     iss: stack.idp.issuer,

@@ -62,6 +62,8 @@ const DENIALS = new Set([
 export class OidcClient {
   readonly #s: OidcSettings
   #discovered: Promise<{ config: oidc.Configuration; keys: JWTVerifyGetKey }> | null = null
+  /** What the last successful discovery said (read without waiting by {@link logoutOrigin}). */
+  #metadata: oidc.ServerMetadata | null = null
 
   constructor(settings: OidcSettings) {
     this.#s = settings
@@ -99,6 +101,7 @@ export class OidcClient {
     }
     const jwksUri = config.serverMetadata().jwks_uri
     if (jwksUri === undefined) throw new IdpRefused('its discovery document names no jwks_uri')
+    this.#metadata = config.serverMetadata()
     return { config, keys: createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: s.timeoutMs }) }
   }
 
@@ -189,6 +192,20 @@ export class OidcClient {
     }
     // A refresh without a new ID token: userinfo is all there is, and it names the subject.
     return { idClaims: fromToken === undefined ? { sub: userinfo.sub } : idClaims, userinfo, tokens: kept }
+  }
+
+  /**
+   * The origin of the IdP's end-session endpoint, where a sign-out form's redirect goes (the console's CSP
+   * must allow it), without waiting: until a discovery has answered, the issuer's origin (and a discovery is
+   * started). Null when the IdP has no end-session endpoint.
+   */
+  logoutOrigin(): string | null {
+    if (this.#metadata === null) {
+      this.#discovery().catch(() => {})
+      return this.#s.issuer.origin
+    }
+    const endpoint = this.#metadata.end_session_endpoint
+    return endpoint === undefined ? null : new URL(endpoint).origin
   }
 
   /** The IdP's end-session URL (RP-initiated logout) back to the signed-out page, or null if it has none. */

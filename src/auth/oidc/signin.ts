@@ -93,6 +93,11 @@ export class SignIn {
     return this.#client.endSessionUrl(idToken)
   }
 
+  /** Where {@link endSessionUrl} sends a browser, as an origin (see `OidcClient.logoutOrigin`), or null. */
+  logoutOrigin(): string | null {
+    return this.#client.logoutOrigin()
+  }
+
   /** A verified back-channel logout token: whom to sign out. */
   logoutToken(token: string): Promise<{ sid?: string; sub?: string }> {
     return this.#client.verifyLogoutToken(token)

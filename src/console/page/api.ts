@@ -33,12 +33,6 @@ export function onSignedOut(handler: () => void): void {
   signedOut = handler
 }
 
-/** Sends the person to sign in, coming back to where they are. */
-export function signIn(): void {
-  const here = `${location.pathname}${location.search}`
-  location.assign(`${base}auth/login?return_to=${encodeURIComponent(here)}`)
-}
-
 /** Tells the page the person is signed out (the event streams see their 401 this way too). */
 export function reportSignedOut(): void {
   signedOut?.()

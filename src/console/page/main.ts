@@ -1,5 +1,5 @@
 import './console.css'
-import { ApiError, api, base, onSignedOut, signIn } from './api.ts'
+import { ApiError, api, base, onSignedOut } from './api.ts'
 import { Attention } from './attention.ts'
 import { h, replace } from './dom.ts'
 import { OverviewModel } from './overview-model.ts'
@@ -18,11 +18,14 @@ interface View {
 }
 
 const app = document.getElementById('app') as HTMLElement
-let signingIn = false
+/** Leaving the page (signed out here, or on the way to sign in): a 401 needs no answer any more. */
+let leaving = false
+// Signed out meanwhile: load this page again, so the gateway answers it as it answers any navigation (off to
+// sign in and back here, or the page saying why not). One place decides where a signed-out person goes.
 onSignedOut(() => {
-  if (signingIn) return
-  signingIn = true
-  signIn()
+  if (leaving) return
+  leaving = true
+  location.reload()
 })
 
 function sessionFromPath(path: string): string | null {
@@ -57,32 +60,15 @@ async function boot(): Promise<void> {
     )
     return
   }
-  if (me.roles.length === 0) {
-    problemPage(
-      'You have no role here',
-      'You are signed in, but your account has no role in this gateway (viewer, operator or admin), so it shows you no session. Ask whoever runs your identity provider to grant one, then sign in again.',
-      h('button', { type: 'button', onclick: () => void signOut(null) }, 'Sign out'),
-    )
-    return
-  }
-
+  // The gateway serves the page only to someone with a role (the no-role page otherwise).
   const model = new OverviewModel()
   const attention = new Attention(model, canWrite(me))
   const main = h('main', { id: 'main', tabindex: '-1' })
   const role = me.roles.includes('admin') ? 'admin' : me.roles.includes('operator') ? 'operator' : 'viewer'
-  const signOutButton = h(
-    'button',
-    {
-      type: 'button',
-      class: 'secondary',
-      onclick: () =>
-        void signOut(signOutButton, () => {
-          view?.destroy()
-          model.close()
-        }),
-    },
-    'Sign out',
-  )
+  const signOut = signOutForm(() => {
+    view?.destroy()
+    model.close()
+  })
   replace(
     app,
     h('a', { class: 'skip', href: '#main' }, 'Skip to content'),
@@ -92,7 +78,7 @@ async function boot(): Promise<void> {
       h('a', { class: 'brand', href: base }, 'Support console'),
       h('span', { class: 'who' }, `${me.name ?? me.sub} (${role})`),
       attention.button,
-      signOutButton,
+      signOut,
     ),
     main,
     h('div', { id: 'announcer', class: 'sr-only', 'aria-live': 'polite' }),
@@ -139,23 +125,27 @@ async function boot(): Promise<void> {
   route(false)
 }
 
-/** Ends the cookie session, stops the page's streams, and says so. */
-async function signOut(button: HTMLButtonElement | null, stop?: () => void): Promise<void> {
-  signingIn = true
-  stop?.()
-  if (button !== null) {
-    button.disabled = true
-    button.setAttribute('aria-busy', 'true')
-  }
-  try {
-    await api(`${base}auth/session`, { method: 'DELETE' })
-  } catch {
-    // Signed out already, or the gateway is away: nothing more to do here.
-  }
-  problemPage(
-    'Signed out',
-    'You have signed out of the support console.',
-    h('a', { href: base }, 'Sign in again'),
+/**
+ * Sign out: a form posted to `auth/logout` (CSRF-checked there), which ends the cookie session on every
+ * replica and goes on to the identity provider to end the person's session there too, then back to the
+ * signed-out page. `stop` closes the page's streams first: their ending must not send the page to sign in.
+ */
+function signOutForm(stop: () => void): HTMLFormElement {
+  const button = h('button', { type: 'submit', class: 'secondary' }, 'Sign out')
+  return h(
+    'form',
+    {
+      method: 'post',
+      action: `${base}auth/logout`,
+      class: 'sign-out',
+      onsubmit: () => {
+        leaving = true
+        stop()
+        button.disabled = true
+        button.setAttribute('aria-busy', 'true')
+      },
+    },
+    button,
   )
 }
 

@@ -90,6 +90,22 @@ function frameFor(def: AnyField, control: HTMLElement, group: boolean, controlId
   return { el, error }
 }
 
+/** A field whose control's value is the answer as it stands, and empty means no answer (never sent). */
+function textual(
+  def: AnyField,
+  control: HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement,
+  id: string,
+): FieldInput {
+  const f = frameFor(def, control, false, id)
+  return {
+    def,
+    el: f.el,
+    read: () => ({ value: control.value === '' ? undefined : control.value }),
+    error: f.error,
+    focus: () => control.focus(),
+  }
+}
+
 function choiceGroup(def: AnyField, options: readonly string[], multiple: boolean) {
   const name = uid(def.id)
   const inputs = options.map((value, i) => {
@@ -129,27 +145,13 @@ function fieldInput(def: FieldDef, ctx: QuestionContext): FieldInput {
           h('option', { value: '' }, 'Choose…'),
           ...def.enum.map((v) => h('option', { value: v }, v)),
         )
-        const f = frameFor(def, select, false, id)
-        return {
-          def,
-          el: f.el,
-          read: () => ({ value: select.value === '' ? undefined : select.value }),
-          error: f.error,
-          focus: () => select.focus(),
-        }
+        return textual(def, select, id)
       }
       const long = (def.max_length ?? 1000) > 200
       const input = long
         ? h('textarea', { id, rows: 3 })
         : h('input', { id, type: 'text', autocomplete: 'off' })
-      const f = frameFor(def, input, false, id)
-      return {
-        def,
-        el: f.el,
-        read: () => ({ value: input.value === '' ? undefined : input.value }),
-        error: f.error,
-        focus: () => input.focus(),
-      }
+      return textual(def, input, id)
     }
     case 'integer':
     case 'number': {

@@ -20,10 +20,29 @@ interface ScriptStep {
   result: string
 }
 
-const GOAL = 'File the March travel expenses in the Expenses app and submit them for approval'
-const URL = 'https://expenses.example.test/reports'
+interface ScriptQuestion {
+  title: string
+  help?: string
+  fields: Record<string, unknown>[]
+}
 
-const SCRIPT: ScriptStep[] = [
+/** What one demo session plays: its app, its goal, the steps towards it and the questions on the way. */
+interface Play {
+  readonly app: string
+  readonly version: string
+  /** The app's window title, as the launch logs it. */
+  readonly window: string
+  readonly goal: string
+  readonly url: string
+  readonly steps: readonly ScriptStep[]
+  readonly questions: readonly ScriptQuestion[]
+  /** The run's conclusion when it reaches its goal. */
+  readonly passed: string
+  /** Why every second run hands the session to a person. */
+  readonly handoff: string
+}
+
+const EXPENSES_STEPS: ScriptStep[] = [
   {
     think: 'The Expenses app is open on the reports list. I will start a new report.',
     tool: 'click',
@@ -122,7 +141,7 @@ const SCRIPT: ScriptStep[] = [
   },
 ]
 
-const QUESTIONS = [
+const EXPENSES_QUESTIONS: ScriptQuestion[] = [
   {
     title: 'Which cost centre should the March report go to?',
     help: 'The app offers three cost centres and the goal does not say which.',
@@ -151,6 +170,114 @@ const QUESTIONS = [
   },
 ]
 
+const CRM_STEPS: ScriptStep[] = [
+  {
+    think: 'The CRM is open on the contacts list. Find the ACME duplicates first.',
+    tool: 'type',
+    args: { field: 'Search', text: 'ACME' },
+    rung: 'a11y',
+    expect: 'contacts matching ACME',
+    result: 'typed 4 characters into "Search"; 14 contacts listed',
+  },
+  {
+    think: 'Open the duplicates view the CRM offers.',
+    tool: 'click',
+    args: { text: 'Find duplicates' },
+    rung: 'a11y',
+    expect: 'pairs of duplicate contacts',
+    result: '6 pairs of duplicates found',
+  },
+  {
+    think: 'Start with the first pair: same name, two phone numbers.',
+    tool: 'click',
+    args: { text: 'Compare' },
+    rung: 'a11y',
+    expect: 'a side-by-side comparison',
+    result: 'comparison of "ACME Ltd (London)" and "ACME Limited" opened',
+  },
+  {
+    think: 'Read both records before choosing what to keep.',
+    tool: 'read',
+    args: { region: 'comparison' },
+    rung: 'ocr',
+    expect: 'both records read',
+    result: 'read 2 records: 11 fields each, 3 differ',
+  },
+  {
+    think: 'Keep the newer address and both phone numbers.',
+    tool: 'click',
+    args: { text: 'Merge' },
+    rung: 'a11y',
+    expect: 'a merge preview',
+    result: 'merge preview shows 1 record with 2 phone numbers',
+  },
+  {
+    think: 'Confirm the merge.',
+    tool: 'click',
+    args: { text: 'Confirm merge' },
+    rung: 'pixel',
+    expect: 'toast "Contacts merged"',
+    result: 'toast "Contacts merged" seen after 410 ms',
+  },
+]
+
+const CRM_QUESTIONS: ScriptQuestion[] = [
+  {
+    title: 'Two ACME records have different account owners. Whose should the merged one keep?',
+    fields: [
+      {
+        id: 'owner',
+        type: 'string',
+        required: true,
+        enum: ['Priya Shah', 'Tom Becker'],
+        label: 'Account owner',
+        hint: 'radio',
+      },
+    ],
+  },
+  {
+    title: 'Which tags should the merged ACME record keep?',
+    fields: [
+      {
+        id: 'tags',
+        type: 'string[]',
+        enum: ['customer', 'partner', 'reseller', 'archived'],
+        min_items: 1,
+        label: 'Tags',
+      },
+    ],
+  },
+]
+
+/** The demo's plays, by name. */
+export const PLAYS = {
+  expenses: {
+    app: 'expenses',
+    version: '4.2.1',
+    window: 'Expenses — Acme',
+    goal: 'File the March travel expenses in the Expenses app and submit them for approval',
+    url: 'https://expenses.example.test/reports',
+    steps: EXPENSES_STEPS,
+    questions: EXPENSES_QUESTIONS,
+    passed: 'The March report was filed and submitted for approval.',
+    handoff: 'the approval step asks for a second factor on a phone',
+  },
+  crm: {
+    app: 'crm',
+    version: '11.0.3',
+    window: 'Contacts — Acme CRM',
+    goal: 'Merge the duplicate ACME contacts in the CRM',
+    url: 'https://crm.example.test/contacts',
+    steps: CRM_STEPS,
+    questions: CRM_QUESTIONS,
+    passed: 'The duplicate ACME contacts were merged.',
+    handoff: 'merging needs an approval code sent to the account owner',
+  },
+} as const satisfies Record<string, Play>
+
+/** A play's name. */
+export type PlayName = keyof typeof PLAYS
+
 const QUESTION_EVERY = 9
 const QUESTION_DEADLINE_S = 90
 const STEPS_PER_RUN = 48
@@ -160,6 +287,7 @@ type Phase = 'opening' | 'working' | 'waiting' | 'handoff' | 'ended'
 
 class Autoplay {
   private readonly core: RuntimeCore
+  private readonly play: Play
   private run: RunState
   private runCount = 1
   private phase: Phase = 'opening'
@@ -171,8 +299,9 @@ class Autoplay {
   private askedAtStep = -1
   private readonly unread: MessageRecord[] = []
 
-  constructor(core: RuntimeCore) {
+  constructor(core: RuntimeCore, play: Play) {
     this.core = core
+    this.play = play
     this.run = core.current
     core.hooks.onMessage = (message) => {
       if (message.reply_to === undefined) this.unread.push(message)
@@ -243,15 +372,16 @@ class Autoplay {
     if (this.ticks === 1) {
       // The first run learns its goal now; later runs' opening info (from newRun) already carries it.
       if (this.core.infoExtra.goal === undefined) {
-        this.core.infoExtra = { app: 'expenses', version: '4.2.1', goal: GOAL, plan_steps: SCRIPT.length }
+        const { app, version, goal, steps } = this.play
+        this.core.infoExtra = { app, version, goal, plan_steps: steps.length }
         this.emit('info', this.core.info())
       }
       this.emit('status', { phase: 'boot', detail: 'starting Xvfb :1 and the window manager' })
     } else if (this.ticks === 2) {
-      this.emit('status', { phase: 'launch', detail: 'launching expenses' })
-      this.say('info', 'window "Expenses — Acme" appeared after 1.8 s')
+      this.emit('status', { phase: 'launch', detail: `launching ${this.play.app}` })
+      this.say('info', `window "${this.play.window}" appeared after 1.8 s`)
     } else {
-      this.emit('status', { phase: 'agentic', detail: `goal: ${GOAL}` })
+      this.emit('status', { phase: 'agentic', detail: `goal: ${this.play.goal}` })
       this.phase = 'working'
     }
   }
@@ -260,7 +390,7 @@ class Autoplay {
     if (this.core.loop !== 'running' || this.run.stoppingTool !== null) return
     if (this.steps >= STEPS_PER_RUN) {
       if (this.runCount % 2 === 0) this.escalate()
-      else this.finish('pass', 'passed', 'The March report was filed and submitted for approval.')
+      else this.finish('pass', 'passed', this.play.passed)
       return
     }
     const due = this.steps > 0 && this.steps % QUESTION_EVERY === 0 && this.askedAtStep !== this.steps
@@ -268,7 +398,8 @@ class Autoplay {
       this.askedAtStep = this.steps
       if (this.askQuestion()) return
     }
-    const script = SCRIPT[this.steps % SCRIPT.length] as ScriptStep
+    const { steps } = this.play
+    const script = steps[this.steps % steps.length] as ScriptStep
     this.steps++
     const heard = this.unread.splice(0)
     const think =
@@ -296,7 +427,7 @@ class Autoplay {
       result: script.result,
       duration_ms: 300 + ((this.steps * 211) % 1500),
       post: file,
-      url: URL,
+      url: this.play.url,
     })
     this.emit('screenshot', {
       file,
@@ -306,12 +437,12 @@ class Autoplay {
       height: 40,
       bytes: 0,
     })
-    if (this.steps % 4 === 0)
-      this.say('info', `plan progress: ${this.steps % SCRIPT.length}/${SCRIPT.length}`)
+    if (this.steps % 4 === 0) this.say('info', `plan progress: ${this.steps % steps.length}/${steps.length}`)
   }
 
   private askQuestion(): boolean {
-    const question = QUESTIONS[this.questionCount++ % QUESTIONS.length]
+    const { questions } = this.play
+    const question = questions[this.questionCount++ % questions.length]
     if (question === undefined) return false
     this.emit('iteration', {
       n: ++this.run.iterationSeq,
@@ -330,7 +461,7 @@ class Autoplay {
   }
 
   private escalate(): void {
-    this.core.escalate('the approval step asks for a second factor on a phone')
+    this.core.escalate(this.play.handoff)
     this.phase = 'handoff'
     this.ticks = 0
   }
@@ -340,7 +471,7 @@ class Autoplay {
     if (this.phase === 'ended') return
     if (reason === 'stopped')
       this.finish('inconclusive', 'stopped', 'Stopped by operator before the goal was reached.')
-    else this.finish('test-error', 'escalated', 'Handed to a person for the second factor.')
+    else this.finish('test-error', 'escalated', `Handed to a person: ${this.play.handoff}.`)
   }
 
   private finish(verdict: string, outcome: string, summary: string): void {
@@ -360,8 +491,12 @@ class Autoplay {
   }
 }
 
-/** Starts demo autoplay on `core`; returns the function that stops it. */
-export function startAutoplay(core: RuntimeCore, intervalMs: number): () => void {
-  const autoplay = new Autoplay(core)
+/** Starts demo autoplay of `play` on `core`; returns the function that stops it. */
+export function startAutoplay(
+  core: RuntimeCore,
+  intervalMs: number,
+  play: PlayName = 'expenses',
+): () => void {
+  const autoplay = new Autoplay(core, PLAYS[play])
   return core.timers.every(Math.max(50, intervalMs), () => autoplay.tick())
 }

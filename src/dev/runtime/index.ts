@@ -18,7 +18,7 @@
  */
 
 import { storablePath } from './artifacts.ts'
-import { startAutoplay } from './autoplay.ts'
+import { type PlayName, startAutoplay } from './autoplay.ts'
 import { type CoreOptions, RuntimeCore } from './core.ts'
 import { HttpError } from './http-error.ts'
 import type { LoopState } from './records.ts'
@@ -50,8 +50,8 @@ export interface SimulatedRuntimeOptions {
   attachmentBytes?: number
   /** 'loop' (default): a run with a goal, the runtime's loop reads messages; 'external': mcp mode. */
   consumer?: 'loop' | 'external'
-  /** Demo mode: emit a plausible run forever. `true` means every 2000 ms. */
-  autoplay?: boolean | { intervalMs: number }
+  /** Demo mode: emit a plausible run forever, one tick every `intervalMs` (2000), of `play` (`expenses`). */
+  autoplay?: boolean | { intervalMs?: number; play?: PlayName }
   /** How long each delivery state lasts under consumer 'loop' (and half a stop's wait). Default 100. */
   deliveryStepMs?: number
   /** runner.escalation_pause_s: how long a handoff pause lasts. Default 600. */
@@ -161,7 +161,9 @@ export async function startSimulatedRuntime(
   const stopAutoplay =
     options.autoplay === undefined || options.autoplay === false
       ? () => {}
-      : startAutoplay(core, options.autoplay === true ? 2000 : options.autoplay.intervalMs)
+      : options.autoplay === true
+        ? startAutoplay(core, 2000)
+        : startAutoplay(core, options.autoplay.intervalMs ?? 2000, options.autoplay.play)
   let closing: Promise<void> | null = null
 
   return {
