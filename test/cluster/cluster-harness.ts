@@ -271,6 +271,11 @@ export class RoamingViewer {
   #connect(): void {
     if (this.#closed) return
     const servers = this.#servers()
+    // Mid-restart no replica may be listed: come back when one is, as a client retrying would.
+    if (servers.length === 0) {
+      setTimeout(() => this.#connect(), 100).unref()
+      return
+    }
     const base = servers[this.#at % servers.length]
     const last = this.ids.at(-1)
     const headers: Record<string, string> = {
