@@ -37,7 +37,7 @@ export async function loadSessionsFile(path: string, options: LoadOptions = {}):
   } catch (err) {
     return fail(`cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
   }
-  const document = parse(path, source)
+  const document = parseConfigDocument(path, source)
   if (!document.ok) return fail(document.reason)
 
   const top = fileSchema.safeParse(document.value)
@@ -99,10 +99,14 @@ function entryName(index: number, raw: unknown): string {
     : `sessions[${index}]`
 }
 
-type Parsed = { ok: true; value: unknown } | { ok: false; reason: string }
+/** A configuration document parsed, or why not (a position, never the source: it may hold a secret). */
+export type ParsedDocument = { ok: true; value: unknown } | { ok: false; reason: string }
 
-/** JSON by extension, YAML by extension, otherwise by content (a document starting with `{` is JSON). */
-function parse(path: string, source: string): Parsed {
+/**
+ * Parses a deployer's file (the sessions file, the notify file): JSON by extension, YAML by extension,
+ * otherwise by content (a document starting with `{` is JSON).
+ */
+export function parseConfigDocument(path: string, source: string): ParsedDocument {
   const ext = extname(path).toLowerCase()
   const json = ext === '.json' || (ext !== '.yaml' && ext !== '.yml' && source.trimStart().startsWith('{'))
   if (json) {
