@@ -39,6 +39,11 @@ async function answer(url: string, token: string, run: string, requestId: string
 
 const FIELDS = [{ id: 'x', type: 'string', required: true }]
 
+/** The `request` object of a body. */
+function requestOf(body: Record<string, unknown> | undefined) {
+  return body?.request as { request_id: string; deadline: string; closed_by?: string } | undefined
+}
+
 test('a question opened and answered: one request.opened, one request.closed, signed, without values', async (t) => {
   const rx = await receiver(t)
   const { rt, gw, token } = await startStack(t, { ...fastNotify, GATEWAY_NOTIFY_URL: rx.url })
@@ -69,11 +74,11 @@ test('a question opened and answered: one request.opened, one request.closed, si
   assert.deepEqual(opened?.request, {
     request_id: q.request_id,
     title: 'Which export?',
-    deadline: (opened?.request as { deadline: string }).deadline,
+    deadline: requestOf(opened)?.deadline,
     field_ids: ['x'],
   })
-  assert.ok(Date.parse((opened?.request as { deadline: string }).deadline) > Date.now())
-  assert.equal((closed?.request as { closed_by: string }).closed_by, 'reply')
+  assert.ok(Date.parse(requestOf(opened)?.deadline ?? '') > Date.now())
+  assert.equal(requestOf(closed)?.closed_by, 'reply')
   assert.notEqual(opened?.delivery, closed?.delivery)
   assert.deepEqual(escalated?.escalation, { reason: 'the export needs a person' })
 
@@ -206,9 +211,9 @@ test('a question still open at half its deadline: request.opened again with remi
   assert.equal(first?.body.reminder, undefined)
   assert.equal(again?.body.reminder, true)
   assert.notEqual(first?.body.delivery, again?.body.delivery)
-  assert.equal((again?.body.request as { request_id: string }).request_id, q.request_id)
+  assert.equal(requestOf(again?.body)?.request_id, q.request_id)
   // The runtime times the question out at its deadline: closed, and no second reminder before it.
   await until('closed by timeout', () => rx.of('request.closed').length === 1, 10_000)
-  assert.equal((rx.of('request.closed')[0]?.body.request as { closed_by: string }).closed_by, 'timeout')
+  assert.equal(requestOf(rx.of('request.closed')[0]?.body)?.closed_by, 'timeout')
   assert.equal(rx.of('request.opened').length, 2)
 })

@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { type Cluster, leaseHolders, request, startCluster } from '../cluster/cluster-harness.ts'
+import { until } from '../cluster/redis-harness.ts'
+import { bearer } from '../helpers/jwt.ts'
+import { startReceiver } from './receiver.ts'
+
+/**
+ * Two real replicas on a real Redis, nobody viewing the session: the one reading it sends. Its owner is
+ * SIGKILLed after the event, with its request on the wire (the receiver holds it unanswered): the replica that
+ * takes the lease over finds the delivery claimed in Redis and does not send it again.
+ */
+
+const SECRET = 'webhook-secret-for-tests-0123456789'
+
+test('two replicas, the owner SIGKILLed between the event and the answer to its send: delivered once', async (t) => {
+  const rx = await startReceiver(SECRET)
+  t.after(() => rx.close())
+  const c: Cluster = await startCluster(t, 2, {
+    GATEWAY_NOTIFY_URL: rx.url,
+    GATEWAY_NOTIFY_SECRET: SECRET,
+    GATEWAY_NOTIFY_RETRY_MS: '50',
+  })
+  await c.addSession('k1')
+  // Watched with no viewer: one replica reads the runtime's stream because the session has a route.
+  await until(
+    'one replica reads k1 unviewed',
+    async () => (await leaseHolders(c.replicas)).length === 1,
+    15_000,
+  )
+  await until('the upstream stream is open', () => c.runtime.openEventStreams === 1, 15_000)
+  const [held] = await leaseHolders(c.replicas)
+  const owner = c.replicas.find((r) => r.index === held)
+  const survivor = c.replicas.find((r) => r.index !== held)
+  assert.ok(owner && survivor)
+
+  rx.hang = true
+  const q = c.runtime.ask({ title: 'Which export?', fields: [{ id: 'x', type: 'string', required: true }] })
+  await until('the owner sent request.opened', () => rx.of('request.opened').length === 1, 15_000)
+  owner.child.kill('SIGKILL')
+  await owner.exited
+  rx.hang = false
+  await until(
+    'the survivor reads',
+    () => c.runtime.eventConnections >= 2 && c.runtime.openEventStreams === 1,
+    15_000,
+  )
+
+  const dan = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] }, { expiresIn: '1h' })
+  const reply = await request(`${survivor.url}/desktop/k1/mcp/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${dan}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      run: c.runtime.run,
+      key: 'd1',
+      reply_to: q.request_id,
+      revision: 1,
+      values: { x: 'csv' },
+    }),
+  })
+  assert.equal(reply.status, 202, reply.body)
+  // The survivor's deliveries go out in order: its verdict on the opened one came before the closed one.
+  await until('the survivor sent request.closed', () => rx.of('request.closed').length === 1, 15_000)
+  assert.equal(rx.of('request.opened').length, 1, `request.opened once:\n${c.logs()}`)
+  assert.ok(rx.received.every((r) => r.signed))
+
+  const admin = await request(`${survivor.url}/admin/notifications?kasmId=k1`, {
+    headers: { authorization: `Bearer ${c.admin}` },
+  })
+  const { deliveries } = JSON.parse(admin.body) as { deliveries: { type: string; status: string }[] }
+  assert.deepEqual(
+    deliveries.map((d) => [d.type, d.status]),
+    [
+      ['request.closed', 'sent'],
+      // The dead owner's record: it may have been received, so it is never sent again.
+      ['request.opened', 'sending'],
+    ],
+  )
+})
