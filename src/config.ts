@@ -200,7 +200,8 @@ const envSchema = z.object({
   GATEWAY_SIGNIN_FAILURES_WINDOW_MS: int(1000).default(300_000),
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
 
-  // Attention routing (src/notify): webhooks for every team, per-team ones in GATEWAY_NOTIFY_FILE.
+  // Attention routing (src/notify): webhooks for every team, per-team ones in GATEWAY_NOTIFY_FILE. The URLs are
+  // secret (a Slack webhook's path is its key): never logged, only their hosts.
   GATEWAY_NOTIFY_URL: list
     .pipe(
       z.array(
@@ -283,6 +284,7 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_KASM_API_KEY',
   'GATEWAY_KASM_API_SECRET',
   'GATEWAY_OIDC_CLIENT_SECRET',
+  'GATEWAY_NOTIFY_URL',
   'GATEWAY_NOTIFY_SECRET',
 ]
 
