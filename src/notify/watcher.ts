@@ -29,6 +29,13 @@ export interface NotifyWatcherOptions {
 
 /** Notifications kept per session while another replica reads (a takeover sends those it did not). */
 const MAX_PENDING = 200
+/**
+ * Events this much older than now are history (a reader's first connection gets the run's whole replay
+ * buffer): longer than a question's default wait (300 s), so a live question is never taken for history.
+ */
+const HISTORY_MS = 10 * 60 * 1000
+/** Transitions held per session until their batch's summary. */
+const MAX_BATCH = 500
 /** A reminder needs at least this long before the deadline's half. */
 const MIN_REMINDER_MS = 1000
 
@@ -39,8 +46,8 @@ interface Watched {
   unwatch: () => void
   /** Seen while not reading, newest last: sent (each claimed once) when this replica starts reading. */
   pending: { notification: Notification; seenAt: number }[]
-  /** Transitions folded from stored events at the watch's start, judged once the replay is folded. */
-  replayed: Transition[]
+  /** Transitions of the batch being folded, judged once its summary is published. */
+  batch: { transition: Transition; replay: boolean }[]
   /** Half-deadline reminders by request id. */
   readonly reminders: Map<string, NodeJS.Timeout>
   /** The latest summary (a reminder is sent only for a request still open in it). */
@@ -53,8 +60,9 @@ interface Watched {
  * replica folds the stream, the reader sends. A replica that is not the reader keeps what it saw for a few
  * lease times: when it takes over, it sends those its predecessor did not claim.
  *
- * Transitions replayed from stored events when a watch starts (a boot, a route added) are history: only the
- * question and the handoff still open once the replay is folded are notified (and deduped by the ledger).
+ * Transitions replayed from stored events when a watch starts (a boot, a route added), or of events older than
+ * ten minutes (a run's replay buffer on a reader's first connection), are history: only the question and the
+ * handoff still open once they are folded are notified (and deduped by the ledger).
  */
 export class NotifyWatcher {
   readonly #o: NotifyWatcherOptions
@@ -116,7 +124,7 @@ export class NotifyWatcher {
       team,
       unwatch: () => {},
       pending: [],
-      replayed: [],
+      batch: [],
       reminders: new Map(),
       publication: null,
     }
@@ -124,8 +132,7 @@ export class NotifyWatcher {
     const listener: SummaryListener = {
       summary: (publication) => this.#summary(entry, publication),
       transition: (_id, transition, replay) => {
-        if (replay) entry.replayed.push(transition)
-        else this.#transition(entry, transition, false)
+        if (entry.batch.length < MAX_BATCH) entry.batch.push({ transition, replay })
       },
     }
     entry.unwatch = this.#o.summaries.watch(kasmId, listener)
@@ -140,13 +147,23 @@ export class NotifyWatcher {
     watched.unwatch()
   }
 
+  /**
+   * A batch was folded: its transitions are live, or history when they were replayed from stored events or
+   * their events are old (the run's replay buffer on a reader's first connection). Of history, only what is
+   * still open after the batch is notified: the question still asked, the handoff still waiting.
+   */
   #summary(entry: Watched, publication: SummaryPublication): void {
     entry.publication = publication
-    if (entry.replayed.length === 0) return
-    const replayed = entry.replayed
-    entry.replayed = []
+    if (entry.batch.length === 0) return
+    const batch = entry.batch
+    entry.batch = []
     const summary = publication.summary
-    for (const t of replayed) {
+    const old = Date.now() - (Date.parse(summary.lastActivity ?? '') || Date.now()) > HISTORY_MS
+    for (const { transition: t, replay } of batch) {
+      if (!replay && !old) {
+        this.#transition(entry, t, false)
+        continue
+      }
       if (t.run !== summary.run) continue
       const current =
         (t.type === 'request.opened' &&
