@@ -217,3 +217,29 @@ test('a question still open at half its deadline: request.opened again with remi
   assert.equal(requestOf(rx.of('request.closed')[0]?.body)?.closed_by, 'timeout')
   assert.equal(rx.of('request.opened').length, 2)
 })
+
+test('a handoff started and ended; a run ended with test-error is notified, one that passed is not', async (t) => {
+  const rx = await receiver(t)
+  const { rt } = await startStack(t, { ...fastNotify, GATEWAY_NOTIFY_URL: rx.url })
+  rt.escalate('captcha')
+  await until('escalation.started', () => rx.of('escalation.started').length === 1)
+  rt.emit('escalation', { reason: 'captcha', ended_by: 'operator', paused_s: 12 })
+  await until('escalation.ended', () => rx.of('escalation.ended').length === 1)
+  assert.deepEqual(rx.of('escalation.ended')[0]?.body.escalation, { reason: 'captcha', ended_by: 'operator' })
+  const passed = rt.run
+  rt.emit('status', { phase: 'done', verdict: 'pass', outcome: 'passed' })
+  rt.closeTrace({ done: true })
+  rt.newRun()
+  rt.ask({ title: 'Barrier', fields: FIELDS })
+  await until('the next run’s question', () => rx.of('request.opened').length === 1)
+  rt.emit('status', { phase: 'done', verdict: 'test-error', outcome: 'failed' })
+  rt.closeTrace({ done: true })
+  await until('run.ended', () => rx.of('run.ended').length === 1)
+  const ended = rx.of('run.ended')[0]?.body
+  assert.equal(ended?.verdict, 'test-error')
+  assert.equal(ended?.outcome, 'failed')
+  assert.notEqual(ended?.run, passed)
+  // The question closed with its run: the thread can be marked done.
+  assert.equal(requestOf(rx.of('request.closed')[0]?.body)?.closed_by, 'run_ended')
+  assert.ok(rx.received.every((r) => r.body.run !== passed || r.headers['x-krg-event'] !== 'run.ended'))
+})
