@@ -179,34 +179,19 @@ export class Outbox {
       this.#held--
       return
     }
-    if (result.ok) {
-      await this.#note(entry, 'sent', result.status, null)
-      this.#o.metrics.sent.inc(this.#labels(job))
-      this.#o.log.info(
-        {
-          delivery: job.delivery,
-          type: job.notification.type,
-          target: job.target.label,
-          attempts: entry.attempts,
-        },
-        'notification delivered',
-      )
-      this.#held--
-      return
+    if (!result.ok && result.retry && this.#later(entry, result.error, result.status)) return
+    const status = result.ok ? 'sent' : 'failed'
+    const error = result.ok ? null : result.error
+    await this.#note(entry, status, result.status, error)
+    this.#o.metrics[status].inc(this.#labels(job))
+    const fields = {
+      delivery: job.delivery,
+      type: job.notification.type,
+      target: job.target.label,
+      attempts: entry.attempts,
     }
-    if (result.retry && this.#later(entry, result.error, result.status)) return
-    await this.#note(entry, 'failed', result.status, result.error)
-    this.#o.metrics.failed.inc(this.#labels(job))
-    this.#o.log.warn(
-      {
-        delivery: job.delivery,
-        type: job.notification.type,
-        target: job.target.label,
-        attempts: entry.attempts,
-        error: result.error,
-      },
-      'notification given up',
-    )
+    if (result.ok) this.#o.log.info(fields, 'notification delivered')
+    else this.#o.log.warn({ ...fields, error }, 'notification given up')
     this.#held--
   }
 

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
 import { ConfigError, type Env } from '../config.ts'
-import { parseConfigDocument } from '../sessions/file.ts'
+import { readConfigFile } from '../sessions/file.ts'
 import { Secret } from '../sessions/secret.ts'
 import { formatIssues, teamSchema } from '../sessions/validate.ts'
 import type { UrlPolicy } from '../upstream/url-policy.ts'
@@ -89,20 +89,11 @@ export async function loadNotifyFile(path: string, env: Env): Promise<Map<string
   const fail = (detail: string): never => {
     throw new ConfigError(`GATEWAY_NOTIFY_FILE (${path}): ${detail}`)
   }
-  let source: string
-  try {
-    source = await readFile(path, 'utf8')
-  } catch (err) {
-    return fail(`cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-  const document = parseConfigDocument(path, source)
-  if (!document.ok) return fail(document.reason)
-  const top = fileSchema.safeParse(document.value)
-  if (!top.success) return fail(formatIssues(top.error))
+  const top = await readConfigFile('GATEWAY_NOTIFY_FILE', path, fileSchema)
 
   const problems: string[] = []
   const teams = new Map<string, NotifyTarget[]>()
-  for (const [rawTeam, rawList] of Object.entries(top.data.teams)) {
+  for (const [rawTeam, rawList] of Object.entries(top.teams)) {
     const team = teamSchema.safeParse(rawTeam)
     const where = `teams.${JSON.stringify(rawTeam.slice(0, 64))}`
     if (!team.success) {

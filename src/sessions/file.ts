@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { dirname, extname, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
+import type { ZodType, ZodTypeDef } from 'zod'
 import { ConfigError } from '../config.ts'
 import { Secret } from './secret.ts'
 import { KASM_ID } from './types.ts'
@@ -31,22 +32,12 @@ export async function loadSessionsFile(path: string, options: LoadOptions = {}):
   const fail = (detail: string): never => {
     throw new ConfigError(`GATEWAY_SESSIONS_FILE (${path}): ${detail}`)
   }
-  let source: string
-  try {
-    source = await readFile(path, 'utf8')
-  } catch (err) {
-    return fail(`cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-  const document = parseConfigDocument(path, source)
-  if (!document.ok) return fail(document.reason)
-
-  const top = fileSchema.safeParse(document.value)
-  if (!top.success) return fail(formatIssues(top.error))
+  const top = await readConfigFile('GATEWAY_SESSIONS_FILE', path, fileSchema)
 
   const problems: string[] = []
   const sessions: FileSession[] = []
   const seen = new Map<string, number>()
-  for (const [index, raw] of top.data.sessions.entries()) {
+  for (const [index, raw] of top.sessions.entries()) {
     const name = entryName(index, raw)
     const entry = fileEntrySchema.safeParse(raw)
     if (!entry.success) {
@@ -91,6 +82,32 @@ export async function loadSessionsFile(path: string, options: LoadOptions = {}):
   return sessions
 }
 
+/**
+ * Reads a deployer's file (the sessions file, the notify file) named by `variable`, parses it (JSON or YAML)
+ * and checks its top level against `schema`. Throws {@link ConfigError} `<variable> (<path>): <why>`: the read
+ * error's code, the parse error's position, the schema's issues; never the source (it may hold a secret).
+ */
+export async function readConfigFile<T>(
+  variable: string,
+  path: string,
+  schema: ZodType<T, ZodTypeDef, unknown>,
+): Promise<T> {
+  const fail = (detail: string): never => {
+    throw new ConfigError(`${variable} (${path}): ${detail}`)
+  }
+  let source: string
+  try {
+    source = await readFile(path, 'utf8')
+  } catch (err) {
+    return fail(`cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  const document = parse(path, source)
+  if (!document.ok) return fail(document.reason)
+  const top = schema.safeParse(document.value)
+  if (!top.success) return fail(formatIssues(top.error))
+  return top.data
+}
+
 /** `sessions[2] (kasmId "k3")`; the id is quoted only when it is a valid one (never arbitrary input). */
 function entryName(index: number, raw: unknown): string {
   const id = typeof raw === 'object' && raw !== null ? (raw as { kasmId?: unknown }).kasmId : undefined
@@ -99,14 +116,10 @@ function entryName(index: number, raw: unknown): string {
     : `sessions[${index}]`
 }
 
-/** A configuration document parsed, or why not (a position, never the source: it may hold a secret). */
-export type ParsedDocument = { ok: true; value: unknown } | { ok: false; reason: string }
+type Parsed = { ok: true; value: unknown } | { ok: false; reason: string }
 
-/**
- * Parses a deployer's file (the sessions file, the notify file): JSON by extension, YAML by extension,
- * otherwise by content (a document starting with `{` is JSON).
- */
-export function parseConfigDocument(path: string, source: string): ParsedDocument {
+/** JSON by extension, YAML by extension, otherwise by content (a document starting with `{` is JSON). */
+function parse(path: string, source: string): Parsed {
   const ext = extname(path).toLowerCase()
   const json = ext === '.json' || (ext !== '.yaml' && ext !== '.yml' && source.trimStart().startsWith('{'))
   if (json) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { type Cluster, leaseHolders, request, startCluster } from '../cluster/cluster-harness.ts'
+import { type Cluster, leaseHolders, replyTo, request, startCluster } from '../cluster/cluster-harness.ts'
 import { until } from '../cluster/redis-harness.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { startReceiver } from './receiver.ts'
@@ -47,16 +47,11 @@ test('two replicas, the owner SIGKILLed between the event and the answer to its 
   )
 
   const dan = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] }, { expiresIn: '1h' })
-  const reply = await request(`${survivor.url}/desktop/k1/mcp/messages`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${dan}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      run: c.runtime.run,
-      key: 'd1',
-      reply_to: q.request_id,
-      revision: 1,
-      values: { x: 'csv' },
-    }),
+  const reply = await replyTo(survivor, dan, 'k1', {
+    run: c.runtime.run,
+    requestId: q.request_id,
+    key: 'd1',
+    values: { x: 'csv' },
   })
   assert.equal(reply.status, 202, reply.body)
   // The survivor's deliveries go out in order: its verdict on the opened one came before the closed one.
