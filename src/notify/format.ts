@@ -5,6 +5,11 @@ import type { NotifyFormat } from './targets.ts'
 export interface Rendering {
   readonly notification: Notification
   readonly delivery: string
+  /**
+   * ISO 8601: when the delivery was first recorded; a new owner resuming it keeps it, so every attempt by
+   * every replica sends the same signed bytes.
+   */
+  readonly at: string
   /** The console's session view (absolute with GATEWAY_PUBLIC_ORIGIN, else a path). */
   readonly url: string
 }
@@ -15,11 +20,11 @@ export function renderBody(format: NotifyFormat, rendering: Rendering): string {
 }
 
 /** Our own body: `{type, delivery, at, kasmId, team, run, request?, escalation?, verdict?, outcome?, url}`. */
-function jsonBody({ notification: n, delivery, url }: Rendering): Record<string, unknown> {
+function jsonBody({ notification: n, delivery, url, at }: Rendering): Record<string, unknown> {
   return {
     type: n.type,
     delivery,
-    at: n.at,
+    at,
     kasmId: n.kasmId,
     team: n.team,
     run: n.run,

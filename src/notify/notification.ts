@@ -27,8 +27,6 @@ export interface Notification {
   readonly escalation?: { readonly reason: string; readonly ended_by?: string }
   readonly verdict?: string | null
   readonly outcome?: string | null
-  /** ISO 8601: when the gateway saw it (kept on every retry, so the signed body never changes). */
-  readonly at: string
 }
 
 /** A run end worth a person's time: the tests could not run, or the agent handed the run over. */
@@ -41,11 +39,10 @@ export function notificationOf(
   kasmId: string,
   team: string,
   t: Transition,
-  options: { reminder?: boolean; now?: Date } = {},
+  options: { reminder?: boolean } = {},
 ): Notification | null {
   const reminder = options.reminder === true
   const base = { type: t.type, kasmId, team, run: t.run, seq: t.seq, reminder }
-  const at = (options.now ?? new Date()).toISOString()
   const keyOf = (item: string): string =>
     [kasmId, t.run, String(t.seq), t.type, item, reminder ? 'reminder' : ''].join('\u0000')
   switch (t.type) {
@@ -62,16 +59,15 @@ export function notificationOf(
           field_ids: r.fieldIds,
           ...(t.type === 'request.closed' ? { closed_by: t.closedBy } : {}),
         },
-        at,
       }
     }
     case 'escalation.started':
-      return { ...base, key: keyOf(''), escalation: { reason: t.reason }, at }
+      return { ...base, key: keyOf(''), escalation: { reason: t.reason } }
     case 'escalation.ended':
-      return { ...base, key: keyOf(''), escalation: { reason: t.reason, ended_by: t.endedBy }, at }
+      return { ...base, key: keyOf(''), escalation: { reason: t.reason, ended_by: t.endedBy } }
     case 'run.ended':
       if (!runEndNeedsPerson(t.verdict, t.outcome)) return null
-      return { ...base, key: keyOf(''), verdict: t.verdict, outcome: t.outcome, at }
+      return { ...base, key: keyOf(''), verdict: t.verdict, outcome: t.outcome }
   }
 }
 

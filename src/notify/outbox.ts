@@ -2,19 +2,21 @@ import type { FastifyBaseLogger } from 'fastify'
 import { type Dispatcher, request } from 'undici'
 import { isAddressRefused } from '../upstream/url-policy.ts'
 import { serviceName, version } from '../version.ts'
+import { renderBody } from './format.ts'
 import type { DeliveryLedger, DeliveryRecord, DeliveryStatus } from './ledger.ts'
 import type { NotifyMetrics } from './metrics.ts'
 import type { Notification } from './notification.ts'
 import { signature } from './sign.ts'
 import type { NotifyTarget } from './targets.ts'
 
-/** One notification to one target, its body rendered once (every attempt sends the same signed bytes). */
+/** One notification to one target. */
 export interface OutboxJob {
   readonly key: string
   readonly delivery: string
   readonly notification: Notification
   readonly target: NotifyTarget
-  readonly body: string
+  /** The console's view of the session. */
+  readonly url: string
 }
 
 /** What {@link Outbox} works with. */
@@ -48,6 +50,8 @@ interface Entry {
   createdAt: number
   /** Recorded in the ledger (by this replica, or resumed from another). */
   claimed: boolean
+  /** Rendered once claimed, with the delivery's creation time: every attempt sends the same bytes. */
+  body: string | null
 }
 
 type Attempt =
@@ -90,7 +94,7 @@ export class Outbox {
       return false
     }
     this.#held++
-    this.#push({ job, attempts: 0, createdAt: Date.now(), claimed: false })
+    this.#push({ job, attempts: 0, createdAt: Date.now(), claimed: false, body: null })
     return true
   }
 
@@ -170,10 +174,16 @@ export class Outbox {
         entry.createdAt = Date.parse(known.createdAt) || entry.createdAt
       }
       entry.claimed = true
+      entry.body = renderBody(job.target.format, {
+        notification: job.notification,
+        delivery: job.delivery,
+        url: job.url,
+        at: new Date(entry.createdAt).toISOString(),
+      })
     }
     if (entry.attempts > 0) await this.#note(entry, 'sending', null, null)
     entry.attempts++
-    const result = await this.#attempt(job)
+    const result = await this.#attempt(job, entry.body ?? '')
     if (this.#closed && !result.ok) {
       this.#o.metrics.dropped.inc(this.#labels(job))
       this.#held--
@@ -217,14 +227,14 @@ export class Outbox {
     return true
   }
 
-  async #attempt(job: OutboxJob): Promise<Attempt> {
+  async #attempt(job: OutboxJob, body: string): Promise<Attempt> {
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'user-agent': `${serviceName}/${version}`,
       'x-krg-delivery': job.delivery,
       'x-krg-event': job.notification.type,
     }
-    if (job.target.secret !== null) headers['x-krg-signature'] = signature(job.target.secret, job.body)
+    if (job.target.secret !== null) headers['x-krg-signature'] = signature(job.target.secret, body)
     const controller = new AbortController()
     const timer = setTimeout(() => controller.abort(new Error('timeout')), this.#o.timeoutMs)
     this.#inFlight.add(controller)
@@ -232,7 +242,7 @@ export class Outbox {
       const res = await request(job.target.url, {
         method: 'POST',
         headers,
-        body: job.body,
+        body,
         dispatcher: this.#o.dispatcher,
         signal: controller.signal,
         headersTimeout: this.#o.timeoutMs,

@@ -2,7 +2,6 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { SessionSummaries, SummaryListener, SummaryPublication } from '../summary/summaries.ts'
 import type { Transition } from '../summary/types.ts'
-import { renderBody } from './format.ts'
 import { deliveryId, type Notification, notificationOf } from './notification.ts'
 import type { OutboxJob } from './outbox.ts'
 import { type NotifyRoutes, targetsFor } from './targets.ts'
@@ -213,13 +212,7 @@ export class NotifyWatcher {
     const url = this.#o.link(notification.kasmId)
     for (const target of targetsFor(this.#o.routes(), notification.team)) {
       const delivery = deliveryId(notification, target.label)
-      this.#o.send({
-        key: `${notification.key}\u0000${target.label}`,
-        delivery,
-        notification,
-        target,
-        body: renderBody(target.format, { notification, delivery, url }),
-      })
+      this.#o.send({ key: `${notification.key}\u0000${target.label}`, delivery, notification, target, url })
     }
   }
 }

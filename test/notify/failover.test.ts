@@ -72,3 +72,51 @@ test('two replicas, the owner SIGKILLed between the event and the answer to its 
     ],
   )
 })
+
+test('the owner SIGKILLed while its delivery waits to retry: the new owner resumes it, same delivery id', async (t) => {
+  const rx = await startReceiver(SECRET)
+  t.after(() => rx.close())
+  rx.script.push(503)
+  // A long backoff: the owner cannot retry before it dies.
+  const c: Cluster = await startCluster(t, 2, {
+    GATEWAY_NOTIFY_URL: rx.url,
+    GATEWAY_NOTIFY_SECRET: SECRET,
+    GATEWAY_NOTIFY_RETRY_MS: '600000',
+  })
+  await c.addSession('k1')
+  await until(
+    'one replica reads k1 unviewed',
+    async () => (await leaseHolders(c.replicas)).length === 1,
+    15_000,
+  )
+  await until('the upstream stream is open', () => c.runtime.openEventStreams === 1, 15_000)
+  const [held] = await leaseHolders(c.replicas)
+  const owner = c.replicas.find((r) => r.index === held)
+  const survivor = c.replicas.find((r) => r.index !== held)
+  assert.ok(owner && survivor)
+
+  c.runtime.ask({ title: 'Retry elsewhere', fields: [{ id: 'x', type: 'string' }] })
+  const deliveries = async () => {
+    const res = await request(`${survivor.url}/admin/notifications?kasmId=k1`, {
+      headers: { authorization: `Bearer ${c.admin}` },
+    })
+    return (JSON.parse(res.body) as { deliveries: { status: string; attempts: number }[] }).deliveries
+  }
+  await until(
+    'the failed attempt recorded in Redis',
+    async () => (await deliveries())[0]?.status === 'retrying',
+    15_000,
+  )
+  owner.child.kill('SIGKILL')
+  await owner.exited
+  await until('the survivor resumed it', () => rx.received.length === 2, 15_000)
+  const [first, second] = rx.received
+  assert.equal(first?.answered, 503)
+  assert.equal(second?.answered, 204)
+  assert.equal(first?.headers['x-krg-delivery'], second?.headers['x-krg-delivery'])
+  assert.equal(first?.raw, second?.raw, 'the same signed body')
+  await until('recorded as sent after two attempts', async () => {
+    const [d] = await deliveries()
+    return d?.status === 'sent' && d.attempts === 2
+  })
+})
