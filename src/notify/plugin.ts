@@ -83,7 +83,9 @@ export const notifyPlugin = fp(
       send: (job) => void sending.enqueue(job),
       routes: () => routes,
       link: (kasmId) => `${origin}${app.config.basePath}sessions/${encodeURIComponent(kasmId)}`,
-      pendingMs: 3 * env.GATEWAY_LEASE_MS,
+      // A takeover comes within a lease time or two; a loaded replica may need longer. What it sends is claimed
+      // first, so a long window only risks a late notification, never a second one.
+      pendingMs: Math.max(60_000, 5 * env.GATEWAY_LEASE_MS),
       log,
     })
     app.decorate('notifications', { ledger, watcher, outbox, routes: () => routes })

@@ -56,8 +56,8 @@ interface Watched {
 /**
  * Turns the summary transitions of every session with a route into notifications. Watching a session's
  * summary keeps its event stream read (on whichever replica holds its lease) even when nobody views it; every
- * replica folds the stream, the reader sends. A replica that is not the reader keeps what it saw for a few
- * lease times: when it takes over, it sends those its predecessor did not claim.
+ * replica folds the stream, the reader sends. A replica that is not the reader keeps what it saw for a while
+ * (`pendingMs`): when it takes over, it sends those its predecessor did not claim.
  *
  * Transitions replayed from stored events when a watch starts (a boot, a route added), or of events older than
  * ten minutes (a run's replay buffer on a reader's first connection), are history: only the question and the

@@ -13,16 +13,19 @@ import { startReceiver } from './receiver.ts'
 
 const SECRET = 'webhook-secret-for-tests-0123456789'
 
-test('two replicas, the owner SIGKILLed between the event and the answer to its send: delivered once', async (t) => {
+/**
+ * A receiver, two replicas notifying it (first retry after `retryMs`) and session k1 with no viewer: the
+ * session has a route, so one replica reads it. Returns that one (`owner`) and the other.
+ */
+async function routedCluster(t: { after(fn: () => unknown): void }, retryMs: string) {
   const rx = await startReceiver(SECRET)
   t.after(() => rx.close())
   const c: Cluster = await startCluster(t, 2, {
     GATEWAY_NOTIFY_URL: rx.url,
     GATEWAY_NOTIFY_SECRET: SECRET,
-    GATEWAY_NOTIFY_RETRY_MS: '50',
+    GATEWAY_NOTIFY_RETRY_MS: retryMs,
   })
   await c.addSession('k1')
-  // Watched with no viewer: one replica reads the runtime's stream because the session has a route.
   await until(
     'one replica reads k1 unviewed',
     async () => (await leaseHolders(c.replicas)).length === 1,
@@ -33,7 +36,11 @@ test('two replicas, the owner SIGKILLed between the event and the answer to its 
   const owner = c.replicas.find((r) => r.index === held)
   const survivor = c.replicas.find((r) => r.index !== held)
   assert.ok(owner && survivor)
+  return { rx, c, owner, survivor }
+}
 
+test('two replicas, the owner SIGKILLed between the event and the answer to its send: delivered once', async (t) => {
+  const { rx, c, owner, survivor } = await routedCluster(t, '50')
   rx.hang = true
   const q = c.runtime.ask({ title: 'Which export?', fields: [{ id: 'x', type: 'string', required: true }] })
   await until('the owner sent request.opened', () => rx.of('request.opened').length === 1, 15_000)
@@ -74,27 +81,9 @@ test('two replicas, the owner SIGKILLed between the event and the answer to its 
 })
 
 test('the owner SIGKILLed while its delivery waits to retry: the new owner resumes it, same delivery id', async (t) => {
-  const rx = await startReceiver(SECRET)
-  t.after(() => rx.close())
-  rx.script.push(503)
   // A long backoff: the owner cannot retry before it dies.
-  const c: Cluster = await startCluster(t, 2, {
-    GATEWAY_NOTIFY_URL: rx.url,
-    GATEWAY_NOTIFY_SECRET: SECRET,
-    GATEWAY_NOTIFY_RETRY_MS: '600000',
-  })
-  await c.addSession('k1')
-  await until(
-    'one replica reads k1 unviewed',
-    async () => (await leaseHolders(c.replicas)).length === 1,
-    15_000,
-  )
-  await until('the upstream stream is open', () => c.runtime.openEventStreams === 1, 15_000)
-  const [held] = await leaseHolders(c.replicas)
-  const owner = c.replicas.find((r) => r.index === held)
-  const survivor = c.replicas.find((r) => r.index !== held)
-  assert.ok(owner && survivor)
-
+  const { rx, c, owner, survivor } = await routedCluster(t, '600000')
+  rx.script.push(503)
   c.runtime.ask({ title: 'Retry elsewhere', fields: [{ id: 'x', type: 'string' }] })
   const deliveries = async () => {
     const res = await request(`${survivor.url}/admin/notifications?kasmId=k1`, {
