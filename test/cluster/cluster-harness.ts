@@ -218,6 +218,26 @@ export function request(
   })
 }
 
+/** Answers question `requestId` of `run` on session `kasmId` through `replica` as `token`'s holder. */
+export function replyTo(
+  replica: Replica,
+  token: string,
+  kasmId: string,
+  reply: { run: string; requestId: string; key: string; values: Record<string, unknown> },
+): ReturnType<typeof request> {
+  return request(`${replica.url}/desktop/${kasmId}/mcp/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      run: reply.run,
+      key: reply.key,
+      reply_to: reply.requestId,
+      revision: 1,
+      values: reply.values,
+    }),
+  })
+}
+
 async function getStatus(url: string): Promise<number> {
   try {
     return (await request(url)).status
