@@ -130,6 +130,8 @@ export function clusterTestEnv(prefix: string, redis: Record<string, string>): R
     GATEWAY_PING_INTERVAL_MS: '1000',
     GATEWAY_PRESENCE_TTL_MS: '3000',
     GATEWAY_SHUTDOWN_GRACE_MS: '10000',
+    // As in testEnv: a replica stalled by a loaded machine must not shed the test's own requests.
+    GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
     ...redis,
   })
 }
