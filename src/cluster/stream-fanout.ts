@@ -144,6 +144,11 @@ export class StreamFanout {
           w.viewers.add(position)
           return
         }
+        // Where the loop was when the XRANGE went out: Redis runs the XRANGE after that, so an empty answer
+        // means nothing is stored between the viewer and this point. The loop may read further while the
+        // answer is on its way (two connections, no order between their replies): what it read meanwhile is
+        // fetched by the next round, never skipped by jumping to where the loop is now.
+        const sent = w.cursor
         const raw = (await this.#o.command.xrange(
           w.key,
           `(${position.lastId}`,
@@ -151,8 +156,13 @@ export class StreamFanout {
           'COUNT',
           this.#o.batch,
         )) as RawEntry[]
-        if (raw.length === 0 || round > 100) {
-          // Nothing between (trimmed, or Redis lost it): the loop's position is the only one left.
+        if (raw.length === 0) {
+          // Nothing between (trimmed, or Redis lost it): continue from the loop's position at the XRANGE.
+          position.lastId = sent
+          continue
+        }
+        if (round > 100) {
+          // A viewer that never catches up (the stream grows faster than it pages): join where the loop is.
           position.lastId = w.cursor
           continue
         }
