@@ -60,6 +60,7 @@ export const eventsPlugin = fp(
         maxFillBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
         onTokenEcho: (echoes) => metrics.tokenEchoes.inc({ where: 'event' }, echoes),
         onOversized: () => metrics.oversized.inc({ source: 'trace' }),
+        onFault: (err) => app.log.error({ err }, 'reading a trace to fill a gap failed; gap left unfilled'),
       }),
       timing: readerTiming(env),
       limits: {
