@@ -2,9 +2,9 @@ import { type Dispatcher, request } from 'undici'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { type TokenEcho, tokenEcho } from '../upstream/token-echo.ts'
-import { type Delivery, storedBytes } from './bus.ts'
+import { type BusMessage, type Delivery, storedBytes } from './bus.ts'
 import { OwnFault } from './own-fault.ts'
-import { eventFrame } from './sse.ts'
+import { frameOf } from './sse.ts'
 
 /** The most events one fill returns (a viewer a million events behind gets the newest part, then live). */
 export const MAX_FILL = 50_000
@@ -184,10 +184,8 @@ export class TraceBackfill {
     if (seq >= from && (runConfirmed || verdict === 'confirmed')) {
       const { text: data, echoes } = echo.maskText(line)
       if (echoes > 0) this.#onTokenEcho(echoes)
-      out.push({
-        message: { kind: 'event', run, seq, type, data },
-        frame: eventFrame(run, seq, type, data),
-      })
+      const message: BusMessage = { kind: 'event', run, seq, type, data }
+      out.push({ message, frame: frameOf(message) })
     } else if (seq >= from && verdict !== 'wrong-run') {
       // An event inside the range before any info line: its run cannot be confirmed, so nothing is filled.
       return 'wrong-run'
