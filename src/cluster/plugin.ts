@@ -209,6 +209,7 @@ export const clusterPlugin = fp(
     })
     app.addHook('onClose', async () => {
       await fanout?.close()
+      health.closing()
       await Promise.all(Object.values(connections).map((c) => closeConnection(c)))
     })
 
