@@ -135,7 +135,8 @@ test('viewers on three replicas joining mid-stream each see every event once, in
   assert.ok(watchers.length >= 27)
 })
 
-test('after Redis lost the session, the re-read run reaches viewers without a duplicate', async (t) => {
+/** Two replicas; a viewer on b that got events 1..50 of `run`, which a appended holding the lease. */
+async function viewerOf50(t: import('node:test').TestContext) {
   const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
   const live = viewer()
   await b.bus.subscribe('s', {}, live)
@@ -145,7 +146,12 @@ test('after Redis lost the session, the re-read run reaches viewers without a du
     range(1, 50).map((n) => ev('run', n)),
     f1,
   )
-  await until('first 50', () => live.seqs.length === 50)
+  await until('first 50', () => live.seqs.at(-1) === 50)
+  return { a, b, live }
+}
+
+test('after Redis lost the session, the re-read run reaches viewers without a duplicate', async (t) => {
+  const { a, b, live } = await viewerOf50(t)
 
   // What a restart without persistence leaves: no stream, no head, no lease, no fence counter.
   await a.command.del(a.keys.events('s'), a.keys.head('s'), a.keys.lease('s'), a.keys.fence('s'))
@@ -248,16 +254,7 @@ function holdNextXrange(redis: Redis): { answered: Promise<void>; release: () =>
 }
 
 test('a viewer resuming after Redis came back empty gets the events re-appended while its join was in flight', async (t) => {
-  const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
-  const live = viewer()
-  await b.bus.subscribe('s', {}, live)
-  const f1 = (await a.lease.acquire('s')) as number
-  await a.bus.append(
-    's',
-    range(1, 50).map((n) => ev('run', n)),
-    f1,
-  )
-  await until('first 50', () => live.seqs.at(-1) === 50)
+  const { a, b, live } = await viewerOf50(t)
 
   // Redis restarted empty; b's loop still reads from where it was.
   await a.command.del(a.keys.events('s'), a.keys.head('s'), a.keys.lease('s'), a.keys.fence('s'))

@@ -154,6 +154,16 @@ test('a Redis that goes away while the reader appends is the bus failing, not th
   assert.equal((await reconnects(gw.url)).dropped, 0)
 })
 
+/** Session `k` served at `upstream`, as the registry hands it to a reader. */
+const sessionAt = (upstream: string): Session => ({
+  kasmId: 'k',
+  upstream,
+  team: 'blue',
+  messagingToken: new Secret(TOKEN),
+  source: 'admin',
+  version: 1,
+})
+
 /** The event metrics on a registry of their own (the shared counters included, as the app has them). */
 function eventMetrics() {
   const registry = new Registry()
@@ -199,14 +209,7 @@ test('a bug in gap filling is logged at error with its error and counted as ours
   }
   const logs = captureLogs('info')
   const { registry, metrics } = eventMetrics()
-  const session: Session = {
-    kasmId: 'k',
-    upstream,
-    team: 'blue',
-    messagingToken: new Secret(TOKEN),
-    source: 'admin',
-    version: 1,
-  }
+  const session = sessionAt(upstream)
   const reader = new UpstreamReader({
     kasmId: 'k',
     session: async () => session,
@@ -260,15 +263,7 @@ test('trace backfill: a fault of our own reaches onFault; a trace that cannot be
     },
     onFault: (err) => faults.push(err),
   })
-  const session = (upstream: string): Session => ({
-    kasmId: 'k',
-    upstream,
-    team: 'blue',
-    messagingToken: new Secret(TOKEN),
-    source: 'admin',
-    version: 1,
-  })
-  assert.equal(await backfill.fill(session(`http://127.0.0.1:${address.port}/`), 'r1', 2, 2), null)
+  assert.equal(await backfill.fill(sessionAt(`http://127.0.0.1:${address.port}/`), 'r1', 2, 2), null)
   assert.equal(faults.length, 1)
   assert.match(String(faults[0]), /a bug while masking/)
 
@@ -278,6 +273,6 @@ test('trace backfill: a fault of our own reaches onFault; a trace that cannot be
   const gone = closed.address()
   assert.ok(gone !== null && typeof gone === 'object')
   await new Promise((resolve) => closed.close(resolve))
-  assert.equal(await backfill.fill(session(`http://127.0.0.1:${gone.port}/`), 'r1', 2, 2), null)
+  assert.equal(await backfill.fill(sessionAt(`http://127.0.0.1:${gone.port}/`), 'r1', 2, 2), null)
   assert.equal(faults.length, 1)
 })
