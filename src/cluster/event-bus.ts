@@ -3,16 +3,16 @@ import type {
   BusMessage,
   Delivery,
   EventBus,
-  StreamPosition as From,
   StreamHead,
+  StreamPosition,
   Subscriber,
   Subscription,
 } from '../events/bus.ts'
-import { CLOSED_FRAME, eventFrame } from '../events/sse.ts'
+import { frameOf } from '../events/sse.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 import { compareIds, decodeEntry, encodeMessages, type RawEntry } from './stream-entry.ts'
-import { type StreamFanout, StreamPosition } from './stream-fanout.ts'
+import { type StreamFanout, StreamViewer } from './stream-fanout.ts'
 
 /** Options of {@link RedisEventBus}. */
 export interface RedisEventBusOptions {
@@ -30,13 +30,6 @@ export interface RedisEventBusOptions {
 }
 
 const PAGE = 1000
-
-/** The SSE frame of a message: the events folder's framing, so both buses send the same bytes. */
-export function frameOf(message: BusMessage): Buffer {
-  return message.kind === 'event'
-    ? eventFrame(message.run, message.seq, message.type, message.data)
-    : CLOSED_FRAME
-}
 
 /**
  * The {@link EventBus} of a cluster: one Redis stream per session, written only through the fenced append
@@ -84,9 +77,9 @@ export class RedisEventBus implements EventBus {
     return { run, seq: Math.max(0, Number(seq ?? 0)), closed: closed === '1' }
   }
 
-  async subscribe(kasmId: string, from: From, subscriber: Subscriber): Promise<Subscription> {
+  async subscribe(kasmId: string, from: StreamPosition, subscriber: Subscriber): Promise<Subscription> {
     const { command, keys, fanout } = this.#o
-    const position = new StreamPosition(subscriber)
+    const position = new StreamViewer(subscriber)
     const after =
       from.after !== undefined && Number.isSafeInteger(from.after) && from.after >= 0 ? from.after : undefined
     fanout.reserve(kasmId)
@@ -159,7 +152,7 @@ function seqOf(raw: RawEntry): number | undefined {
 }
 
 /** Marks a position inactive so `join` only gives back the reservation. */
-function cancelled(position: StreamPosition): StreamPosition {
+function cancelled(position: StreamViewer): StreamViewer {
   position.active = false
   return position
 }

@@ -4,11 +4,12 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Env } from '../config.ts'
+import { frameOf } from '../events/sse.ts'
 import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
 import { ChangeFeed } from './change-feed.ts'
 import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
-import { frameOf, RedisEventBus } from './event-bus.ts'
+import { RedisEventBus } from './event-bus.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
 import {
   type ClusterMetrics,
@@ -208,6 +209,7 @@ export const clusterPlugin = fp(
     })
     app.addHook('onClose', async () => {
       await fanout?.close()
+      health.closing()
       await Promise.all(Object.values(connections).map((c) => closeConnection(c)))
     })
 

@@ -29,6 +29,8 @@ export class RedisHealth {
   readonly #connections: ReadonlyMap<ConnectionRole, Redis>
   readonly #log: FastifyBaseLogger
   #state: RedisState = { kind: 'connecting' }
+  /** The replica is closing its connections itself (shutdown): their close is no outage. */
+  #closing = false
   /** Why each connection last failed, for the warning when the state changes. */
   readonly #lastError = new Map<ConnectionRole, string>()
 
@@ -55,8 +57,13 @@ export class RedisHealth {
     return this.#state.kind === 'down'
   }
 
+  /** Says the connections are about to be closed on purpose, so shutting down logs no outage warning. */
+  closing(): void {
+    this.#closing = true
+  }
+
   #lost(role: ConnectionRole): void {
-    if (this.#state.kind !== 'up') return
+    if (this.#state.kind !== 'up' || this.#closing) return
     const reason = this.#lastError.get(role) ?? 'connection closed'
     this.#state = { kind: 'down', since: Date.now(), connection: role, reason }
     this.#log.warn(

@@ -1,27 +1,29 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { BusMessage, Delivery, Subscriber } from '../events/bus.ts'
+import { ViewerCursor } from '../events/viewer-cursor.ts'
 import { compareIds, decodeEntry, type RawEntry } from './stream-entry.ts'
 
 /** How a replica turns a message into its SSE frame (the events folder's framing, done once per event). */
 export type FrameFn = (message: BusMessage) => Buffer
 
+/** A delivery read from a session's Redis stream, with its entry id. */
+export type StreamDelivery = Delivery & { readonly id: string }
+
 /**
- * One viewer's place in a session's stream. Deliveries are filtered twice: by stream id (the loop and a
- * replay may overlap) and by (run, seq), which also catches the re-append of a run after Redis lost its
- * data and the new owner read the run again from the runtime.
+ * One viewer of a session's Redis stream. Deliveries are filtered twice: by stream id (the loop and a replay
+ * may overlap) and by the {@link ViewerCursor} rule on (run, seq), which also catches the re-append of a run
+ * after Redis lost its data and the new owner read the run again from the runtime.
  */
-export class StreamPosition {
+export class StreamViewer extends ViewerCursor {
   lastId: string
-  run: string | undefined
-  seq = Number.NEGATIVE_INFINITY
-  closedRun: string | undefined
   active = true
 
   constructor(
     readonly subscriber: Subscriber,
     lastId = '0-0',
   ) {
+    super()
     this.lastId = lastId
   }
 
@@ -31,35 +33,21 @@ export class StreamPosition {
     this.seq = seq
   }
 
-  /** Whether this viewer still needs `d` (and records it as delivered when so). */
+  /** Whether this viewer still needs the entry `id` (and records it as delivered when so). */
   take(id: string, message: BusMessage): boolean {
     if (compareIds(id, this.lastId) <= 0) return false
     this.lastId = id
-    if (message.kind === 'closed') {
-      if (this.closedRun === message.run) return false
-      this.closedRun = message.run
-      return true
-    }
-    if (message.run === this.run && message.seq <= this.seq) return false
-    if (message.run === this.closedRun) return false
-    this.run = message.run
-    this.seq = message.seq
-    return true
+    return this.admit(message)
   }
 
-  /**
-   * Hands the viewer whatever of `batch` it has not had yet, in one call: the very same array when it needs
-   * all of it (the common case), so every viewer of a replica shares one batch and its frames.
-   */
-  offer(batch: readonly (Delivery & { id: string })[], replay: boolean): void {
+  protected override admits(d: Delivery): boolean {
+    return this.take((d as StreamDelivery).id, d.message)
+  }
+
+  /** Hands the viewer whatever of `batch` it has not had yet, in one call (the shared array when all of it). */
+  offer(batch: readonly StreamDelivery[], replay: boolean): void {
     if (!this.active || batch.length === 0) return
-    let out: Delivery[] | null = null
-    for (let i = 0; i < batch.length; i++) {
-      const d = batch[i] as Delivery & { id: string }
-      if (this.take(d.id, d.message)) out?.push(d)
-      else if (out === null) out = batch.slice(0, i)
-    }
-    const deliver = out ?? batch
+    const deliver = this.admitAll(batch)
     if (deliver.length > 0) this.subscriber.deliver(deliver, replay)
   }
 }
@@ -69,7 +57,7 @@ interface Watched {
   readonly key: string
   /** Last id the loop read for this stream; undefined until the first viewer's replay fixed it. */
   cursor: string | undefined
-  readonly viewers: Set<StreamPosition>
+  readonly viewers: Set<StreamViewer>
   /** Viewers whose replay is in flight: the stream stays watched while they catch up. */
   pending: number
 }
@@ -130,7 +118,7 @@ export class StreamFanout {
    * Joins a viewer whose replay ended at `position.lastId`. If the loop already read past that point, the
    * entries in between are fetched and offered first, so nothing the other viewers got is skipped.
    */
-  async join(kasmId: string, position: StreamPosition): Promise<void> {
+  async join(kasmId: string, position: StreamViewer): Promise<void> {
     const w = this.#get(kasmId)
     try {
       for (let round = 0; position.active && !this.#closed; round++) {
@@ -144,6 +132,11 @@ export class StreamFanout {
           w.viewers.add(position)
           return
         }
+        // Where the loop was when the XRANGE went out: Redis runs the XRANGE after that, so an empty answer
+        // means nothing is stored between the viewer and this point. The loop may read further while the
+        // answer is on its way (two connections, no order between their replies): what it read meanwhile is
+        // fetched by the next round, never skipped by jumping to where the loop is now.
+        const sent = w.cursor
         const raw = (await this.#o.command.xrange(
           w.key,
           `(${position.lastId}`,
@@ -151,8 +144,13 @@ export class StreamFanout {
           'COUNT',
           this.#o.batch,
         )) as RawEntry[]
-        if (raw.length === 0 || round > 100) {
-          // Nothing between (trimmed, or Redis lost it): the loop's position is the only one left.
+        if (raw.length === 0) {
+          // Nothing between (trimmed, or Redis lost it): continue from the loop's position at the XRANGE.
+          position.lastId = sent
+          continue
+        }
+        if (round > 100) {
+          // A viewer that never catches up (the stream grows faster than it pages): join where the loop is.
           position.lastId = w.cursor
           continue
         }
@@ -165,7 +163,7 @@ export class StreamFanout {
   }
 
   /** Removes a viewer. */
-  leave(kasmId: string, position: StreamPosition): void {
+  leave(kasmId: string, position: StreamViewer): void {
     position.active = false
     const w = this.#watched.get(kasmId)
     if (!w) return
@@ -202,8 +200,8 @@ export class StreamFanout {
     }
   }
 
-  #frames(raw: readonly RawEntry[]): (Delivery & { id: string })[] {
-    const out: (Delivery & { id: string })[] = []
+  #frames(raw: readonly RawEntry[]): StreamDelivery[] {
+    const out: StreamDelivery[] = []
     for (const entry of raw) {
       const decoded = decodeEntry(entry)
       if (decoded)

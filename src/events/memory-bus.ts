@@ -9,7 +9,8 @@ import type {
   Subscription,
 } from './bus.ts'
 import { storedBytes } from './bus.ts'
-import { CLOSED_FRAME, eventFrame } from './sse.ts'
+import { frameOf } from './sse.ts'
+import { ViewerCursor } from './viewer-cursor.ts'
 
 /** Options of {@link MemoryEventBus}. */
 export interface MemoryEventBusOptions {
@@ -22,16 +23,10 @@ export interface MemoryEventBusOptions {
 }
 
 /**
- * What one subscriber has been given so far, so a live event is never delivered twice; also its
- * subscription (one object per subscriber, no closure).
+ * One subscriber of a session's log: its {@link ViewerCursor}, so a live event is never delivered twice, and
+ * its subscription (one object per subscriber, no closure).
  */
-class Cursor implements Subscription {
-  /** The run of the last delivery (or the run named by the subscriber's position). */
-  run: string | undefined
-  /** The last seq delivered in `run` (or the position's `after`); -1 when none. */
-  seq: number
-  /** The `closed` of `run` was delivered. */
-  closed = false
+class LogViewer extends ViewerCursor implements Subscription {
   /**
    * Whether live messages must be checked against this cursor. Once it is caught up with the log (same run,
    * not ahead of it) everything the log appends is new to it, and checking would only cost time.
@@ -45,13 +40,12 @@ class Cursor implements Subscription {
     run: string | undefined,
     seq: number,
   ) {
-    this.run = run
-    this.seq = seq
+    super(run, seq)
     this.servedRun = log.run
   }
 
   close(): void {
-    this.log.cursors.delete(this)
+    this.log.viewers.delete(this)
   }
 
   /** Stops filtering once nothing the log can append could be a duplicate for this subscriber. */
@@ -63,23 +57,6 @@ class Cursor implements Subscription {
     ) {
       this.filtering = false
     }
-  }
-
-  /** Whether `d` is new to this subscriber; advances the cursor when it is. */
-  admit(d: Delivery): boolean {
-    const m = d.message
-    if (m.kind === 'event') {
-      if (m.run === this.run && m.seq <= this.seq) return false
-      if (m.run !== this.run) this.closed = false
-      this.run = m.run
-      this.seq = m.seq
-      return true
-    }
-    if (m.run === this.run && this.closed) return false
-    if (m.run !== this.run) this.seq = -1
-    this.run = m.run
-    this.closed = true
-    return true
   }
 }
 
@@ -96,7 +73,7 @@ class SessionLog {
   fence = Number.NEGATIVE_INFINITY
   /** Bytes of the stored deliveries (see {@link storedBytes}). */
   bytes = 0
-  readonly cursors = new Set<Cursor>()
+  readonly viewers = new Set<LogViewer>()
   readonly #ring: (Delivery | undefined)[]
   readonly #sizes: Float64Array
   readonly #orders: Float64Array
@@ -220,7 +197,7 @@ export class MemoryEventBus implements EventBus {
     let bytes = 0
     for (const [id, log] of this.#logs) {
       if (kasmId !== undefined && id !== kasmId) continue
-      subscribers += log.cursors.size
+      subscribers += log.viewers.size
       stored += log.size
       bytes += log.bytes
     }
@@ -245,27 +222,27 @@ export class MemoryEventBus implements EventBus {
       }
       if (m.kind === 'event') {
         if (m.seq <= log.lastSeq) continue
-        const d: Delivery = { message: m, frame: eventFrame(m.run, m.seq, m.type, m.data) }
+        const d: Delivery = { message: m, frame: frameOf(m) }
         const bytes = storedBytes(d)
         this.#bytes += bytes - log.push(d, bytes, this.#order++)
         log.lastSeq = m.seq
         fresh.push(d)
       } else {
-        const d: Delivery = { message: m, frame: CLOSED_FRAME }
+        const d: Delivery = { message: m, frame: frameOf(m) }
         log.closed = d
         fresh.push(d)
       }
     }
     if (this.#bytes > this.#totalBytes) this.#evictOverall()
     if (fresh.length > 0) {
-      for (const cursor of log.cursors) {
-        if (!cursor.filtering) {
-          cursor.subscriber.deliver(fresh, false)
+      for (const viewer of log.viewers) {
+        if (!viewer.filtering) {
+          viewer.subscriber.deliver(fresh, false)
           continue
         }
-        const batch = admitAll(cursor, fresh)
-        cursor.settle()
-        if (batch.length > 0) cursor.subscriber.deliver(batch, false)
+        const batch = viewer.admitAll(fresh)
+        viewer.settle()
+        if (batch.length > 0) viewer.subscriber.deliver(batch, false)
       }
     }
     return true
@@ -280,28 +257,28 @@ export class MemoryEventBus implements EventBus {
   async subscribe(kasmId: string, from: StreamPosition, subscriber: Subscriber): Promise<Subscription> {
     const log = this.#log(kasmId)
     const sameRun = from.run !== undefined && from.run === log.run && from.after !== undefined
-    let cursor: Cursor
+    let viewer: LogViewer
     let replay: Delivery[]
     if (log.run === null) {
       // Nothing stored yet: remember the position so a reader that restarts behind it causes no duplicate.
-      cursor = new Cursor(log, subscriber, from.run, from.after ?? -1)
+      viewer = new LogViewer(log, subscriber, from.run, from.after ?? -1)
       replay = []
     } else if (sameRun) {
       const after = from.after as number
       const first = log.firstSeq
       if (first !== undefined && first > after + 1) subscriber.gap?.(after + 1, first - 1)
-      cursor = new Cursor(log, subscriber, log.run, after)
+      viewer = new LogViewer(log, subscriber, log.run, after)
       replay = log.since(after)
     } else {
-      cursor = new Cursor(log, subscriber, log.run, -1)
+      viewer = new LogViewer(log, subscriber, log.run, -1)
       replay = log.since(undefined)
     }
     if (log.closed !== null) replay.push(log.closed)
-    const batch = admitAll(cursor, replay)
-    cursor.settle()
-    log.cursors.add(cursor)
+    const batch = viewer.admitAll(replay)
+    viewer.settle()
+    log.viewers.add(viewer)
     if (batch.length > 0) subscriber.deliver(batch, true)
-    return cursor
+    return viewer
   }
 
   async drop(kasmId: string): Promise<void> {
@@ -339,20 +316,6 @@ export class MemoryEventBus implements EventBus {
     }
     return log
   }
-}
-
-/** The deliveries of `batch` new to `cursor`; the very same array when all are (the common case). */
-function admitAll(cursor: Cursor, batch: readonly Delivery[]): readonly Delivery[] {
-  let out: Delivery[] | null = null
-  for (let i = 0; i < batch.length; i++) {
-    const d = batch[i] as Delivery
-    if (cursor.admit(d)) {
-      out?.push(d)
-    } else if (out === null) {
-      out = batch.slice(0, i)
-    }
-  }
-  return out ?? batch
 }
 
 /**

@@ -42,7 +42,7 @@ export function createEventMetrics(
   })
   const reconnects = new Counter({
     name: 'krg_event_upstream_reconnects_total',
-    help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, address_refused, bad_status, new_run, rotated',
+    help: 'Upstream event stream reconnects by reason: not_up, dropped, stalled, token_refused, address_refused, bad_status, new_run, rotated, bus_failed (the bus could not store what was read), internal_error (a bug of the gateway)',
     labelNames: ['reason'],
     registers: [registry],
   })
@@ -55,6 +55,8 @@ export function createEventMetrics(
     'bad_status',
     'new_run',
     'rotated',
+    'bus_failed',
+    'internal_error',
   ])
   return {
     viewers: new Gauge({

@@ -13,6 +13,8 @@ export interface EventsService {
   readonly bus: EventBus
   readonly lease: ReaderLease
   readonly metrics: EventMetrics
+  /** True while the bus's store is known to be away (a Redis outage): a new stream's replay cannot be read. */
+  readonly storeDown: () => boolean
 }
 
 declare module 'fastify' {
@@ -60,6 +62,7 @@ export const eventsPlugin = fp(
         maxFillBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
         onTokenEcho: (echoes) => metrics.tokenEchoes.inc({ where: 'event' }, echoes),
         onOversized: () => metrics.oversized.inc({ source: 'trace' }),
+        onFault: (err) => app.log.error({ err }, 'reading a trace to fill a gap failed; gap left unfilled'),
       }),
       timing: readerTiming(env),
       limits: {
@@ -77,7 +80,8 @@ export const eventsPlugin = fp(
       metrics,
       ...(cluster ? { storeOutage: () => cluster.health.down } : {}),
     })
-    app.decorate('events', { streams, bus, lease, metrics })
+    const storeDown = cluster ? () => cluster.health.down : () => false
+    app.decorate('events', { streams, bus, lease, metrics, storeDown })
     // A revoked cookie session (on any replica) loses its streams now, not at the next recheck.
     const stopHearing = await app.auth.onCookieRevoked({
       revoked: (idHashes) => streams.endCookieSessions(idHashes),

@@ -1,3 +1,5 @@
+import type { BusMessage } from './bus.ts'
+
 /**
  * Server-sent-events framing of the sidebar protocol, and the one heartbeat timer every viewer shares.
  * Nothing else lives here: parsing the upstream stream is eventsource-parser's job (see upstream-reader).
@@ -22,6 +24,13 @@ export const PING_FRAME: Buffer = Buffer.from(': ping\n\n')
 
 /** The frame for a run that closed its trace without `done`: no id, empty object, as the runtime sends it. */
 export const CLOSED_FRAME: Buffer = Buffer.from('event: closed\ndata: {}\n\n')
+
+/** The SSE frame of a bus message, as every bus and the trace backfill send it (built once per event). */
+export function frameOf(message: BusMessage): Buffer {
+  return message.kind === 'event'
+    ? eventFrame(message.run, message.seq, message.type, message.data)
+    : CLOSED_FRAME
+}
 
 /** The `: run <run_id>` line that opens a stream (and, from the gateway, announces a new run). */
 export function runComment(run: string): Buffer {

@@ -2,8 +2,9 @@ import { type Dispatcher, request } from 'undici'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { type TokenEcho, tokenEcho } from '../upstream/token-echo.ts'
-import { type Delivery, storedBytes } from './bus.ts'
-import { eventFrame } from './sse.ts'
+import { type BusMessage, type Delivery, storedBytes } from './bus.ts'
+import { OwnFault } from './own-fault.ts'
+import { frameOf } from './sse.ts'
 
 /** The most events one fill returns (a viewer a million events behind gets the newest part, then live). */
 export const MAX_FILL = 50_000
@@ -22,6 +23,8 @@ export interface TraceBackfillOptions {
   readonly maxFillBytes?: number
   /** Called for every line read past for its size. */
   readonly onOversized?: () => void
+  /** Called with what the gateway's own reading of a trace threw (a bug, logged as one); that fill is null. */
+  readonly onFault?: (err: unknown) => void
 }
 
 /**
@@ -40,6 +43,7 @@ export class TraceBackfill {
   readonly #maxLine: number
   readonly #maxFill: number
   readonly #onOversized: () => void
+  readonly #onFault: (err: unknown) => void
   readonly #inFlight = new Map<string, Promise<Delivery[] | null>>()
 
   constructor(options: TraceBackfillOptions) {
@@ -49,6 +53,7 @@ export class TraceBackfill {
     this.#maxLine = options.maxLineBytes ?? Number.POSITIVE_INFINITY
     this.#maxFill = options.maxFillBytes ?? Number.POSITIVE_INFINITY
     this.#onOversized = options.onOversized ?? (() => {})
+    this.#onFault = options.onFault ?? (() => {})
   }
 
   /**
@@ -63,7 +68,11 @@ export class TraceBackfill {
     let pending = this.#inFlight.get(key)
     if (pending === undefined) {
       pending = this.#read(session, run, from, to)
-        .catch(() => null)
+        .catch((err: unknown) => {
+          // A trace the runtime cannot serve (refused connection, reset) is an unfilled gap, nothing more.
+          if (err instanceof OwnFault) this.#onFault(err.cause)
+          return null
+        })
         .finally(() => this.#inFlight.delete(key))
       this.#inFlight.set(key, pending)
     }
@@ -94,43 +103,52 @@ export class TraceBackfill {
       this.#onOversized()
       return 'next'
     }
+    // Only reading the body fails because of the runtime: what the line handling throws is ours (OwnFault).
     try {
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
-        read += chunk.length
-        if (read > this.#maxBytes) return null
-        rest += decoder.decode(chunk, { stream: true })
-        let start = 0
-        if (discarding) {
-          const nl = rest.indexOf('\n')
-          if (nl === -1) {
-            rest = ''
-            continue
+        try {
+          read += chunk.length
+          if (read > this.#maxBytes) return null
+          rest += decoder.decode(chunk, { stream: true })
+          let start = 0
+          if (discarding) {
+            const nl = rest.indexOf('\n')
+            if (nl === -1) {
+              rest = ''
+              continue
+            }
+            start = nl + 1
+            discarding = false
           }
-          start = nl + 1
-          discarding = false
+          for (let nl = rest.indexOf('\n', start); nl !== -1; nl = rest.indexOf('\n', start)) {
+            const line = rest.slice(start, nl).replace(/\r$/, '')
+            start = nl + 1
+            const verdict = take(line)
+            if (verdict === 'wrong-run') return null
+            if (verdict === 'confirmed') runConfirmed = true
+            if (verdict === 'done') return runConfirmed ? out.events() : null
+          }
+          rest = rest.slice(start)
+          if (rest.length > this.#maxLine) {
+            this.#onOversized()
+            discarding = true
+            rest = ''
+          }
+        } catch (err) {
+          throw new OwnFault(err)
         }
-        for (let nl = rest.indexOf('\n', start); nl !== -1; nl = rest.indexOf('\n', start)) {
-          const line = rest.slice(start, nl).replace(/\r$/, '')
-          start = nl + 1
-          const verdict = take(line)
+      }
+      try {
+        rest += decoder.decode()
+        if (rest.length > 0 && !discarding) {
+          const verdict = take(rest.replace(/\r$/, ''))
           if (verdict === 'wrong-run') return null
           if (verdict === 'confirmed') runConfirmed = true
-          if (verdict === 'done') return runConfirmed ? out.events() : null
         }
-        rest = rest.slice(start)
-        if (rest.length > this.#maxLine) {
-          this.#onOversized()
-          discarding = true
-          rest = ''
-        }
+        return runConfirmed ? out.events() : null
+      } catch (err) {
+        throw new OwnFault(err)
       }
-      rest += decoder.decode()
-      if (rest.length > 0 && !discarding) {
-        const verdict = take(rest.replace(/\r$/, ''))
-        if (verdict === 'wrong-run') return null
-        if (verdict === 'confirmed') runConfirmed = true
-      }
-      return runConfirmed ? out.events() : null
     } finally {
       // Stops the download once the range is read (or on any early return).
       res.body.destroy()
@@ -166,10 +184,8 @@ export class TraceBackfill {
     if (seq >= from && (runConfirmed || verdict === 'confirmed')) {
       const { text: data, echoes } = echo.maskText(line)
       if (echoes > 0) this.#onTokenEcho(echoes)
-      out.push({
-        message: { kind: 'event', run, seq, type, data },
-        frame: eventFrame(run, seq, type, data),
-      })
+      const message: BusMessage = { kind: 'event', run, seq, type, data }
+      out.push({ message, frame: frameOf(message) })
     } else if (seq >= from && verdict !== 'wrong-run') {
       // An event inside the range before any info line: its run cannot be confirmed, so nothing is filled.
       return 'wrong-run'

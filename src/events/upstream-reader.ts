@@ -9,6 +9,7 @@ import { tokenEcho } from '../upstream/token-echo.ts'
 import { isAddressRefused } from '../upstream/url-policy.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
+import { OwnFault } from './own-fault.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
 
 /** The reader's delays, from the protocol's advice for a sidebar (scaled down in tests). */
@@ -83,6 +84,8 @@ type Outcome =
   | { kind: 'bad_status'; status: number }
   | { kind: 'dropped'; live: boolean }
   | { kind: 'stalled'; live: boolean }
+  | { kind: 'bus_failed'; err: unknown }
+  | { kind: 'faulted'; err: unknown }
   | { kind: 'closed' }
   | { kind: 'interrupted' }
   | { kind: 'lease_lost' }
@@ -241,6 +244,21 @@ export class UpstreamReader {
         if (outcome.live) this.#backingOff = true
         log.warn({ kasmId, idleMs: timing.idleTimeoutMs }, 'upstream event stream silent; reconnecting')
         break
+      case 'bus_failed': {
+        // Not the runtime's doing: its stream is let go and read again (from the bus's head) once the bus
+        // answers, on the same schedule as a bus that is away when the reader starts.
+        metrics.reconnects.inc({ reason: 'bus_failed' })
+        const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
+        log[level]({ err: outcome.err, kasmId }, 'event bus append failed; reader waiting for the bus')
+        this.#state = 'retrying'
+        await this.#sleep(this.#longestDelay())
+        return
+      }
+      case 'faulted':
+        metrics.reconnects.inc({ reason: 'internal_error' })
+        this.#backingOff = true
+        log.error({ err: outcome.err, kasmId }, 'event reader failed on the upstream stream; reconnecting')
+        break
     }
     this.#state = 'retrying'
     if (!this.#backingOff) {
@@ -313,6 +331,8 @@ export class UpstreamReader {
       }
     } catch (err) {
       if (why === INTERRUPTED || this.#stopped) return { kind: 'interrupted' }
+      if (err instanceof BusFailure) return { kind: 'bus_failed', err: err.cause }
+      if (err instanceof OwnFault) return { kind: 'faulted', err: err.cause }
       if (why === STALLED) return { kind: 'stalled', live }
       if (isAddressRefused(err)) return { kind: 'address_refused' }
       // Refused connection, reset, DNS: the runtime is not there (yet), or the stream broke mid-way.
@@ -404,29 +424,42 @@ export class UpstreamReader {
       },
     })
     const decoder = new TextDecoder()
+    // Only reading `body` fails because of the runtime (its stream dropped or broke): what our parsing and
+    // gap filling throw is a bug of ours, what the append throws is the bus's, each reported as what it is.
     for await (const chunk of body) {
       onBytes()
-      parser.feed(decoder.decode(chunk, { stream: true }))
-      if (overflowed) {
-        overflowed = false
-        parser.reset()
-        if (!skipping) skip(undefined)
-        skipping = true
-      }
-      if (pending.length === 0) continue
-      const batch = pending
-      pending = []
-      // Events skipped for their size are a gap of our own making: not one to fill from the trace.
-      if (skippedTo !== undefined) last = Math.max(last, skippedTo)
-      skippedTo = undefined
-      const filled = await this.#fillGaps(batch, run, last, session)
-      for (const m of filled) {
-        if (m.kind === 'event') {
-          run = m.run
-          last = m.seq
+      let filled: BusMessage[]
+      try {
+        parser.feed(decoder.decode(chunk, { stream: true }))
+        if (overflowed) {
+          overflowed = false
+          parser.reset()
+          if (!skipping) skip(undefined)
+          skipping = true
         }
+        if (pending.length === 0) continue
+        const batch = pending
+        pending = []
+        // Events skipped for their size are a gap of our own making: not one to fill from the trace.
+        if (skippedTo !== undefined) last = Math.max(last, skippedTo)
+        skippedTo = undefined
+        filled = await this.#fillGaps(batch, run, last, session)
+        for (const m of filled) {
+          if (m.kind === 'event') {
+            run = m.run
+            last = m.seq
+          }
+        }
+      } catch (err) {
+        throw new OwnFault(err)
       }
-      if (!(await bus.append(kasmId, filled, fence))) return 'lease_lost'
+      let stored: boolean
+      try {
+        stored = await bus.append(kasmId, filled, fence)
+      } catch (err) {
+        throw new BusFailure(err)
+      }
+      if (!stored) return 'lease_lost'
       this.#failures = 0
       log.debug({ kasmId, run, count: filled.length, to: last, types: typesOf(filled) }, 'events appended')
       if (closed) {
@@ -539,6 +572,14 @@ export class UpstreamReader {
         resolve(why)
       }
     })
+  }
+}
+
+/** What the bus threw while appending: its store is away or failing, which is not the runtime's doing. */
+class BusFailure extends Error {
+  constructor(cause: unknown) {
+    super('event bus append failed', { cause })
+    this.name = 'BusFailure'
   }
 }
 

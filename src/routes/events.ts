@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { BadRequest, SessionNotFound, ShuttingDown, Unauthenticated } from '../errors.ts'
+import { BadRequest, SessionNotFound, ShuttingDown, StoreUnavailable, Unauthenticated } from '../errors.ts'
 import type { StreamPosition } from '../events/bus.ts'
 import { takeOver } from '../events/takeover.ts'
 import { countWhenClosed } from '../metrics/streams.ts'
@@ -18,7 +18,8 @@ export const RUN_ID = /^[\x21-\x7e]{1,200}$/
  * `GET /desktop/:kasmId/mcp/events`: the session's event stream in the sidebar protocol's wire format, from
  * the gateway's one upstream reader per session. `after=<seq>&run=<run_id>` or `Last-Event-ID: <run>:<seq>`
  * (which wins: EventSource sends it on reconnect with the original URL) replays the missed events. A
- * malformed `after` or `run` is refused with 400, as the runtime does.
+ * malformed `after` or `run` is refused with 400, as the runtime does; during a Redis outage (cluster mode) a
+ * new stream is refused with 503 `store_unavailable` before it opens.
  */
 export async function eventsRoutes(app: FastifyInstance): Promise<void> {
   app.get<EventsRoute>(
@@ -32,6 +33,8 @@ export async function eventsRoutes(app: FastifyInstance): Promise<void> {
       const session = await app.sessions.resolve(kasmId, operator)
       const position = streamPosition(request.query, request.headers['last-event-id'])
       if (app.readiness.draining) throw new ShuttingDown()
+      // Refused before the stream opens, so a client can tell it from a drop: its replay cannot be read now.
+      if (app.events.storeDown()) throw new StoreUnavailable('the event history cannot be read')
       await app.events.streams.reserve(operator)
       reply.hijack()
       try {

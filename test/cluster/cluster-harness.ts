@@ -290,6 +290,11 @@ export class RoamingViewer {
     this.#req?.destroy()
   }
 
+  /** Breaks the current connection from the client's side: the viewer reconnects with `Last-Event-ID`. */
+  cut(): void {
+    this.#req?.destroy()
+  }
+
   #connect(): void {
     if (this.#closed) return
     const servers = this.#servers()
@@ -305,8 +310,11 @@ export class RoamingViewer {
       authorization: `Bearer ${this.token}`,
     }
     if (last !== undefined) headers['last-event-id'] = last
+    // Once per connection, however many of its events (error, close) say it ended.
+    let ended = false
     const retry = (): void => {
-      if (this.#closed) return
+      if (this.#closed || ended) return
+      ended = true
       this.reconnects++
       this.#at++
       setTimeout(() => this.#connect(), 100 + Math.floor(Math.random() * 100)).unref()

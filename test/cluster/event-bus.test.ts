@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import type { Redis } from 'ioredis'
 import type { BusMessage, Delivery, Subscriber } from '../../src/events/bus.ts'
 import {
   deletePrefix,
@@ -134,7 +135,8 @@ test('viewers on three replicas joining mid-stream each see every event once, in
   assert.ok(watchers.length >= 27)
 })
 
-test('after Redis lost the session, the re-read run reaches viewers without a duplicate', async (t) => {
+/** Two replicas; a viewer on b that got events 1..50 of `run`, which a appended holding the lease. */
+async function viewerOf50(t: import('node:test').TestContext) {
   const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
   const live = viewer()
   await b.bus.subscribe('s', {}, live)
@@ -144,7 +146,12 @@ test('after Redis lost the session, the re-read run reaches viewers without a du
     range(1, 50).map((n) => ev('run', n)),
     f1,
   )
-  await until('first 50', () => live.seqs.length === 50)
+  await until('first 50', () => live.seqs.at(-1) === 50)
+  return { a, b, live }
+}
+
+test('after Redis lost the session, the re-read run reaches viewers without a duplicate', async (t) => {
+  const { a, b, live } = await viewerOf50(t)
 
   // What a restart without persistence leaves: no stream, no head, no lease, no fence counter.
   await a.command.del(a.keys.events('s'), a.keys.head('s'), a.keys.lease('s'), a.keys.fence('s'))
@@ -216,4 +223,58 @@ test('a replay longer than one page comes whole; connections stay fixed however 
   )
   for (const s of subs) s.close()
   await until('loop forgets closed streams', () => a.fanout.watchedCount === 1)
+})
+
+/**
+ * Holds the answer of the next `xrange` on `redis` until `release` is called: the command ran in Redis (its
+ * reply is fixed), but the caller sees it only later, as when the command connection's reply is read after the
+ * blocking connection's (two sockets, no order between them).
+ */
+function holdNextXrange(redis: Redis): { answered: Promise<void>; release: () => void } {
+  const original = redis.xrange.bind(redis) as (...args: unknown[]) => Promise<unknown>
+  let answered!: () => void
+  let release!: () => void
+  const released = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const held = async (...args: unknown[]): Promise<unknown> => {
+    ;(redis as { xrange: unknown }).xrange = original
+    const reply = await original(...args)
+    answered()
+    await released
+    return reply
+  }
+  ;(redis as { xrange: unknown }).xrange = held
+  return {
+    answered: new Promise<void>((resolve) => {
+      answered = resolve
+    }),
+    release,
+  }
+}
+
+test('a viewer resuming after Redis came back empty gets the events re-appended while its join was in flight', async (t) => {
+  const { a, b, live } = await viewerOf50(t)
+
+  // Redis restarted empty; b's loop still reads from where it was.
+  await a.command.del(a.keys.events('s'), a.keys.head('s'), a.keys.lease('s'), a.keys.fence('s'))
+  // A viewer resumes on b with Last-Event-ID run:50: nothing is stored, so its join asks Redis what lies
+  // between it and the loop's position. Redis answers (nothing yet); the answer reaches b late.
+  const hold = holdNextXrange(b.command)
+  const resumed = viewer()
+  const joining = b.bus.subscribe('s', { run: 'run', after: 50 }, resumed)
+  await hold.answered
+  // Meanwhile the new owner re-reads the run and b's loop hands it to the viewers it has.
+  const f2 = (await a.lease.acquire('s')) as number
+  await a.bus.append(
+    's',
+    range(1, 80).map((n) => ev('run', n)),
+    f2,
+  )
+  await until('the loop read the re-appended run', () => live.seqs.at(-1) === 80)
+  hold.release()
+  await joining
+  await a.bus.append('s', [ev('run', 81)], f2)
+  await until('the sentinel reached the resumed viewer', () => resumed.seqs.at(-1) === 81)
+  assert.deepEqual(resumed.seqs, range(51, 81), 'nothing the loop read during the join is skipped')
 })

@@ -112,13 +112,13 @@ test('a Redis outage: replicas stay ready but degraded, bearer traffic flows, lo
     body: JSON.stringify({ upstream: c.runtime.url, team: 'blue', messagingToken: 'x' }),
   })
   assert.equal(adminWrite.status, 503, adminWrite.body)
-  // A viewer connecting now: its replay cannot be read, so its stream ends at once, cleanly, and the client
-  // reconnects as after any end (EventSource does by itself); it is served once Redis is back.
+  // A viewer connecting now: its replay cannot be read, so it is refused before its stream opens (a client
+  // tells that from a drop, and retries); it is served once Redis is back.
   const late = await openSse(`${c.replicas[0]?.url}/desktop/k/mcp/events`, {
     authorization: `Bearer ${operator}`,
   })
-  assert.equal(late.status, 200)
-  assert.equal(await late.ended, 'end')
+  assert.equal(late.status, 503)
+  assert.equal((late.body as { error: string }).error, 'store_unavailable')
 
   // Every lease expires while Redis is away (renewals fail), and every connection retries many times over:
   // what the replicas log meanwhile is what an on-call person reads during a long outage.

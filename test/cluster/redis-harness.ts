@@ -4,11 +4,12 @@ import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { openConnection, waitReady } from '../../src/cluster/connections.ts'
-import { frameOf, RedisEventBus } from '../../src/cluster/event-bus.ts'
+import { RedisEventBus } from '../../src/cluster/event-bus.ts'
 import { type ClusterKeys, clusterKeys } from '../../src/cluster/keys.ts'
 import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
 import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.ts'
 import { StreamFanout } from '../../src/cluster/stream-fanout.ts'
+import { frameOf } from '../../src/events/sse.ts'
 import { waitFor as until } from '../helpers/wait.ts'
 
 /** The Redis the unit tests use: REDIS_TEST_URL, default the local one CI starts. */

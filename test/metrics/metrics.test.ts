@@ -23,7 +23,17 @@ const zeroed: Record<string, [string, string[]]> = {
   krg_auth_failures_total: ['reason', ['missing', 'expired', 'bad_signature', 'csrf', 'store_unavailable']],
   krg_event_upstream_reconnects_total: [
     'reason',
-    ['not_up', 'dropped', 'stalled', 'token_refused', 'bad_status', 'new_run', 'rotated'],
+    [
+      'not_up',
+      'dropped',
+      'stalled',
+      'token_refused',
+      'bad_status',
+      'new_run',
+      'rotated',
+      'bus_failed',
+      'internal_error',
+    ],
   ],
 }
 
