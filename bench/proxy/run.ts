@@ -236,6 +236,13 @@ export async function main(argv: string[]): Promise<void> {
     execFileSync('npm', ['run', 'build', '--silent'], { stdio: ['ignore', 'ignore', 'inherit'] })
   }
   const cleanups: (() => Promise<void> | void)[] = []
+  // Interrupted, it still stops what it started (nginx, Redis and the gateways are not its IPC children).
+  const interrupted = async (): Promise<void> => {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+    process.exit(130)
+  }
+  process.once('SIGINT', interrupted)
+  process.once('SIGTERM', interrupted)
   const contestants: Contestant[] = []
   const attachment = await attachmentBody()
   const bearer = await benchBearer()
