@@ -18,19 +18,23 @@ const contestants = [
   'gateway redis cookie',
 ]
 
-test('the proxy bench runs every contestant on every route end to end, without a failed request', async (t) => {
+// Seven servers, two of them gateways compiled by tsx on start: minutes on a busy shared machine.
+test('the proxy bench runs every contestant end to end, a read and an upload, without a failed request', {
+  timeout: 300_000,
+}, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'krg-proxy-bench-'))
   t.after(() => rm(dir, { recursive: true, force: true }))
   const out = join(dir, 'proxy.md')
   // From source (--tsx): building dist/ is the full run's job, not a smoke test's.
   const args = ['--import', 'tsx', 'bench/run.ts', 'proxy', '--quick', '--tsx', '--seconds', '0.3']
-  await run(process.execPath, [...args, '--rate', '50', '--out', out], { timeout: 110_000 }).catch(
+  const brief = ['--routes', 'inbox,attachment', '--rate', '20', '--attachment-rate', '5', '--out', out]
+  await run(process.execPath, [...args, ...brief], { timeout: 280_000 }).catch(
     (err: Error & { stdout?: string }) => {
       throw new Error(`${err.message}\n${err.stdout ?? ''}`)
     },
   )
   const report = await readFile(out, 'utf8')
-  for (const route of ['inbox', 'messages', 'artifact', 'attachment']) {
+  for (const route of ['inbox', 'attachment']) {
     const section = report.split(`## ${route}\n`)[1]?.split('\n## ')[0] ?? ''
     for (const name of contestants) {
       const row = section.split('\n').find((line) => line.startsWith(`| ${name} |`))
