@@ -1,18 +1,14 @@
 import type { CookieSessionRecord, RevocationListener } from './cookie-store.ts'
+import { ExpiringLru } from './expiring-lru.ts'
 
 /** Options of {@link RecentCookieSessions}. */
 export interface RecentCookieSessionsOptions {
   /** How long a looked-up session is answered without asking the store again (ms). */
   readonly ttlMs: number
-  /** Most sessions kept; the oldest lookup goes first. */
+  /** Most sessions kept; the least recently used goes first. */
   readonly max: number
   /** The clock (tests); default Date.now. */
   readonly now?: () => number
-}
-
-interface Entry {
-  readonly record: CookieSessionRecord
-  readonly fetchedAt: number
 }
 
 /**
@@ -24,29 +20,24 @@ interface Entry {
  * some it forgets everything. Only active sessions are kept: a refusal is always read from the store.
  */
 export class RecentCookieSessions {
-  readonly #entries = new Map<string, Entry>()
-  readonly #o: RecentCookieSessionsOptions
+  readonly #entries: ExpiringLru<CookieSessionRecord>
+  readonly #ttlMs: number
   readonly #now: () => number
 
   constructor(options: RecentCookieSessionsOptions) {
-    this.#o = options
     this.#now = options.now ?? Date.now
+    this.#entries = new ExpiringLru(options.max, this.#now)
+    this.#ttlMs = options.ttlMs
   }
 
   /** The record looked up less than `ttlMs` ago, or undefined. */
   get(idHash: string): CookieSessionRecord | undefined {
-    const entry = this.#entries.get(idHash)
-    if (entry === undefined) return undefined
-    if (this.#now() - entry.fetchedAt < this.#o.ttlMs) return entry.record
-    this.#entries.delete(idHash)
-    return undefined
+    return this.#entries.get(idHash)
   }
 
   /** Keeps an active session as the store answered it just now. */
   set(idHash: string, record: CookieSessionRecord): void {
-    this.#entries.delete(idHash)
-    this.#entries.set(idHash, { record, fetchedAt: this.#now() })
-    if (this.#entries.size > this.#o.max) this.#entries.delete(this.#entries.keys().next().value as string)
+    this.#entries.set(idHash, record, this.#now() + this.#ttlMs)
   }
 
   forget(idHash: string): void {
@@ -55,14 +46,12 @@ export class RecentCookieSessions {
 
   /** Forgets every session of `sub` (sign out everywhere: the store names no hashes to this replica). */
   forgetSub(sub: string): void {
-    for (const [idHash, { record }] of this.#entries) if (record.sub === sub) this.#entries.delete(idHash)
+    this.#entries.deleteWhere((record) => record.sub === sub)
   }
 
   /** Forgets every session signed in through the IdP session `sid` (back-channel logout). */
   forgetIdpSession(sid: string): void {
-    for (const [idHash, { record }] of this.#entries) {
-      if (record.idp?.sid === sid) this.#entries.delete(idHash)
-    }
+    this.#entries.deleteWhere((record) => record.idp?.sid === sid)
   }
 
   /** What the store's revocation feed is told: forget those sessions, or all after a possible gap. */
@@ -71,9 +60,5 @@ export class RecentCookieSessions {
       for (const idHash of idHashes) this.#entries.delete(idHash)
     },
     resync: () => this.#entries.clear(),
-  }
-
-  get size(): number {
-    return this.#entries.size
   }
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { JWTPayload } from 'jose'
+import { ExpiringLru } from './expiring-lru.ts'
 
 /** Options of {@link VerifiedTokens}. */
 export interface VerifiedTokensOptions {
@@ -11,12 +12,6 @@ export interface VerifiedTokensOptions {
   readonly now?: () => number
 }
 
-interface Entry {
-  readonly payload: JWTPayload
-  /** Epoch ms after which the entry is not used (exp + tolerance, or the caller's `until`). */
-  readonly until: number
-}
-
 /**
  * Bearer tokens that passed verification, by the SHA-256 of the token (the map never holds a usable
  * credential), each until its `exp` as jose would judge it: a hit is the answer verification would give
@@ -24,25 +19,17 @@ interface Entry {
  * refusal is still verified, counted and logged.
  */
 export class VerifiedTokens {
-  readonly #entries = new Map<string, Entry>()
-  readonly #o: VerifiedTokensOptions
-  readonly #now: () => number
+  readonly #entries: ExpiringLru<JWTPayload>
+  readonly #toleranceS: number
 
   constructor(options: VerifiedTokensOptions) {
-    this.#o = options
-    this.#now = options.now ?? Date.now
+    this.#entries = new ExpiringLru(options.max, options.now)
+    this.#toleranceS = options.clockToleranceS
   }
 
   /** The payload of a token verified before and still within its `exp`, or undefined. */
   get(token: string): JWTPayload | undefined {
-    const key = digest(token)
-    const entry = this.#entries.get(key)
-    if (entry === undefined) return undefined
-    this.#entries.delete(key)
-    if (this.#now() >= entry.until) return undefined
-    // Re-inserted: the most recently used is last, the eviction takes the first.
-    this.#entries.set(key, entry)
-    return entry.payload
+    return this.#entries.get(digest(token))
   }
 
   /**
@@ -50,13 +37,10 @@ export class VerifiedTokens {
    * when that is sooner: keys from a JWKS can be withdrawn, so those tokens are re-verified now and then.
    */
   add(token: string, payload: JWTPayload, notAfter = Number.POSITIVE_INFINITY): void {
-    if (typeof payload.exp !== 'number' || this.#o.max <= 0) return
+    if (typeof payload.exp !== 'number') return
     // jose refuses once `exp <= now - tolerance` in whole seconds: the last valid instant is below this.
-    const until = Math.min((payload.exp + this.#o.clockToleranceS) * 1000, notAfter)
-    const key = digest(token)
-    this.#entries.delete(key)
-    this.#entries.set(key, { payload: Object.freeze(payload), until })
-    if (this.#entries.size > this.#o.max) this.#entries.delete(this.#entries.keys().next().value as string)
+    const until = Math.min((payload.exp + this.#toleranceS) * 1000, notAfter)
+    this.#entries.set(digest(token), Object.freeze(payload), until)
   }
 
   get size(): number {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { test } from 'node:test'
-import Fastify from 'fastify'
+import { type TestContext, test } from 'node:test'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { buildApp } from '../../src/app.ts'
 import { authPlugin } from '../../src/auth/plugin.ts'
@@ -69,6 +69,28 @@ test('a route can set its own budget or opt out with config.rateLimit', async (t
 })
 
 /**
+ * A replica for the Redis tests: the real metrics and auth plugins with `app.redis` decorated the way
+ * src/cluster/plugin.ts does, and one read route; closed with `t.after`.
+ */
+async function redisReplica(
+  t: TestContext,
+  redis: Redis,
+  prefix: string,
+  max: number,
+): Promise<FastifyInstance> {
+  const config = loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: String(max), GATEWAY_REDIS_PREFIX: prefix }))
+  const app = Fastify({ logger: false })
+  app.decorate('config', config)
+  app.decorate('redis', redis)
+  await app.register(metricsPlugin)
+  await app.register(authPlugin)
+  app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
+  await app.ready()
+  t.after(() => app.close())
+  return app
+}
+
+/**
  * Two replicas sharing a real Redis (REDIS_TEST_URL) share each operator's budget. Built from the real
  * metrics and auth plugins with `app.redis` decorated the way src/cluster/plugin.ts does.
  */
@@ -80,19 +102,7 @@ test('with app.redis the budget is shared across replicas', async (t) => {
     if (keys.length > 0) await redis.del(...keys)
     await redis.quit()
   })
-  const replica = async () => {
-    const config = loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: '3', GATEWAY_REDIS_PREFIX: prefix }))
-    const app = Fastify({ logger: false })
-    app.decorate('config', config)
-    app.decorate('redis', redis)
-    await app.register(metricsPlugin)
-    await app.register(authPlugin)
-    app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
-    await app.ready()
-    t.after(() => app.close())
-    return app
-  }
-  const [a, b] = [await replica(), await replica()]
+  const [a, b] = [await redisReplica(t, redis, prefix, 3), await redisReplica(t, redis, prefix, 3)]
   const alice = auth(await bearer({ sub: 'alice' }))
   const statuses: number[] = []
   for (const app of [a, b, a, b])
@@ -115,15 +125,7 @@ test('with app.redis a burst of one operator shares round trips and is still cou
     if (keys.length > 0) await redis.del(...keys)
     await redis.quit()
   })
-  const config = loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: '5', GATEWAY_REDIS_PREFIX: prefix }))
-  const app = Fastify({ logger: false })
-  app.decorate('config', config)
-  app.decorate('redis', redis)
-  await app.register(metricsPlugin)
-  await app.register(authPlugin)
-  app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
-  await app.ready()
-  t.after(() => app.close())
+  const app = await redisReplica(t, redis, prefix, 5)
   const alice = auth(await bearer({ sub: 'alice' }))
   // Verified once, so the burst reaches the limit together.
   assert.equal((await app.inject({ url: '/t/read', headers: alice })).statusCode, 200)
