@@ -6,6 +6,7 @@ const benches: Record<string, () => Promise<{ main(argv: string[]): Promise<void
   events: () => import('./events/run.ts'),
   cluster: () => import('./cluster/run.ts'),
   console: () => import('./console/run.ts'),
+  proxy: () => import('./proxy/run.ts'),
 }
 
 const [name = 'events', ...rest] = process.argv.slice(2)

@@ -10,12 +10,17 @@
  * read from a runtime (INFO total_commands_processed), and CPU per delivered event of the gateways (and of
  * redis-server). Shares its emitter, gateway setup, viewers and helpers with the events bench (bench/common).
  */
-import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { Redis } from 'ioredis'
 import { Child } from '../common/ipc.ts'
-import { freePort, logger, machine, readFlags, sleep, writeResult } from '../common/orchestrator.ts'
+import { logger, machine, readFlags, sleep, writeResult } from '../common/orchestrator.ts'
 import { cpuOf } from '../common/proc.ts'
+import {
+  type BenchRedis,
+  commandDelta,
+  commandStats,
+  commandsProcessed,
+  startRedis,
+} from '../common/redis.ts'
 
 interface Options {
   viewers: number
@@ -74,43 +79,6 @@ function parse(argv: string[]): Options {
   return opts
 }
 
-/** A throwaway redis-server without persistence. */
-async function startRedis(): Promise<{ url: string; pid: number; client: Redis; stop(): Promise<void> }> {
-  const port = await freePort()
-  const child = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  )
-  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 })
-  client.on('error', () => {})
-  for (let i = 0; i < 100 && client.status !== 'ready'; i++) await sleep(50)
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    pid: child.pid ?? 0,
-    client,
-    async stop() {
-      client.disconnect()
-      child.kill('SIGKILL')
-    },
-  }
-}
-
-async function commandsProcessed(redis: Redis): Promise<number> {
-  const info = await redis.info('stats')
-  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0)
-}
-
-/** Calls per command (INFO commandstats); commands run inside scripts are counted under their own names. */
-async function commandStats(redis: Redis): Promise<Record<string, number>> {
-  const info = await redis.info('commandstats')
-  const out: Record<string, number> = {}
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2])
-  return out
-}
-
 /** Commands a client sends (round trips, pipelined or not), as opposed to those a script runs inside Redis. */
 const CLIENT_SENT = new Set(['evalsha', 'eval', 'xread', 'xrange', 'client|unblock', 'client', 'ping'])
 
@@ -120,7 +88,7 @@ async function scenario(
   sessions: number,
   emitter: Child,
   emitterUrl: string,
-  redis: Awaited<ReturnType<typeof startRedis>> | null,
+  redis: BenchRedis | null,
 ): Promise<Result> {
   const replicas = mode === 'cluster' ? 2 : 1
   const prefix = `krgbench:${mode}:${sessions}:${Date.now()}:`
@@ -187,11 +155,7 @@ async function scenario(
   const redisCpuS = redis ? cpuOf([redis.pid]) - redisCpu0 : 0
   const redisCommands = redis ? (await commandsProcessed(redis.client)) - cmds0 : 0
   const stats1 = redis ? await commandStats(redis.client) : {}
-  const perCommand: Record<string, number> = {}
-  for (const [name, calls] of Object.entries(stats1)) {
-    const delta = calls - (stats0[name] ?? 0)
-    if (delta > 0) perCommand[name] = delta
-  }
+  const perCommand = commandDelta(stats0, stats1)
   const sent = Object.entries(perCommand)
     .filter(([name]) => CLIENT_SENT.has(name))
     .reduce((n, [, calls]) => n + calls, 0)

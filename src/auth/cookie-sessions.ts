@@ -3,6 +3,7 @@ import { Secret } from '../sessions/secret.ts'
 import type { OperatorClaims } from './claims.ts'
 import type { CookieSessionRecord, CookieSessionStore, RevocationListener } from './cookie-store.ts'
 import type { IdpTokens } from './oidc/client.ts'
+import { RecentCookieSessions } from './recent-cookies.ts'
 import { inProcess, type Sealer } from './sealer.ts'
 
 /** Why a cookie was refused; also the `reason` label of `krg_auth_failures_total`. */
@@ -58,7 +59,15 @@ export interface CookieSessionsOptions {
   refreshLeaseMs?: number
   /** Told how each refresh went (logs, metrics). */
   onRefresh?: (outcome: 'updated' | 'refused' | 'failed', sub: string, err?: unknown) => void
+  /**
+   * Answers a session looked up less than this long ago (ms) without asking the store, which records the use
+   * at most that often too (see {@link RecentCookieSessions}); 0 or absent asks the store every time.
+   */
+  recentMs?: number
 }
+
+/** Sessions {@link CookieSessionsOptions.recentMs} keeps at most. */
+const RECENT_MAX = 10_000
 
 /**
  * Creates, checks and revokes cookie sessions over a {@link CookieSessionStore}; judges expiry itself. A session
@@ -69,12 +78,25 @@ export interface CookieSessionsOptions {
 export class CookieSessions {
   readonly #sealer: Sealer
   readonly #refreshing = new Set<Promise<void>>()
+  readonly #recent: RecentCookieSessions | null
+  /** Stops hearing revocations for {@link #recent}. */
+  readonly #hearing: Promise<() => void> | null
 
   constructor(
     private readonly store: CookieSessionStore,
     private readonly options: CookieSessionsOptions,
   ) {
     this.#sealer = options.sealer ?? inProcess
+    const ttlMs = options.recentMs ?? 0
+    this.#recent = ttlMs > 0 ? new RecentCookieSessions({ ttlMs, max: RECENT_MAX }) : null
+    // Should listening fail, a revocation elsewhere still takes effect once the entry is `recentMs` old.
+    this.#hearing =
+      this.#recent === null ? null : store.onRevoked(this.#recent.listener).catch(() => () => {})
+  }
+
+  /** Stops hearing revocations (the store itself is closed by its owner). */
+  async close(): Promise<void> {
+    ;(await this.#hearing)?.()
   }
 
   /**
@@ -131,20 +153,39 @@ export class CookieSessions {
 
   /** Checks a session by its id hash (for long-lived streams) and records the use. */
   async check(idHash: string): Promise<CookieCheck> {
+    const recent = this.#recent?.get(idHash)
+    // Looked up (and its use recorded) within the last `recentMs`: only the clock can have ended it since.
+    if (recent !== undefined)
+      return this.#judge(idHash, recent, Date.now()) ?? { ok: true, idHash, record: recent }
     const stored = await this.store.get(idHash)
     if (stored === null) return { ok: false, reason: 'cookie_invalid' }
     if (stored.state === 'revoked') return { ok: false, reason: 'cookie_revoked' }
     const { record } = stored
     const now = Date.now()
-    if (now >= record.expiresAt) return { ok: false, reason: 'cookie_expired' }
-    if (now >= record.lastSeenAt + this.options.idleMs) return { ok: false, reason: 'cookie_idle' }
+    const refused = this.#judge(idHash, record, now)
+    if (refused !== undefined) return refused
     await this.store.touch(idHash, now)
     const refreshAt = record.idp?.refreshAt
     if (refreshAt !== undefined && refreshAt <= now && this.options.refresher !== undefined) {
       const running = this.#refresh(idHash, record, now).finally(() => this.#refreshing.delete(running))
       this.#refreshing.add(running)
     }
-    return { ok: true, idHash, record: { ...record, lastSeenAt: now } }
+    const seen = { ...record, lastSeenAt: now }
+    this.#recent?.set(idHash, seen)
+    return { ok: true, idHash, record: seen }
+  }
+
+  /** The refusal for a session the clock has ended (absolute lifetime, or idle), else undefined. */
+  #judge(idHash: string, record: CookieSessionRecord, now: number): CookieCheck | undefined {
+    const reason =
+      now >= record.expiresAt
+        ? 'cookie_expired'
+        : now >= record.lastSeenAt + this.options.idleMs
+          ? 'cookie_idle'
+          : undefined
+    if (reason === undefined) return undefined
+    this.#recent?.forget(idHash)
+    return { ok: false, reason }
   }
 
   /** Claims the due refresh (one request on one replica wins), asks the IdP, and updates or ends the session. */
@@ -156,6 +197,7 @@ export class CookieSessions {
       const answer = tokens === null || refresher === undefined ? 'refused' : await refresher(tokens)
       if (answer === 'refused' || answer.claims.roles.length === 0 || answer.claims.sub !== record.sub) {
         await this.store.revoke(idHash)
+        this.#recent?.forget(idHash)
         onRefresh?.('refused', record.sub)
         return
       }
@@ -169,6 +211,8 @@ export class CookieSessions {
         },
       }
       await this.store.update(idHash, updated)
+      // Here at once; other replicas read the new roles once their entry is `recentMs` old.
+      this.#recent?.forget(idHash)
       onRefresh?.('updated', record.sub)
     } catch (err) {
       // The IdP or the store could not answer: the session stays, and is refreshed once the claim lapses.
@@ -185,17 +229,25 @@ export class CookieSessions {
     return this.#sealer.seal(`idp:${idHash}`, new Secret(JSON.stringify(tokens)))
   }
 
-  revoke(idHash: string): Promise<boolean> {
-    return this.store.revoke(idHash)
+  // Each revocation forgets the sessions here once the store has revoked them (a lookup running meanwhile
+  // may have kept one); other replicas forget them when the revocation reaches them.
+  async revoke(idHash: string): Promise<boolean> {
+    const revoked = await this.store.revoke(idHash)
+    this.#recent?.forget(idHash)
+    return revoked
   }
 
   /** Ends every cookie session signed in through the IdP session `sid` (back-channel logout). */
-  revokeIdpSession(sid: string): Promise<number> {
-    return this.store.revokeIdpSession(sid)
+  async revokeIdpSession(sid: string): Promise<number> {
+    const revoked = await this.store.revokeIdpSession(sid)
+    this.#recent?.forgetIdpSession(sid)
+    return revoked
   }
 
-  revokeAllOf(sub: string): Promise<number> {
-    return this.store.revokeAllOf(sub)
+  async revokeAllOf(sub: string): Promise<number> {
+    const revoked = await this.store.revokeAllOf(sub)
+    this.#recent?.forgetSub(sub)
+    return revoked
   }
 
   /** Every revocation on every replica (see {@link CookieSessionStore.onRevoked}). */

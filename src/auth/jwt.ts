@@ -1,3 +1,4 @@
+import { createSecretKey } from 'node:crypto'
 import {
   createRemoteJWKSet,
   decodeProtectedHeader,
@@ -8,6 +9,7 @@ import {
   jwtVerify,
 } from 'jose'
 import { ConfigError } from '../config.ts'
+import { VerifiedTokens } from './verified-tokens.ts'
 
 /** Why a bearer token was refused; also the `reason` label of `krg_auth_failures_total`. */
 export type TokenRefusalReason =
@@ -53,7 +55,18 @@ export interface TokenVerifierOptions {
   issuer?: string
   audience?: string
   clockToleranceS: number
+  /** How many verified tokens are kept (see {@link VerifiedTokens}); 0 verifies every request. */
+  cacheSize?: number
 }
+
+/** Tokens kept verified by default: one per person active in the last minutes, for thousands of people. */
+const DEFAULT_CACHE_SIZE = 10_000
+
+/**
+ * How long a token verified with a key from the JWKS is used before it is verified again: jose keeps fetched
+ * keys for ten minutes, so a withdrawn key stops working about as soon as it did without the cache.
+ */
+const JWKS_REVERIFY_MS = 60_000
 
 /** Verifies a compact JWT and returns its payload, or throws {@link TokenRefused}. */
 export interface TokenVerifier {
@@ -94,11 +107,19 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
     ...(options.issuer === undefined ? {} : { issuer: options.issuer }),
     ...(options.audience === undefined ? {} : { audience: options.audience }),
   }
-  const secretKey = options.secret === undefined ? undefined : new TextEncoder().encode(options.secret)
+  // A KeyObject made once: given bytes, jose imports the key into WebCrypto again on every verification.
+  const secretKey =
+    options.secret === undefined ? undefined : createSecretKey(Buffer.from(options.secret, 'utf8'))
   const jwks = options.jwksUrl === undefined ? undefined : remoteKeys(options.jwksUrl, options.jwksTimeoutMs)
   const jwksAlgorithms = [...options.jwksAlgorithms]
 
-  const run = async (token: string): Promise<JWTPayload> => {
+  const verified = new VerifiedTokens({
+    max: options.cacheSize ?? DEFAULT_CACHE_SIZE,
+    clockToleranceS: options.clockToleranceS,
+  })
+
+  /** Verifies with jose; answers the payload and until when it may be kept (epoch ms). */
+  const run = async (token: string): Promise<{ payload: JWTPayload; notAfter: number }> => {
     let alg: unknown
     try {
       alg = decodeProtectedHeader(token).alg
@@ -107,17 +128,24 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
     }
     const symmetric = typeof alg === 'string' && alg.startsWith('HS')
     if (jwks && !(symmetric && secretKey)) {
-      return (await jwtVerify(token, jwks, { ...common, algorithms: jwksAlgorithms })).payload
+      const { payload } = await jwtVerify(token, jwks, { ...common, algorithms: jwksAlgorithms })
+      return { payload, notAfter: Date.now() + JWKS_REVERIFY_MS }
     }
-    if (secretKey) return (await jwtVerify(token, secretKey, { ...common, algorithms: ['HS256'] })).payload
+    if (secretKey) {
+      const { payload } = await jwtVerify(token, secretKey, { ...common, algorithms: ['HS256'] })
+      return { payload, notAfter: Number.POSITIVE_INFINITY }
+    }
     throw new TokenRefused('alg', 'token signing algorithm not accepted')
   }
 
   return {
     async verify(token) {
+      const known = verified.get(token)
+      if (known !== undefined) return known
       let payload: JWTPayload
+      let notAfter: number
       try {
-        payload = await run(token)
+        ;({ payload, notAfter } = await run(token))
       } catch (err) {
         throw classify(err)
       }
@@ -128,6 +156,7 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
       if (typeof payload.exp !== 'number' || payload.exp > MAX_NUMERIC_DATE) {
         throw new TokenRefused('invalid_claim', 'token has an invalid "exp" claim')
       }
+      verified.add(token, payload, notAfter)
       return payload
     },
   }

@@ -150,6 +150,12 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Cluster mode: how long a cookie session looked up is answered from this replica's memory. A revocation
+ * elsewhere reaches this replica over Redis pub/sub at once; this bounds it should that message be lost.
+ */
+const COOKIE_RECENT_MS = 1000
+
 const roleFor: Record<Access, Role> = { read: 'viewer', write: 'operator', admin: 'admin' }
 const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/i
 
@@ -245,6 +251,8 @@ export const authPlugin = fp(
     const sessions = new CookieSessions(store, {
       ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
       idleMs,
+      // In cluster mode a lookup is a Redis round trip: at most one per cookie session per second.
+      ...(redis === null ? {} : { recentMs: COOKIE_RECENT_MS }),
       sealer,
       ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
       onRefresh: (outcome, sub, err) => {
@@ -263,6 +271,7 @@ export const authPlugin = fp(
     app.addHook('onClose', async () => {
       tickets.close()
       await sessions.idle()
+      await sessions.close()
       await attemptStore.close()
       await store.close()
     })

@@ -1,6 +1,7 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Redis } from 'ioredis'
+import { coalescingRateLimitStore } from '../cluster/rate-limit-store.ts'
 import { RateLimited } from '../errors.ts'
 
 /** Routes never limited: probes and scrapes must keep answering under load. */
@@ -27,6 +28,7 @@ export function rateLimitKey(request: FastifyRequest): string {
  * `request.operator` and the budget is per operator; routes without auth count per client IP. A route
  * can set `config: { rateLimit: { max, timeWindow } }` for its own budget or `rateLimit: false` to opt out.
  * When the counter store fails (Redis down) requests pass: the limit protects capacity, it is not auth.
+ * With Redis the counters are shared by every replica (src/cluster/rate-limit-store.ts).
  */
 export async function registerRateLimit(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
   await app.register(rateLimit, {
@@ -37,7 +39,8 @@ export async function registerRateLimit(app: FastifyInstance, options: RateLimit
     keyGenerator: rateLimitKey,
     allowList: (request) => unlimited.has(request.routeOptions.url ?? ''),
     skipOnError: true,
-    ...(options.redis ? { redis: options.redis, nameSpace: options.nameSpace } : {}),
+    // Shared counters, at one round trip per operator at a time however many of their requests arrive.
+    ...(options.redis ? { store: coalescingRateLimitStore(options.redis, options.nameSpace) } : {}),
     errorResponseBuilder: (_request, context) => new RateLimited(String(Math.ceil(context.ttl / 1000))),
   })
 }

@@ -12,9 +12,9 @@ import type { ClusterKeys } from './keys.ts'
  * Each cookie session is a hash `{state, record, createdAt, expiresAt, lastSeenAt, refreshAt, revokedAt}` under the SHA-256
  * of its id; the identity (`record`, JSON) is dropped when revoked. The key expires (PEXPIREAT, Redis's clock)
  * once the session can no longer be valid plus a retention, like the memory store. A per-subject set lists the
- * hashes for "sign out everywhere", a per-IdP-session set those for back-channel logout. Every lookup reads
- * Redis, so a revocation on one replica is refused by every replica from the next request on; every
- * revocation is also published (in the same script) so each replica ends that session's open streams at once.
+ * hashes for "sign out everywhere", a per-IdP-session set those for back-channel logout. Every revocation is
+ * published (in the same script), so each replica ends that session's open streams at once and forgets the
+ * session it kept from a lookup of the last second (auth/recent-cookies.ts).
  */
 
 /** KEYS: session. ARGV: lastSeenAt, idle ms, retain ms. */

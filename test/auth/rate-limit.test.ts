@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { test } from 'node:test'
-import Fastify from 'fastify'
+import { type TestContext, test } from 'node:test'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { buildApp } from '../../src/app.ts'
 import { authPlugin } from '../../src/auth/plugin.ts'
 import { loadConfig } from '../../src/config.ts'
 import { metricsPlugin } from '../../src/metrics/plugin.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
+import { waitFor as until } from '../helpers/wait.ts'
 import { auth, call, startAuthGateway } from './harness.ts'
 
 test('the rate limit is per operator: one is limited (429, Retry-After), the other is not', async (t) => {
@@ -68,6 +69,28 @@ test('a route can set its own budget or opt out with config.rateLimit', async (t
 })
 
 /**
+ * A replica for the Redis tests: the real metrics and auth plugins with `app.redis` decorated the way
+ * src/cluster/plugin.ts does, and one read route; closed with `t.after`.
+ */
+async function redisReplica(
+  t: TestContext,
+  redis: Redis,
+  prefix: string,
+  max: number,
+): Promise<FastifyInstance> {
+  const config = loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: String(max), GATEWAY_REDIS_PREFIX: prefix }))
+  const app = Fastify({ logger: false })
+  app.decorate('config', config)
+  app.decorate('redis', redis)
+  await app.register(metricsPlugin)
+  await app.register(authPlugin)
+  app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
+  await app.ready()
+  t.after(() => app.close())
+  return app
+}
+
+/**
  * Two replicas sharing a real Redis (REDIS_TEST_URL) share each operator's budget. Built from the real
  * metrics and auth plugins with `app.redis` decorated the way src/cluster/plugin.ts does.
  */
@@ -79,19 +102,7 @@ test('with app.redis the budget is shared across replicas', async (t) => {
     if (keys.length > 0) await redis.del(...keys)
     await redis.quit()
   })
-  const replica = async () => {
-    const config = loadConfig(testEnv({ GATEWAY_RATE_LIMIT_MAX: '3', GATEWAY_REDIS_PREFIX: prefix }))
-    const app = Fastify({ logger: false })
-    app.decorate('config', config)
-    app.decorate('redis', redis)
-    await app.register(metricsPlugin)
-    await app.register(authPlugin)
-    app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
-    await app.ready()
-    t.after(() => app.close())
-    return app
-  }
-  const [a, b] = [await replica(), await replica()]
+  const [a, b] = [await redisReplica(t, redis, prefix, 3), await redisReplica(t, redis, prefix, 3)]
   const alice = auth(await bearer({ sub: 'alice' }))
   const statuses: number[] = []
   for (const app of [a, b, a, b])
@@ -102,4 +113,33 @@ test('with app.redis the budget is shared across replicas', async (t) => {
     200,
   )
   assert.ok((await redis.keys(`${prefix}rl:*`)).length >= 2, 'counters live in Redis under the prefix')
+})
+
+test('with app.redis a burst of one operator shares round trips and is still counted exactly', async (t) => {
+  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
+  const monitor = await redis.monitor()
+  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
+  t.after(async () => {
+    monitor.disconnect()
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    await redis.quit()
+  })
+  const app = await redisReplica(t, redis, prefix, 5)
+  const alice = auth(await bearer({ sub: 'alice' }))
+  // Verified once, so the burst reaches the limit together.
+  assert.equal((await app.inject({ url: '/t/read', headers: alice })).statusCode, 200)
+  let sent = 0
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source !== 'lua' && args.some((a) => a.startsWith(`${prefix}rl:`))) sent++
+  })
+  const burst = await Promise.all(
+    Array.from({ length: 20 }, () => app.inject({ url: '/t/read', headers: alice })),
+  )
+  const statuses = burst.map((r) => r.statusCode)
+  assert.equal(statuses.filter((s) => s === 200).length, 4, `5 in all, one before the burst: ${statuses}`)
+  assert.equal(statuses.filter((s) => s === 429).length, 16)
+  assert.equal(await redis.get(`${prefix}rl:op:alice`), '21', 'every request counted once')
+  await until('the monitor saw the increments', () => sent > 0)
+  assert.ok(sent < 20, `${sent} round trips for 20 requests`)
 })

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { Redis } from 'ioredis'
+import { hashSessionId } from '../../src/auth/cookie-sessions.ts'
+import { clusterKeys } from '../../src/cluster/keys.ts'
 import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
 import { addRuntimeSession, openSse, until } from '../events/helpers.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
@@ -83,4 +86,44 @@ test('cluster mode: a sign-out on one replica ends that cookie session’s strea
   await until("bob's stream ended", () => bobOnB.isEnded, 1000)
   // The cookie is refused everywhere from now on.
   assert.equal((await call(`${b.url}/auth/me`, { headers: { cookie } })).status, 401)
+})
+
+test('cluster mode: a cookie session each replica answers from memory is refused as soon as it is revoked, and within a second when the revocation is not heard', async (t) => {
+  const env = sharedRedisEnv(t)
+  const a = await startGateway(env)
+  t.after(() => a.close())
+  const b = await startGateway(env)
+  t.after(() => b.close())
+  const me = async (gw: TestGateway, cookie: string) =>
+    (await call(`${gw.url}/auth/me`, { headers: { cookie } })).status
+
+  // Both replicas have just looked the session up, so both answer it from memory now.
+  const heard = await signIn(a)
+  assert.equal(await me(a, heard), 200)
+  assert.equal(await me(b, heard), 200)
+  const out = await call(`${a.url}/auth/session`, {
+    method: 'DELETE',
+    headers: { cookie: heard, ...SAME_ORIGIN },
+  })
+  assert.equal(out.status, 204)
+  assert.equal(await me(a, heard), 401, 'the revoking replica forgets it at once')
+  await until('the other replica refuses it (pub/sub)', async () => (await me(b, heard)) === 401, 1000)
+
+  // A revocation no replica hears: written to Redis without the PUBLISH of the revoking scripts.
+  const unheard = await signIn(a)
+  assert.equal(await me(b, unheard), 200)
+  const signed = decodeURIComponent(unheard.slice(unheard.indexOf('=') + 1))
+  const id = b.app.unsignCookie(signed).value
+  assert.ok(id)
+  const redis = new Redis(env.REDIS_URL as string)
+  t.after(() => redis.quit())
+  const key = clusterKeys(env.GATEWAY_REDIS_PREFIX as string).cookie(hashSessionId(id))
+  await redis.hset(key, { state: 'revoked', revokedAt: String(Date.now()) })
+  const revokedAt = Date.now()
+  await until(
+    'both replicas refuse it',
+    async () => (await me(a, unheard)) === 401 && (await me(b, unheard)) === 401,
+  )
+  // One second of memory, plus the time the answers themselves took on a shared machine.
+  assert.ok(Date.now() - revokedAt < 1500, `refused ${Date.now() - revokedAt} ms after the revocation`)
 })

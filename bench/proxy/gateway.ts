@@ -1,0 +1,130 @@
+/**
+ * The gateway as production runs it: `node dist/server.js` (compiled by `npm run build`), in its own process,
+ * with one session (`bench`) in a sessions file pointing at the contestant's runtime, embedded or on Redis.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { SignJWT } from 'jose'
+import { freePort, sleep } from '../common/orchestrator.ts'
+
+const secret = 'bench-jwt-secret-that-is-long-enough-0123456789abcdef'
+const issuer = 'https://idp.bench'
+const audience = 'kasm-runtime-gateway'
+const root = fileURLToPath(new URL('../../', import.meta.url))
+
+/** A running gateway child. */
+export interface GatewayProcess {
+  origin: string
+  pid: number
+  /** Stops it with SIGTERM (a graceful drain, so a CPU profile is written) and removes its files. */
+  stop(): Promise<void>
+}
+
+/** An HS256 bearer of an operator of team `bench`, valid for two hours. */
+export function benchBearer(): Promise<string> {
+  return new SignJWT({ roles: ['operator'], teams: ['bench'] })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('bench-operator')
+    .setIssuer(issuer)
+    .setAudience(audience)
+    .setIssuedAt()
+    .setExpirationTime('2h')
+    .sign(new TextEncoder().encode(secret))
+}
+
+/**
+ * Starts `node dist/server.js` for the runtime at `upstream`; `redisUrl` puts it in cluster mode. With
+ * `profileDir` it runs under `--cpu-prof` and writes its profile there when stopped.
+ */
+export async function startGateway(opts: {
+  upstream: string
+  redisUrl?: string
+  profileDir?: string
+  /** From source through tsx (no build needed) instead of dist/. */
+  tsx?: boolean
+}): Promise<GatewayProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'krg-bench-gateway-'))
+  const sessionsFile = join(dir, 'sessions.json')
+  writeFileSync(
+    sessionsFile,
+    JSON.stringify({
+      sessions: [{ kasmId: 'bench', upstream: opts.upstream, messagingToken: 'bench-token', team: 'bench' }],
+    }),
+  )
+  const port = await freePort()
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'warn',
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    GATEWAY_DEMO: 'off',
+    GATEWAY_SESSIONS_FILE: sessionsFile,
+    GATEWAY_JWT_SECRET: secret,
+    GATEWAY_JWT_ISSUER: issuer,
+    GATEWAY_JWT_AUDIENCE: audience,
+    GATEWAY_COOKIE_SECRET: 'bench-cookie-secret-0123456789abcdefghij',
+    GATEWAY_PUBLIC_ORIGIN: 'http://127.0.0.1',
+    GATEWAY_RATE_LIMIT_MAX: '100000000',
+    GATEWAY_UPSTREAM_ALLOW: '0.0.0.0/0,::/0',
+    ...(opts.redisUrl === undefined
+      ? {}
+      : {
+          REDIS_URL: opts.redisUrl,
+          GATEWAY_REDIS_PREFIX: `krgbench:${port}:`,
+          GATEWAY_ENCRYPTION_KEY: 'QmVuY2gtZW5jcnlwdGlvbi1rZXktMzItYnl0ZXMhISE',
+        }),
+  }
+  const args = [
+    ...(opts.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`]),
+    ...(opts.tsx ? ['--import', 'tsx', 'src/server.ts'] : ['dist/server.js']),
+  ]
+  const child: ChildProcess = spawn(process.execPath, args, {
+    cwd: root,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const origin = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`the gateway exited with ${child.exitCode}`)
+    const ready = await fetch(`${origin}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    )
+    if (ready) break
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error('the gateway did not become ready in 30 s')
+    }
+    await sleep(100)
+  }
+  return {
+    origin,
+    pid: child.pid ?? 0,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM')
+        const timer = setTimeout(() => child.kill('SIGKILL'), 15_000)
+        await exited
+        clearTimeout(timer)
+      }
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** Trades the bearer for a cookie session (`POST /auth/session`) and returns the `Cookie` header value. */
+export async function benchCookie(origin: string, bearer: string): Promise<string> {
+  const res = await fetch(`${origin}/auth/session`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${bearer}` },
+  })
+  const setCookie = res.headers.getSetCookie()[0]
+  if (res.status !== 201 || setCookie === undefined) throw new Error(`no cookie session: ${res.status}`)
+  return setCookie.split(';')[0] as string
+}

@@ -1,0 +1,451 @@
+/**
+ * Proxy benchmark: the request path of the gateway against the runtime reached directly, a bare Fastify +
+ * @fastify/reply-from proxy that only injects the token, and nginx (proxy_pass + proxy_set_header), in one run.
+ * The gateway runs as production does (`node dist/server.js`, built first), embedded and on Redis, each with a
+ * bearer (HS256) and with a cookie session. Writes bench/results/proxy-<date>.md.
+ *
+ *   npm run bench -- proxy [--seconds 5] [--connections 16] [--rate 200] [--only direct,bare,nginx,embedded,redis]
+ *                          [--routes inbox,messages,artifact,attachment] [--profile <dir>] [--quick] [--out <file>]
+ *
+ * Per route and contestant: closed-loop throughput with `--connections` requests in flight, the server's CPU
+ * per request (user + system from /proc/<pid>/stat over that phase), Redis commands per request (INFO
+ * commandstats, commands run inside scripts included) and, at a fixed `--rate`, p50/p99 latency and the
+ * commands the gateway sends Redis per request (MONITOR: script-internal commands excluded).
+ */
+import { execFileSync } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
+import type { Redis } from 'ioredis'
+import { TOKEN_HEADER } from '../../src/upstream/agent.ts'
+import { Child } from '../common/ipc.ts'
+import { NginxServer } from '../common/nginx.ts'
+import { freePort, logger, machine, readFlags, writeResult } from '../common/orchestrator.ts'
+import { cpuOf } from '../common/proc.ts'
+import { type BenchRedis, commandDelta, commandStats, startRedis } from '../common/redis.ts'
+import { benchBearer, benchCookie, type GatewayProcess, startGateway } from './gateway.ts'
+import { closedLoop, fixedRate, quantile, type Shot } from './load.ts'
+
+const log = logger('proxy')
+const ROUTES = ['inbox', 'messages', 'artifact', 'attachment'] as const
+type RouteName = (typeof ROUTES)[number]
+const GROUPS = ['direct', 'bare', 'nginx', 'embedded', 'redis'] as const
+type Group = (typeof GROUPS)[number]
+
+interface Options {
+  seconds: number
+  warmupSeconds: number
+  connections: number
+  rate: number
+  groups: Group[]
+  routes: RouteName[]
+  attachmentRate: number
+  rounds: number
+  profileDir?: string
+  out?: string
+  /** Run the gateway from source through tsx instead of building dist/ (the smoke test). */
+  tsx: boolean
+}
+
+function parse(argv: string[]): Options {
+  const quick = argv.includes('--quick')
+  const tsx = argv.includes('--tsx')
+  const rest = argv.filter((a) => a !== '--quick' && a !== '--tsx')
+  const opts: Options = {
+    seconds: quick ? 1 : 5,
+    warmupSeconds: quick ? 0.3 : 2,
+    connections: 16,
+    rate: 200,
+    attachmentRate: 10,
+    rounds: quick ? 1 : 3,
+    groups: [...GROUPS],
+    routes: [...ROUTES],
+    tsx,
+  }
+  const flags = readFlags(
+    rest,
+    [
+      '--seconds',
+      '--connections',
+      '--rate',
+      '--attachment-rate',
+      '--rounds',
+      '--only',
+      '--routes',
+      '--profile',
+      '--out',
+    ],
+    true,
+  )
+  for (const [flag, given] of flags) {
+    if (given === undefined) throw new Error(`${flag} needs a value`)
+    if (flag === '--seconds') opts.seconds = Number(given)
+    else if (flag === '--connections') opts.connections = Number(given)
+    else if (flag === '--rate') opts.rate = Number(given)
+    else if (flag === '--attachment-rate') opts.attachmentRate = Number(given)
+    else if (flag === '--rounds') opts.rounds = Number(given)
+    else if (flag === '--only') opts.groups = pick(given, GROUPS)
+    else if (flag === '--routes') opts.routes = pick(given, ROUTES)
+    else if (flag === '--profile') opts.profileDir = given
+    else opts.out = given
+  }
+  if (!(opts.seconds > 0 && opts.seconds <= 60)) throw new Error('--seconds must be in (0, 60]')
+  if (!(opts.connections >= 1 && opts.connections <= 256)) throw new Error('--connections must be 1..256')
+  if (!(opts.rate >= 1 && opts.rate <= 5000)) throw new Error('--rate must be 1..5000')
+  if (!(opts.attachmentRate >= 1 && opts.attachmentRate <= 5000))
+    throw new Error('--attachment-rate must be 1..5000')
+  if (!(opts.rounds >= 1 && opts.rounds <= 9)) throw new Error('--rounds must be 1..9')
+  return opts
+}
+
+function pick<T extends string>(given: string, all: readonly T[]): T[] {
+  const names = given.split(',') as T[]
+  const bad = names.filter((n) => !all.includes(n))
+  if (bad.length > 0) throw new Error(`unknown ${bad.join(', ')}; one of ${all.join(', ')}`)
+  return names
+}
+
+/** One way of reaching a runtime: its origin, its path prefix, the headers of its credential, its processes. */
+interface Contestant {
+  name: string
+  group: Group
+  origin: string
+  prefix: string
+  headers: Record<string, string>
+  runtime: Child
+  pids(): number[]
+  redis?: BenchRedis
+}
+
+/** 1 MiB of a file part, serialised by the platform's FormData (the boundary is its own). */
+async function attachmentBody(): Promise<{ body: Buffer; type: string }> {
+  const form = new FormData()
+  form.append(
+    'file',
+    new Blob([Buffer.alloc(1024 * 1024, 0x61)], { type: 'application/octet-stream' }),
+    'bench.bin',
+  )
+  const request = new Request('http://127.0.0.1/', { method: 'POST', body: form })
+  return { body: Buffer.from(await request.arrayBuffer()), type: request.headers.get('content-type') ?? '' }
+}
+
+function shots(
+  route: RouteName,
+  c: Contestant,
+  run: string,
+  attachment: { body: Buffer; type: string },
+): (n: number) => Shot {
+  const base = { headers: c.headers }
+  if (route === 'inbox') return () => ({ ...base, method: 'GET', path: `${c.prefix}inbox` })
+  if (route === 'artifact')
+    return () => ({ ...base, method: 'GET', path: `${c.prefix}artifacts/report.json` })
+  if (route === 'attachment') {
+    const headers = { ...c.headers, 'content-type': attachment.type }
+    return () => ({ headers, method: 'POST', path: `${c.prefix}attachments`, body: attachment.body })
+  }
+  const headers = { ...c.headers, 'content-type': 'application/json' }
+  return (n) => ({
+    headers,
+    method: 'POST',
+    path: `${c.prefix}messages`,
+    body: JSON.stringify({ run, key: `bench-${c.name}-${n}`, text: 'a message from the bench' }),
+  })
+}
+
+interface Row {
+  contestant: string
+  group: Group
+  reqPerS: number
+  cpuUsPerReq: number
+  p50: number
+  p99: number
+  redisCommandsPerReq: number | null
+  sentCommandsPerReq: number | null
+  failed: number
+  firstFailure: string | null
+}
+
+/** Counts the commands clients send Redis (not those a script runs) while `during` runs. */
+async function sentCommands<T>(redis: Redis, during: () => Promise<T>): Promise<{ result: T; sent: number }> {
+  const monitor = await redis.monitor()
+  let sent = 0
+  monitor.on('monitor', (_time: string, _args: string[], source: string) => {
+    if (source !== 'lua') sent++
+  })
+  try {
+    return { result: await during(), sent }
+  } finally {
+    monitor.disconnect()
+  }
+}
+
+async function measure(
+  opts: Options,
+  route: RouteName,
+  c: Contestant,
+  attachment: { body: Buffer; type: string },
+): Promise<Row> {
+  const run = await c.runtime.call<string>('reset')
+  const make = shots(route, c, run, attachment)
+  const ms = opts.seconds * 1000
+  await closedLoop(c.origin, make, opts.connections, opts.warmupSeconds * 1000)
+  const stats0 = c.redis ? await commandStats(c.redis.client) : {}
+  const cpu0 = cpuOf(c.pids())
+  const loop = await closedLoop(c.origin, make, opts.connections, ms)
+  const cpuS = cpuOf(c.pids()) - cpu0
+  const stats1 = c.redis ? await commandStats(c.redis.client) : {}
+  // The bench's own INFO calls are not the gateway's.
+  const { info: _info, ...delta } = commandDelta(stats0, stats1)
+  const commands = Object.values(delta).reduce((a, b) => a + b, 0)
+  // Uploads are kept by the runtime: start the latency phase from an empty one.
+  if (route === 'attachment') await c.runtime.call('reset')
+  const rate = route === 'attachment' ? opts.attachmentRate : opts.rate
+  const timed = () => fixedRate(c.origin, make, rate, ms)
+  const { result: rated, sent } = c.redis
+    ? await sentCommands(c.redis.client, timed)
+    : { result: await timed(), sent: null }
+  const total = loop.ok + loop.failed
+  const row: Row = {
+    contestant: c.name,
+    group: c.group,
+    reqPerS: loop.ok / loop.seconds,
+    cpuUsPerReq: (cpuS * 1e6) / Math.max(1, loop.ok),
+    p50: quantile(rated.latencies, 0.5),
+    p99: quantile(rated.latencies, 0.99),
+    redisCommandsPerReq: c.redis ? commands / Math.max(1, total) : null,
+    sentCommandsPerReq: sent === null ? null : sent / Math.max(1, rated.ok + rated.failed),
+    failed: loop.failed + rated.failed,
+    firstFailure: loop.firstFailure ?? rated.firstFailure,
+  }
+  log(
+    `${route} ${c.name}: ${row.reqPerS.toFixed(0)} req/s, ${row.cpuUsPerReq.toFixed(0)} µs CPU/req, p50 ${row.p50.toFixed(2)} ms` +
+      (row.failed > 0 ? `, ${row.failed} failed (${row.firstFailure})` : ''),
+  )
+  return row
+}
+
+async function runtimeChild(): Promise<{ child: Child; url: string; pid: number }> {
+  const child = new Child('proxy/runtime.ts', { BENCH_PORT: String(await freePort()) })
+  const info = await child.call<{ url: string; pid: number }>('info')
+  return { child, ...info }
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const opts = parse(argv)
+  if (!opts.tsx && (opts.groups.includes('embedded') || opts.groups.includes('redis'))) {
+    log('building dist/ (npm run build): the gateway runs as compiled JavaScript, as in production')
+    execFileSync('npm', ['run', 'build', '--silent'], { stdio: ['ignore', 'ignore', 'inherit'] })
+  }
+  const cleanups: (() => Promise<void> | void)[] = []
+  // Interrupted, it still stops what it started (nginx, Redis and the gateways are not its IPC children).
+  const interrupted = async (): Promise<void> => {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+    process.exit(130)
+  }
+  process.once('SIGINT', interrupted)
+  process.once('SIGTERM', interrupted)
+  const contestants: Contestant[] = []
+  const attachment = await attachmentBody()
+  const bearer = await benchBearer()
+  try {
+    for (const group of opts.groups) {
+      const rt = await runtimeChild()
+      cleanups.push(() => rt.child.stop())
+      const prefix = '/desktop/bench/mcp/'
+      if (group === 'direct') {
+        const origin = rt.url.replace(/\/$/, '')
+        const headers = { [TOKEN_HEADER]: 'bench-token' }
+        contestants.push({
+          name: 'direct',
+          group,
+          origin,
+          prefix: '/',
+          headers,
+          runtime: rt.child,
+          pids: () => [rt.pid],
+        })
+      } else if (group === 'bare') {
+        const bare = new Child('proxy/bare-proxy.ts', { BENCH_UPSTREAM: rt.url })
+        cleanups.push(() => bare.stop())
+        const info = await bare.call<{ port: number; pid: number }>('info')
+        const origin = `http://127.0.0.1:${info.port}`
+        contestants.push({
+          name: 'bare Fastify proxy',
+          group,
+          origin,
+          prefix,
+          headers: {},
+          runtime: rt.child,
+          pids: () => [info.pid],
+        })
+      } else if (group === 'nginx') {
+        const port = await freePort()
+        const nginx = new NginxServer(`  upstream runtime {
+    server ${new URL(rt.url).host};
+    keepalive 32;
+  }
+  server {
+    listen 127.0.0.1:${port} backlog=4096;
+    client_max_body_size 16m;
+    location /desktop/bench/mcp/ {
+      proxy_pass http://runtime/;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header ${TOKEN_HEADER} bench-token;
+      # Stream uploads through, as the Node proxies do.
+      proxy_request_buffering off;
+    }
+  }`)
+        cleanups.push(async () => {
+          await nginx.stop()
+          nginx.remove()
+        })
+        await nginx.start()
+        const origin = `http://127.0.0.1:${port}`
+        contestants.push({
+          name: 'nginx',
+          group,
+          origin,
+          prefix,
+          headers: {},
+          runtime: rt.child,
+          pids: () => nginx.workers(),
+        })
+      } else {
+        const redis = group === 'redis' ? await startRedis() : undefined
+        if (redis) cleanups.push(() => redis.stop())
+        const gw: GatewayProcess = await startGateway({
+          upstream: rt.url,
+          ...(redis ? { redisUrl: redis.url } : {}),
+          ...(opts.profileDir === undefined ? {} : { profileDir: opts.profileDir }),
+          tsx: opts.tsx,
+        })
+        // Stopped before Redis (cleanups run in reverse): its drain may still talk to Redis.
+        cleanups.push(() => gw.stop())
+        const cookie = await benchCookie(gw.origin, bearer)
+        const common = {
+          group,
+          origin: gw.origin,
+          prefix,
+          runtime: rt.child,
+          pids: () => [gw.pid],
+          ...(redis ? { redis } : {}),
+        }
+        contestants.push(
+          { ...common, name: `gateway ${group} bearer`, headers: { authorization: `Bearer ${bearer}` } },
+          // A browser's write: same-origin by Fetch Metadata, as the CSRF rule asks.
+          {
+            ...common,
+            name: `gateway ${group} cookie`,
+            headers: { cookie, 'sec-fetch-site': 'same-origin' },
+          },
+        )
+      }
+    }
+    log(`${contestants.length} contestants: ${contestants.map((c) => c.name).join(', ')}`)
+    // Rounds interleave the contestants, so the other work of a shared machine spreads over all of them.
+    const rounds = new Map<RouteName, Row[][]>()
+    for (let round = 0; round < opts.rounds; round++) {
+      for (const route of opts.routes) {
+        for (const [i, c] of contestants.entries()) {
+          const row = await measure(opts, route, c, attachment)
+          const perContestant = rounds.get(route) ?? contestants.map(() => [])
+          perContestant[i]?.push(row)
+          rounds.set(route, perContestant)
+        }
+      }
+    }
+    const results = new Map<RouteName, Row[]>()
+    for (const [route, perContestant] of rounds) results.set(route, perContestant.map(median))
+    const report = render(opts, argv, results)
+    const file =
+      opts.out === undefined ? writeResult('proxy', new Date().toISOString().slice(0, 10), report) : opts.out
+    if (opts.out !== undefined) writeFileSync(opts.out, report)
+    log(`results in ${file}`)
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+  }
+}
+
+/** A contestant's rounds as one row: the median of each figure, every failure. */
+function median(rows: Row[]): Row {
+  const mid = (pick: (r: Row) => number | null): number => {
+    const values = rows
+      .map(pick)
+      .filter((v): v is number => v !== null)
+      .sort((a, b) => a - b)
+    return values.length === 0 ? Number.NaN : quantile(values, 0.5)
+  }
+  const first = rows[0] as Row
+  return {
+    ...first,
+    reqPerS: mid((r) => r.reqPerS),
+    cpuUsPerReq: mid((r) => r.cpuUsPerReq),
+    p50: mid((r) => r.p50),
+    p99: mid((r) => r.p99),
+    redisCommandsPerReq: first.redisCommandsPerReq === null ? null : mid((r) => r.redisCommandsPerReq),
+    sentCommandsPerReq: first.sentCommandsPerReq === null ? null : mid((r) => r.sentCommandsPerReq),
+    failed: rows.reduce((n, r) => n + r.failed, 0),
+    firstFailure: rows.find((r) => r.firstFailure !== null)?.firstFailure ?? null,
+  }
+}
+
+const f = (n: number, digits = 0): string => (Number.isFinite(n) ? n.toFixed(digits) : '-')
+
+function render(opts: Options, argv: string[], results: Map<RouteName, Row[]>): string {
+  const lines = [
+    `# Proxy bench, ${new Date().toISOString()}`,
+    '',
+    `Command: \`npm run bench -- proxy ${argv.join(' ')}\`; ${machine()}, load average at the end ${loadAverage()}.`,
+    `Closed loop: ${opts.connections} connections, ${opts.seconds} s per phase after ${opts.warmupSeconds} s of warm-up; latency at ${opts.rate} req/s (attachments ${opts.attachmentRate} req/s) for ${opts.seconds} s; ${opts.rounds} round(s) interleaving the contestants, each figure the median over rounds.`,
+    'Ratios are to the bare Fastify proxy of the same run (throughput, CPU per request); "+p50" is the p50 over the direct runtime at the fixed rate.',
+    'Redis commands per request: INFO commandstats over the closed loop (commands scripts run included). Sent per request: what the gateway sent Redis at the fixed rate (MONITOR, commands inside scripts excluded; pipelined commands count one each, so this bounds round trips from above).',
+    '',
+  ]
+  const targets: string[] = []
+  for (const [route, rows] of results) {
+    const bare = rows.find((r) => r.group === 'bare')
+    const direct = rows.find((r) => r.group === 'direct')
+    lines.push(`## ${route}`, '')
+    lines.push(
+      '| contestant | req/s | x bare | CPU µs/req | x bare | p50 ms | p99 ms | +p50 ms | Redis cmds/req | sent/req | failed |',
+    )
+    lines.push('|---|---|---|---|---|---|---|---|---|---|---|')
+    for (const r of rows) {
+      const tx = bare ? r.reqPerS / bare.reqPerS : Number.NaN
+      const cx = bare ? r.cpuUsPerReq / bare.cpuUsPerReq : Number.NaN
+      const added = direct ? r.p50 - direct.p50 : Number.NaN
+      lines.push(
+        `| ${r.contestant} | ${f(r.reqPerS)} | ${f(tx, 2)} | ${f(r.cpuUsPerReq)} | ${f(cx, 2)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(added, 2)} | ${r.redisCommandsPerReq === null ? '-' : f(r.redisCommandsPerReq, 2)} | ${r.sentCommandsPerReq === null ? '-' : f(r.sentCommandsPerReq, 2)} | ${r.failed}${r.firstFailure ? ` (${r.firstFailure})` : ''} |`,
+      )
+      if (r.group === 'embedded' || r.group === 'redis') {
+        const checks = [
+          `throughput ${f(tx, 2)}x ${tx >= 0.8 ? 'met' : 'NOT met'}`,
+          `CPU ${f(cx, 2)}x ${cx <= 1.3 ? 'met' : 'NOT met'}`,
+          `+p50 ${f(added, 2)} ms ${added <= 1 ? 'met' : 'NOT met'}`,
+          ...(r.sentCommandsPerReq === null
+            ? []
+            : [
+                `Redis sent ${f(r.sentCommandsPerReq, 2)}/req ${r.sentCommandsPerReq <= 1 ? 'met' : 'NOT met'}`,
+              ]),
+        ]
+        targets.push(`- ${route}, ${r.contestant}: ${checks.join('; ')}`)
+      }
+    }
+    lines.push('')
+  }
+  if (targets.length > 0) {
+    lines.push(
+      '## Targets (throughput ≥0.8x bare, CPU/req ≤1.3x bare, +p50 ≤1 ms, Redis ≤1 per request)',
+      '',
+      ...targets,
+      '',
+    )
+  }
+  return lines.join('\n')
+}
+
+function loadAverage(): string {
+  return loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')
+}
