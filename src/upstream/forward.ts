@@ -85,6 +85,7 @@ export function forward(
         clientIp: request.ip,
         protocol: request.protocol,
         host: request.host,
+        requestId: request.id,
       })
       // For agent.ts's router only (it removes it): this upstream's connections are checked by the URL policy.
       if (app.upstream.guarded(session)) out[GUARDED_HEADER] = '1'

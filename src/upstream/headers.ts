@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
+import { REQUEST_ID_HEADER } from '../http/request-id.ts'
 import { TOKEN_HEADER } from './agent.ts'
 
 /**
@@ -44,6 +45,8 @@ export interface ForwardingContext {
   protocol: string
   /** The Host the client addressed. */
   host: string
+  /** The request's id (X-Request-ID), so the runtime's logs can name the request the gateway logged. */
+  requestId: string
 }
 
 /** Header names listed in a Connection header (RFC 9110 §7.6.1), lower case. */
@@ -66,8 +69,8 @@ function single(value: string | string[] | undefined): string | undefined {
 
 /**
  * The headers sent upstream: the allowlisted client headers (minus those the client named in Connection),
- * then X-Forwarded-For/Proto/Host, `Accept-Encoding: identity` and the messaging token, set last so nothing
- * the client sent can override or drop them.
+ * then X-Forwarded-For/Proto/Host, the request's X-Request-ID, `Accept-Encoding: identity` and the messaging
+ * token, set last so nothing the client sent can override or drop them.
  */
 export function upstreamRequestHeaders(
   client: IncomingHttpHeaders,
@@ -84,6 +87,7 @@ export function upstreamRequestHeaders(
   out['x-forwarded-for'] = ctx.clientIp
   out['x-forwarded-proto'] = ctx.protocol
   out['x-forwarded-host'] = ctx.host
+  out[REQUEST_ID_HEADER] = ctx.requestId
   out['accept-encoding'] = 'identity'
   out[TOKEN_HEADER] = ctx.token
   return out
