@@ -29,6 +29,7 @@ import { presenceRoutes } from './routes/presence.ts'
 import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { summaryPlugin } from './summary/plugin.ts'
+import { tracingPlugin } from './tracing/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 import type { Lookup } from './upstream/url-policy.ts'
 
@@ -88,6 +89,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     app.pages.sendError(request, reply, 404, { error: 'route_not_found', message: 'no such route' }),
   )
 
+  await app.register(tracingPlugin)
   await app.register(readinessPlugin)
   await app.register(pagesPlugin, { prefix: config.routePrefix })
   await app.register(metricsPlugin)

@@ -10,6 +10,7 @@ const ctx = {
   protocol: 'https',
   host: 'gw.test',
   requestId: 'rid-1',
+  trace: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
 }
 
 test('upstream headers: only the allowlist passes, credentials and browser context never do', () => {
@@ -46,6 +47,8 @@ test('upstream headers: only the allowlist passes, credentials and browser conte
       'x-custom': 'nope',
       // The gateway's id for the request replaces whatever the client sent (a trusted one became request.id).
       'x-request-id': 'client-chosen',
+      traceparent: '00-11111111111111111111111111111111-2222222222222222-01',
+      tracestate: 'evil=1',
       'content-type': 'application/json',
       'content-length': '12',
     },
@@ -65,6 +68,7 @@ test('upstream headers: only the allowlist passes, credentials and browser conte
     'x-forwarded-proto': 'https',
     'x-forwarded-host': 'gw.test',
     'x-request-id': 'rid-1',
+    traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
     [TOKEN_HEADER]: 'the-token',
   })
 })
