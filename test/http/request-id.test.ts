@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict'
 import { type TestContext, test } from 'node:test'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { INCOMING_REQUEST_ID, newRequestId } from '../../src/http/request-id.ts'
-import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { gatewayWithRuntime } from '../helpers/runtime-gateway.ts'
 import { captureLogs, waitFor } from '../sessions/capture-logs.ts'
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
@@ -34,18 +33,8 @@ test('an incoming X-Request-ID is adopted only if short and of safe characters',
 
 /** A gateway with a real simulated runtime registered as k1, and a bearer for an operator of its team. */
 async function start(t: TestContext, env: Record<string, string>) {
-  const runtime = await startSimulatedRuntime({ messagingToken: 'tok-runtime-secret' })
-  t.after(() => runtime.close())
   const logs = captureLogs()
-  const gw = await startGateway(env, { logger: logs.logger })
-  t.after(() => gw.close())
-  const admin = await bearer({ sub: 'root', roles: ['admin'] })
-  const registered = await fetch(`${gw.url}/admin/sessions/k1`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ upstream: runtime.url, team: 'blue', messagingToken: 'tok-runtime-secret' }),
-  })
-  assert.equal(registered.status, 201)
+  const { gw, runtime } = await gatewayWithRuntime(t, { env, logger: logs.logger })
   const operator = `Bearer ${await bearer({ sub: 'bob', roles: ['operator'], teams: ['blue'] })}`
   /** POSTs a message to k1 (forwarded to the runtime) with extra headers; returns status, body, id header. */
   let keys = 0

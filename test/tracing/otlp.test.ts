@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { test } from 'node:test'
-import { request, startCluster, startReplica, stopReplicas } from '../cluster/cluster-harness.ts'
+import {
+  type Cluster,
+  request,
+  startCluster,
+  startReplica,
+  stopReplicas,
+} from '../cluster/cluster-harness.ts'
 import { until } from '../cluster/redis-harness.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { type ReceivedSpan, startOtlpReceiver } from '../helpers/otlp.ts'
@@ -11,6 +17,15 @@ const CLIENT = 3
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const PROXY_SPAN = '00f067aa0ba902b7'
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/
+
+/** POSTs a message to k1 of the replica at `url` (forwarded to the cluster's runtime) with extra headers. */
+function postMessage(cluster: Cluster, url: string, headers: Record<string, string>, key: string) {
+  return request(`${url}/desktop/k1/mcp/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify({ run: cluster.runtime.run, key, text: 'hello' }),
+  })
+}
 
 /** Opens the session's event stream until its first bytes arrive, then goes away. */
 function touchEvents(url: string, authorization: string): Promise<void> {
@@ -42,16 +57,12 @@ test('spans arrive over OTLP/JSON: the request, its upstream call as the child, 
   const spansWhere = (pred: (s: ReceivedSpan) => boolean) => receiver.spans.filter(pred)
 
   // A request from the ingress (a trusted proxy) that is part of a trace already.
-  const sent = await request(`${gw.url}/desktop/k1/mcp/messages`, {
-    method: 'POST',
-    headers: {
-      authorization: operator,
-      'content-type': 'application/json',
-      traceparent: `00-${TRACE}-${PROXY_SPAN}-01`,
-      'x-request-id': 'ingress-req-1',
-    },
-    body: JSON.stringify({ run: cluster.runtime.run, key: 'k-1', text: 'hello' }),
-  })
+  const sent = await postMessage(
+    cluster,
+    gw.url,
+    { authorization: operator, traceparent: `00-${TRACE}-${PROXY_SPAN}-01`, 'x-request-id': 'ingress-req-1' },
+    'k-1',
+  )
   assert.equal(sent.status, 202, sent.body)
   const server = await until('the request span', () =>
     spansWhere((s) => s.kind === SERVER && s.attributes['krg.request_id'] === 'ingress-req-1').at(0),
@@ -117,15 +128,12 @@ test('spans arrive over OTLP/JSON: the request, its upstream call as the child, 
   // A client the gateway does not trust cannot graft its request onto a trace of its choosing.
   const untrusted = await startReplica(1, { ...cluster.env, GATEWAY_TRUST_PROXY: 'false' })
   t.after(() => stopReplicas([untrusted]))
-  const direct = await request(`${untrusted.url}/desktop/k1/mcp/messages`, {
-    method: 'POST',
-    headers: {
-      authorization: operator,
-      'content-type': 'application/json',
-      traceparent: `00-${TRACE}-${PROXY_SPAN}-01`,
-    },
-    body: JSON.stringify({ run: cluster.runtime.run, key: 'k-2', text: 'hello again' }),
-  })
+  const direct = await postMessage(
+    cluster,
+    untrusted.url,
+    { authorization: operator, traceparent: `00-${TRACE}-${PROXY_SPAN}-01` },
+    'k-2',
+  )
   assert.equal(direct.status, 202, direct.body)
   const id = String(direct.headers['x-request-id'])
   const directSpan = await until('the untrusted request span', () =>
@@ -153,11 +161,7 @@ test('tracing off: no exports, and a trusted proxy traceparent reaches the runti
   const operator = `Bearer ${await bearer({ sub: 'bob', roles: ['operator'], teams: ['blue'] })}`
   const traceparent = `00-${TRACE}-${PROXY_SPAN}-01`
   const post = (headers: Record<string, string>, key: string) =>
-    request(`${gw.url}/desktop/k1/mcp/messages`, {
-      method: 'POST',
-      headers: { authorization: operator, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ run: cluster.runtime.run, key, text: 'hello' }),
-    })
+    postMessage(cluster, gw.url, { authorization: operator, ...headers }, key)
   const lastAtRuntime = () => cluster.runtime.received.filter((r) => r.url === '/messages').at(-1)?.headers
   assert.equal((await post({ traceparent, tracestate: 'vendor=abc' }, 'k-1')).status, 202)
   assert.equal(lastAtRuntime()?.traceparent, traceparent)
