@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { toErrorBody } from '../errors.ts'
 import { peerTrust } from '../http/request-id.ts'
+import { PROBE_PATHS } from '../routes/health.ts'
 import { spansEnabled, traceHeaders, tracer } from './spans.ts'
 
 /** The upstream call of a request: the headers that carry its trace, and how it ended. */
@@ -68,6 +69,8 @@ export const tracingPlugin = fp(
     if (!enabled) return
 
     app.addHook('onRequest', (request, _reply, done) => {
+      // A kubelet's probes and Prometheus's scrapes every few seconds would drown the traces that matter.
+      if (PROBE_PATHS.has(request.routeOptions.url ?? '')) return done()
       const parent = trusted(request.raw) ? propagation.extract(ROOT_CONTEXT, request.headers) : ROOT_CONTEXT
       const route = request.routeOptions.url
       const span = tracer().startSpan(

@@ -62,7 +62,7 @@ function flatten(attributes: KeyValue[] = []): Record<string, string | number | 
   return out
 }
 
-/** Starts the receiver; it answers every export 200 `{}` (an empty ExportTraceServiceResponse). */
+/** Starts the receiver; it answers every export 200 (an empty ExportTraceServiceResponse); JSON is decoded. */
 export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = []
   const contentTypes: string[] = []
@@ -75,7 +75,8 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         res.writeHead(404).end()
         return
       }
-      if (String(req.headers['content-type']).startsWith('application/json')) {
+      const json = String(req.headers['content-type']).startsWith('application/json')
+      if (json) {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as ExportRequest
         for (const rs of body.resourceSpans ?? []) {
           const service = String(flatten(rs.resource?.attributes)['service.name'] ?? '')
@@ -93,7 +94,9 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
               })
         }
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+      // An empty ExportTraceServiceResponse: `{}` in JSON, no bytes in protobuf.
+      if (json) res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+      else res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -143,6 +143,24 @@ test('spans arrive over OTLP/JSON: the request, its upstream call as the child, 
   assert.equal(directSpan.parentSpanId, '')
   const last = cluster.runtime.received.filter((r) => r.url === '/messages').at(-1)
   assert.notEqual(TRACEPARENT.exec(String(last?.headers.traceparent))?.[1], TRACE)
+
+  // The harness polled /readyz until each replica was ready: probes make no spans.
+  assert.deepEqual(
+    spansWhere((s) => ['/healthz', '/readyz', '/metrics'].includes(String(s.attributes['http.route']))),
+    [],
+  )
+
+  // Without a protocol, spans go as protobuf (the specification's default).
+  const protoReceiver = await startOtlpReceiver()
+  t.after(() => protoReceiver.close())
+  const { OTEL_EXPORTER_OTLP_PROTOCOL: _, ...defaults } = cluster.env
+  const proto = await startReplica(2, { ...defaults, OTEL_EXPORTER_OTLP_ENDPOINT: protoReceiver.url })
+  t.after(() => stopReplicas([proto]))
+  assert.equal(
+    (await request(`${proto.url}/desktop/k1/mcp/inbox`, { headers: { authorization: operator } })).status,
+    200,
+  )
+  await until('a protobuf export', () => protoReceiver.contentTypes.includes('application/x-protobuf'))
 })
 
 test('tracing off: no exports, and a trusted proxy traceparent reaches the runtime unchanged', async (t) => {
