@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import proxyAddr from '@fastify/proxy-addr'
 
@@ -37,15 +37,13 @@ export function peerTrust(value: string): (req: IncomingMessage) => boolean {
 
 /**
  * A new request id: a UUIDv7 (RFC 9562), 48 bits of milliseconds then 74 random bits, so ids are unique
- * across replicas and restarts, and sort by time in the shared audit stream.
+ * across replicas and restarts, and sort by time in the shared audit stream. The random part is a v4 UUID's
+ * (node buffers its entropy for those: several times cheaper than a `randomBytes` call per id).
  */
 export function newRequestId(now: number = Date.now()): string {
-  const bytes = randomBytes(16)
-  bytes.writeUIntBE(now, 0, 6)
-  bytes[6] = 0x70 | ((bytes[6] ?? 0) & 0x0f)
-  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f)
-  const hex = bytes.toString('hex')
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+  const random = randomUUID() // xxxxxxxx-xxxx-4xxx-Nxxx-xxxxxxxxxxxx: keep from after the version digit
+  const ms = now.toString(16).padStart(12, '0')
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-7${random.slice(15)}`
 }
 
 /**
