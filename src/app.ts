@@ -16,6 +16,7 @@ import { parseTrustProxy, REQUEST_ID_HEADER, requestIdGenerator } from './http/r
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
+import { notifyPlugin } from './notify/plugin.ts'
 import { overviewPlugin } from './overview/plugin.ts'
 import { pagesPlugin } from './pages/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
@@ -104,6 +105,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(kasmPlugin)
   await app.register(summaryPlugin)
   await app.register(overviewPlugin)
+  await app.register(notifyPlugin)
 
   await app.register(healthRoutes)
   await app.register(eventsRoutes)

@@ -205,6 +205,25 @@ const envSchema = z.object({
   GATEWAY_SIGNIN_FAILURES_WINDOW_MS: int(1000).default(300_000),
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
 
+  // Attention routing (src/notify): webhooks for every team, per-team ones in GATEWAY_NOTIFY_FILE. The URLs are
+  // secret (a Slack webhook's path is its key): never logged, only their hosts.
+  GATEWAY_NOTIFY_URL: list
+    .pipe(
+      z.array(
+        z
+          .string()
+          .url('each must be an absolute http(s) URL')
+          .regex(/^https?:\/\//, 'each must be an http(s) URL'),
+      ),
+    )
+    .default(''),
+  GATEWAY_NOTIFY_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  GATEWAY_NOTIFY_FORMAT: z.enum(['json', 'slack']).default('json'),
+  GATEWAY_NOTIFY_FILE: z.string().min(1).optional(),
+  GATEWAY_NOTIFY_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  GATEWAY_NOTIFY_RETRY_MS: int(10, 600_000).default(2000),
+  GATEWAY_NOTIFY_RETRY_FOR_S: int(0, 86_400).default(600),
+
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
   GATEWAY_EVENT_MAX_BYTES: int(1024).default(2 * 1024 * 1024),
   GATEWAY_EVENT_BUFFER_BYTES: int(4096).default(16 * 1024 * 1024),
@@ -279,6 +298,8 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_KASM_API_KEY',
   'GATEWAY_KASM_API_SECRET',
   'GATEWAY_OIDC_CLIENT_SECRET',
+  'GATEWAY_NOTIFY_URL',
+  'GATEWAY_NOTIFY_SECRET',
 ]
 
 /**

@@ -55,6 +55,10 @@ export interface ClusterKeys {
   board(kasmId: string): string
   /** Pub/sub channel: a kasmId whose board changed. */
   readonly boardChannel: string
+  /** String (JSON) with a TTL: one webhook delivery's record (src/notify), by a hash of its key. */
+  notifyDelivery(kasmId: string, hash: string): string
+  /** List, newest first, capped: the keys of recent webhook deliveries (the admin API lists them). */
+  readonly notifyRecent: string
 }
 
 /** Builds the key set for a prefix such as `krg:`. */
@@ -87,5 +91,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
     board: (id) => `${p}board:{${id}}`,
     boardChannel: `${p}board:changed`,
+    notifyDelivery: (id, hash) => `${p}notify:{${id}}:${hash}`,
+    notifyRecent: `${p}notify:recent`,
   }
 }

@@ -6,11 +6,13 @@ import type { Sealer } from '../auth/sealer.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
 import { MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryStaleSessions, type StaleSessions } from '../kasm/stale.ts'
+import type { DeliveryLedger } from '../notify/ledger.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import type { SessionBoard } from '../summary/board.ts'
 import { RedisAuditLog } from './audit-log.ts'
 import { RedisBoard } from './board.ts'
 import { RedisCookieStore } from './cookie-store.ts'
+import { RedisDeliveryLedger } from './delivery-ledger.ts'
 import { RedisFailureCounter } from './failure-counter.ts'
 import type { JobLease } from './job-lease.ts'
 import { RedisStaleSessions } from './kasm-stale.ts'
@@ -133,4 +135,11 @@ export function redisSessionBoard(app: FastifyInstance): SessionBoard | null {
   const cluster = clusterOf(app)
   if (!cluster) return null
   return new RedisBoard({ command: cluster.redis, feed: cluster.feed, keys: cluster.keys })
+}
+
+/** Webhook deliveries (src/notify): claimed in Redis before sending, so one replica sends each once. */
+export function redisDeliveryLedger(app: FastifyInstance): DeliveryLedger | null {
+  const cluster = clusterOf(app)
+  if (!cluster) return null
+  return new RedisDeliveryLedger(cluster.redis, cluster.keys)
 }

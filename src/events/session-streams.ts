@@ -87,6 +87,7 @@ export class SessionStreams {
   readonly #offChange: () => void
   readonly #shared: ViewerShared
   readonly #healthListeners = new Set<(kasmId: string, health: ReaderHealth) => void>()
+  readonly #readerListeners = new Set<(kasmId: string) => void>()
 
   constructor(options: SessionStreamsOptions) {
     this.#o = options
@@ -228,6 +229,15 @@ export class SessionStreams {
   onHealth(listener: (kasmId: string, health: ReaderHealth) => void): () => void {
     this.#healthListeners.add(listener)
     return () => this.#healthListeners.delete(listener)
+  }
+
+  /**
+   * Calls `listener` when this replica starts reading a session (it took the reader lease): whatever only the
+   * reader does (sending notifications) starts now.
+   */
+  onReaderStart(listener: (kasmId: string) => void): () => void {
+    this.#readerListeners.add(listener)
+    return () => this.#readerListeners.delete(listener)
   }
 
   /** Watches every registered session with its reader kept running (GATEWAY_STREAM_EAGER). */
@@ -392,6 +402,7 @@ export class SessionStreams {
     watch.reader = reader
     reader.start()
     log.info({ kasmId: watch.kasmId }, 'upstream event reader started')
+    for (const listener of this.#readerListeners) listener(watch.kasmId)
     this.#setLeaseTimer(watch, limits.leaseMs / 3, () => void this.#renew(watch, reader, current))
   }
 

@@ -15,8 +15,16 @@ const auditQuerySchema = z
   })
   .strict()
 
+const notificationsQuerySchema = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+    kasmId: kasmIdSchema.optional(),
+  })
+  .strict()
+
 /**
- * The admin API (role admin): sessions (tokens are write-only, never returned) and recent audit records.
+ * The admin API (role admin): sessions (tokens are write-only, never returned), recent audit records and
+ * recent webhook deliveries.
  * An admin sees and changes only sessions of their teams (`*`: all); a foreign session looks unknown.
  * Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
  */
@@ -35,6 +43,20 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       const since = stale.get(v.kasmId)
       return since === undefined ? v : { ...v, staleSince: since }
     })
+  }
+
+  /**
+   * The teams whose records (audit, deliveries) an admin reads: theirs, or all (undefined) with `*`. A session
+   * they cannot see (or that is gone) is unknown here as on every admin route; an admin of every team may ask
+   * after removed sessions.
+   */
+  const recordScope = async (operator: Operator, kasmId: string | undefined) => {
+    const teams = operator.teams.has('*') ? undefined : operator.teams
+    if (kasmId !== undefined && teams !== undefined) {
+      const session = await app.sessions.get(kasmId)
+      if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
+    }
+    return teams
   }
 
   app.get('/admin/sessions', { onRequest }, async (request) => {
@@ -160,13 +182,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     const query = auditQuerySchema.safeParse(request.query)
     if (!query.success) throw new BadRequest(formatIssues(query.error))
     const { limit, kasmId, sub } = query.data
-    // An admin of some teams reads their sessions' records only, and a session they cannot see (or that is
-    // gone) is unknown here as on every admin route; an admin of every team may ask after removed sessions.
-    const teams = operator.teams.has('*') ? undefined : operator.teams
-    if (kasmId !== undefined && teams !== undefined) {
-      const session = await app.sessions.get(kasmId)
-      if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
-    }
+    const teams = await recordScope(operator, kasmId)
     const records = await app.audit.recent({
       limit,
       ...(kasmId === undefined ? {} : { kasmId }),
@@ -174,6 +190,25 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       ...(teams === undefined ? {} : { teams }),
     })
     return { records }
+  })
+
+  // Recent webhook deliveries and their status (src/notify), scoped like the audit records.
+  app.get('/admin/notifications', { onRequest }, async (request) => {
+    const operator = operatorOf(request)
+    const query = notificationsQuerySchema.safeParse(request.query)
+    if (!query.success) throw new BadRequest(formatIssues(query.error))
+    const { limit, kasmId } = query.data
+    const teams = await recordScope(operator, kasmId)
+    const notifications = app.notifications
+    const deliveries =
+      notifications === null
+        ? []
+        : await notifications.ledger.recent({
+            limit,
+            ...(kasmId === undefined ? {} : { kasmId }),
+            ...(teams === undefined ? {} : { teams }),
+          })
+    return { deliveries }
   })
 }
 

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { dirname, extname, resolve } from 'node:path'
 import { parseDocument } from 'yaml'
+import type { ZodType, ZodTypeDef } from 'zod'
 import { ConfigError } from '../config.ts'
 import { Secret } from './secret.ts'
 import { KASM_ID } from './types.ts'
@@ -31,22 +32,12 @@ export async function loadSessionsFile(path: string, options: LoadOptions = {}):
   const fail = (detail: string): never => {
     throw new ConfigError(`GATEWAY_SESSIONS_FILE (${path}): ${detail}`)
   }
-  let source: string
-  try {
-    source = await readFile(path, 'utf8')
-  } catch (err) {
-    return fail(`cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-  const document = parse(path, source)
-  if (!document.ok) return fail(document.reason)
-
-  const top = fileSchema.safeParse(document.value)
-  if (!top.success) return fail(formatIssues(top.error))
+  const top = await readConfigFile('GATEWAY_SESSIONS_FILE', path, fileSchema)
 
   const problems: string[] = []
   const sessions: FileSession[] = []
   const seen = new Map<string, number>()
-  for (const [index, raw] of top.data.sessions.entries()) {
+  for (const [index, raw] of top.sessions.entries()) {
     const name = entryName(index, raw)
     const entry = fileEntrySchema.safeParse(raw)
     if (!entry.success) {
@@ -89,6 +80,32 @@ export async function loadSessionsFile(path: string, options: LoadOptions = {}):
   }
   if (problems.length > 0) return fail(problems.join('; '))
   return sessions
+}
+
+/**
+ * Reads a deployer's file (the sessions file, the notify file) named by `variable`, parses it (JSON or YAML)
+ * and checks its top level against `schema`. Throws {@link ConfigError} `<variable> (<path>): <why>`: the read
+ * error's code, the parse error's position, the schema's issues; never the source (it may hold a secret).
+ */
+export async function readConfigFile<T>(
+  variable: string,
+  path: string,
+  schema: ZodType<T, ZodTypeDef, unknown>,
+): Promise<T> {
+  const fail = (detail: string): never => {
+    throw new ConfigError(`${variable} (${path}): ${detail}`)
+  }
+  let source: string
+  try {
+    source = await readFile(path, 'utf8')
+  } catch (err) {
+    return fail(`cannot read the file (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  const document = parse(path, source)
+  if (!document.ok) return fail(document.reason)
+  const top = schema.safeParse(document.value)
+  if (!top.success) return fail(formatIssues(top.error))
+  return top.data
 }
 
 /** `sessions[2] (kasmId "k3")`; the id is quoted only when it is a valid one (never arbitrary input). */

@@ -130,6 +130,8 @@ export function clusterTestEnv(prefix: string, redis: Record<string, string>): R
     GATEWAY_PING_INTERVAL_MS: '1000',
     GATEWAY_PRESENCE_TTL_MS: '3000',
     GATEWAY_SHUTDOWN_GRACE_MS: '10000',
+    // As in testEnv: a replica stalled by a loaded machine must not shed the test's own requests.
+    GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
     ...redis,
   })
 }
@@ -215,6 +217,26 @@ export function request(
     req.on('error', reject)
     req.setTimeout(10_000, () => req.destroy(new Error('request timed out')))
     req.end(opts.body)
+  })
+}
+
+/** Answers question `requestId` of `run` on session `kasmId` through `replica` as `token`'s holder. */
+export function replyTo(
+  replica: Replica,
+  token: string,
+  kasmId: string,
+  reply: { run: string; requestId: string; key: string; values: Record<string, unknown> },
+): ReturnType<typeof request> {
+  return request(`${replica.url}/desktop/${kasmId}/mcp/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      run: reply.run,
+      key: reply.key,
+      reply_to: reply.requestId,
+      revision: 1,
+      values: reply.values,
+    }),
   })
 }
 

@@ -20,6 +20,8 @@ const secretVariables = [
   'GATEWAY_SESSIONS_FILE',
   'GATEWAY_KASM_API_KEY',
   'GATEWAY_KASM_API_SECRET',
+  'GATEWAY_NOTIFY_URL',
+  'GATEWAY_NOTIFY_SECRET',
 ]
 
 /** Where the chart's defaults differ from the gateway's on purpose (a deployment is production). */

@@ -42,6 +42,9 @@ export function testEnv(overrides: Record<string, string> = {}): Record<string, 
     // Test runtimes listen on loopback, which the URL policy refuses for admin-registered upstreams unless the
     // deployer allows it: here every address is (test/upstream/*url-policy*, admin-upstream test the policy).
     GATEWAY_UPSTREAM_ALLOW: '0.0.0.0/0,::/0',
+    // A test process on a loaded machine can stall past the shedding threshold and answer 503 overloaded to a
+    // test about something else; test/http/load-shedding.test.ts turns shedding on where it is the subject.
+    GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
     ...overrides,
   }
 }

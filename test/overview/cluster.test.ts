@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { type Cluster, leaseHolders, request, startCluster } from '../cluster/cluster-harness.ts'
+import { type Cluster, leaseHolders, replyTo, request, startCluster } from '../cluster/cluster-harness.ts'
 import { until } from '../cluster/redis-harness.ts'
 import { openSse } from '../events/helpers.ts'
 import { bearer } from '../helpers/jwt.ts'
@@ -72,16 +72,11 @@ describe('the overview on two replicas', () => {
       15_000,
     )
 
-    const reply = await request(`${r1.url}/desktop/k1/mcp/messages`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${dan}`, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        run: c.runtime.run,
-        key: 'd1',
-        reply_to: q.request_id,
-        revision: 1,
-        values: { x: 'csv' },
-      }),
+    const reply = await replyTo(r1, dan, 'k1', {
+      run: c.runtime.run,
+      requestId: q.request_id,
+      key: 'd1',
+      values: { x: 'csv' },
     })
     assert.equal(reply.status, 202)
     for (const o of [a, b]) {

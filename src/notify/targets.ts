@@ -1,0 +1,164 @@
+import { readFile } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
+import { z } from 'zod'
+import { ConfigError, type Env } from '../config.ts'
+import { readConfigFile } from '../sessions/file.ts'
+import { Secret } from '../sessions/secret.ts'
+import { formatIssues, teamSchema } from '../sessions/validate.ts'
+import type { UrlPolicy } from '../upstream/url-policy.ts'
+
+/** The body a webhook gets: ours (`json`), or what Slack-compatible incoming webhooks accept (`slack`). */
+export type NotifyFormat = 'json' | 'slack'
+
+/** One webhook. */
+export interface NotifyTarget {
+  readonly url: string
+  readonly format: NotifyFormat
+  /** The HMAC key of `X-Krg-Signature`; null: unsigned. */
+  readonly secret: Secret | null
+  /**
+   * A stable name for metrics and the admin API, never a session id: the host of a global URL, or
+   * `team:<name>#<index>` for the notify file's.
+   */
+  readonly label: string
+}
+
+/** Where each team's notifications go. */
+export interface NotifyRoutes {
+  /** GATEWAY_NOTIFY_URL: every team without an entry in the notify file. */
+  readonly global: readonly NotifyTarget[]
+  /** GATEWAY_NOTIFY_FILE: per team, replacing the global targets (an empty list silences the team). */
+  readonly teams: ReadonlyMap<string, readonly NotifyTarget[]>
+}
+
+/** The targets of a session of `team` (none: the session is not watched for notifications). */
+export function targetsFor(routes: NotifyRoutes, team: string): readonly NotifyTarget[] {
+  return routes.teams.get(team) ?? routes.global
+}
+
+/** Every target, each once (metrics, the boot check). */
+export function allTargets(routes: NotifyRoutes): NotifyTarget[] {
+  return [...routes.global, ...[...routes.teams.values()].flat()]
+}
+
+/** The global targets of GATEWAY_NOTIFY_URL, GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. */
+export function globalTargets(env: Env): NotifyTarget[] {
+  const secret = env.GATEWAY_NOTIFY_SECRET === undefined ? null : new Secret(env.GATEWAY_NOTIFY_SECRET)
+  return env.GATEWAY_NOTIFY_URL.map((url) => ({
+    url,
+    format: env.GATEWAY_NOTIFY_FORMAT,
+    secret,
+    label: new URL(url).host,
+  }))
+}
+
+const webhookUrl = z
+  .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+  .url('must be an absolute http(s) URL')
+  .regex(/^https?:\/\//, 'must be an http(s) URL')
+
+const entrySchema = z
+  .object({
+    url: webhookUrl,
+    format: z.enum(['json', 'slack']).optional(),
+    secret: z.string().min(16, 'must be at least 16 characters').optional(),
+    /** A file holding the secret (relative to the notify file), so the file itself holds none. */
+    secretFile: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((e) => e.secret === undefined || e.secretFile === undefined, 'set secret or secretFile, not both')
+
+const fileSchema = z
+  .object(
+    {
+      teams: z.record(z.unknown(), {
+        required_error: 'is required',
+        invalid_type_error: 'must be an object of team name -> list of targets',
+      }),
+    },
+    { invalid_type_error: 'must be an object with "teams"' },
+  )
+  .strict()
+
+/**
+ * Reads and validates GATEWAY_NOTIFY_FILE (JSON or YAML, as the sessions file): `{teams: {<team>: [{url,
+ * format?, secret? | secretFile?}]}}`. A target without a format or secret takes GATEWAY_NOTIFY_FORMAT and
+ * GATEWAY_NOTIFY_SECRET. Throws {@link ConfigError} naming the file and every bad entry, never a value.
+ */
+export async function loadNotifyFile(path: string, env: Env): Promise<Map<string, NotifyTarget[]>> {
+  const fail = (detail: string): never => {
+    throw new ConfigError(`GATEWAY_NOTIFY_FILE (${path}): ${detail}`)
+  }
+  const top = await readConfigFile('GATEWAY_NOTIFY_FILE', path, fileSchema)
+
+  const problems: string[] = []
+  const teams = new Map<string, NotifyTarget[]>()
+  for (const [rawTeam, rawList] of Object.entries(top.teams)) {
+    const team = teamSchema.safeParse(rawTeam)
+    const where = `teams.${JSON.stringify(rawTeam.slice(0, 64))}`
+    if (!team.success) {
+      problems.push(`${where}: team name ${formatIssues(team.error)}`)
+      continue
+    }
+    if (!Array.isArray(rawList)) {
+      problems.push(`${where}: must be a list of targets`)
+      continue
+    }
+    const targets: NotifyTarget[] = []
+    for (const [index, raw] of rawList.entries()) {
+      const entry = entrySchema.safeParse(raw)
+      if (!entry.success) {
+        problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)
+        continue
+      }
+      let secret = entry.data.secret ?? env.GATEWAY_NOTIFY_SECRET
+      if (entry.data.secretFile !== undefined) {
+        const file = resolve(dirname(path), entry.data.secretFile)
+        try {
+          secret = (await readFile(file, 'utf8')).replace(/\r?\n$/, '')
+        } catch (err) {
+          problems.push(
+            `${where}[${index}]: secretFile: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+          )
+          continue
+        }
+        if (secret.length < 16) {
+          problems.push(`${where}[${index}]: secretFile: ${file} must hold at least 16 characters`)
+          continue
+        }
+      }
+      targets.push({
+        url: entry.data.url,
+        format: entry.data.format ?? env.GATEWAY_NOTIFY_FORMAT,
+        secret: secret === undefined ? null : new Secret(secret),
+        label: `team:${team.data}#${index}`,
+      })
+    }
+    teams.set(team.data, targets)
+  }
+  if (problems.length > 0) return fail(problems.join('; '))
+  return teams
+}
+
+/**
+ * Applies the URL policy (GATEWAY_UPSTREAM_ALLOW and the default refusals) to every target: a webhook is a
+ * request the gateway makes on behalf of whoever wrote the URL. Throws {@link ConfigError} naming the
+ * variable or the file entry of each refused URL.
+ */
+export async function checkTargets(policy: UrlPolicy, routes: NotifyRoutes, file?: string): Promise<void> {
+  const problems: string[] = []
+  for (const [index, target] of routes.global.entries()) {
+    const refusal = await policy.check(target.url)
+    if (refusal !== undefined) problems.push(`GATEWAY_NOTIFY_URL[${index}]: ${refusal.reason}`)
+  }
+  for (const [team, targets] of routes.teams) {
+    for (const [index, target] of targets.entries()) {
+      const refusal = await policy.check(target.url)
+      if (refusal !== undefined)
+        problems.push(
+          `GATEWAY_NOTIFY_FILE (${file}): teams.${JSON.stringify(team)}[${index}].url: ${refusal.reason}`,
+        )
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`)
+}
