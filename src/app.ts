@@ -12,6 +12,7 @@ import { clientErrorAnswer, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
 import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
+import { parseTrustProxy, REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -29,6 +30,7 @@ import { presenceRoutes } from './routes/presence.ts'
 import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { summaryPlugin } from './summary/plugin.ts'
+import { tracingPlugin } from './tracing/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
 import type { Lookup } from './upstream/url-policy.ts'
 
@@ -53,6 +55,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config),
     trustProxy: parseTrustProxy(config.env.GATEWAY_TRUST_PROXY),
+    // Unique across replicas (the audit stream is shared); a trusted proxy's X-Request-ID is kept.
+    genReqId: requestIdGenerator(config.env.GATEWAY_TRUST_PROXY),
     bodyLimit: config.env.GATEWAY_MAX_JSON_BYTES,
     // Path checks are ours (strict, in routes/mcp): keep the router from normalising `//`; `;` is no
     // delimiter in Fastify 5 by default, so it reaches the validator.
@@ -76,12 +80,17 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
   })
   app.decorate('config', config)
+  // First of all hooks, so every answer carries it, refusals by auth or load shedding included.
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header(REQUEST_ID_HEADER, request.id)
+  })
 
   app.setErrorHandler((err, request, reply) => answerError(app, err as Error, request, reply))
   app.setNotFoundHandler((request, reply) =>
     app.pages.sendError(request, reply, 404, { error: 'route_not_found', message: 'no such route' }),
   )
 
+  await app.register(tracingPlugin)
   await app.register(readinessPlugin)
   await app.register(pagesPlugin, { prefix: config.routePrefix })
   await app.register(metricsPlugin)
@@ -113,9 +122,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   return app
 }
 
-/** Every error answer, Fastify's own refusals included: logged, then `{error, message}` (errors.ts). */
 /**
- * Every error answer, Fastify's own included: the one `{error, message}` body (errors.ts), as a page to a person
+ * Every error answer, Fastify's own included: the one `{error, message, requestId}` body (errors.ts), as a page to a person
  * who navigated here (with a sign-in link for a 401), as JSON to everything else.
  */
 function answerError(
@@ -125,15 +133,11 @@ function answerError(
   reply: FastifyReply,
 ): FastifyReply {
   const { status, body } = toErrorBody(err)
+  // The router's refusals (frameworkErrors) run no hooks: the id header is set here for them.
+  reply.header(REQUEST_ID_HEADER, request.id)
   // A 503 says something is unavailable (Redis, the IdP's keys, a draining replica): that is logged once
   // where it is detected, not with a stack trace per request.
   if (status >= 500 && status !== 503) request.log.error({ err }, 'request failed')
   else request.log.info({ code: body.error, status }, 'request refused')
   return app.pages.sendError(request, reply, status, body)
-}
-
-function parseTrustProxy(value: string): boolean | string | string[] {
-  if (value === 'true') return true
-  if (value === 'false' || value === '') return false
-  return value.split(',').map((s) => s.trim())
 }

@@ -22,6 +22,11 @@ const list = z.string().transform((v) =>
     .filter((s) => s.length > 0),
 )
 
+/** OTLP over HTTP in either encoding; gRPC would need a gRPC stack the gateway does not ship. */
+const otlpProtocol = z.enum(['http/protobuf', 'http/json'], {
+  errorMap: () => ({ message: 'must be http/protobuf or http/json (grpc is not supported)' }),
+})
+
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
 
 const groupMap = z.string().transform((v, ctx): GroupMap => {
@@ -263,6 +268,15 @@ const envSchema = z.object({
   // Multiplies the upstream event reader's fixed delays (1.5 s poll while the runtime answers 502, 1-2-4..10 s
   // backoff after a dropped stream, 30 s retry after a refused token); tests shorten them with e.g. 0.02.
   GATEWAY_UPSTREAM_RETRY_SCALE: z.coerce.number().min(0.001).max(100).default(1),
+
+  // OpenTelemetry tracing (src/tracing), under the standard names: on when an endpoint is set. The SDK reads
+  // the other OTEL_* variables itself (headers, timeouts, sampler, batch sizes); these decide whether it loads.
+  OTEL_SDK_DISABLED: bool.default('false'),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.string().url().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol.optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol.optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default('kasm-runtime-gateway'),
 })
 
 /** The raw, validated environment. */
@@ -318,6 +332,15 @@ export interface Config {
   readonly routePrefix: string
   /** Cluster mode's Redis; null when embedded (neither REDIS_URL nor GATEWAY_REDIS_SENTINELS). */
   readonly redis: RedisEndpoint | null
+  /** OpenTelemetry tracing; null when off (no OTLP endpoint, or OTEL_SDK_DISABLED). */
+  readonly tracing: TracingConfig | null
+}
+
+/** How spans are exported when tracing is on (the SDK reads the endpoint and its other settings itself). */
+export interface TracingConfig {
+  readonly serviceName: string
+  /** The traces protocol: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else protobuf. */
+  readonly protocol: 'http/protobuf' | 'http/json'
 }
 
 /** Thrown at boot when a variable is wrong; its message names every bad variable. */
@@ -442,6 +465,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cookieName: cookieSecure ? '__Host-krg_session' : 'krg_session',
     basePath: env.GATEWAY_BASE_PATH,
     routePrefix: env.GATEWAY_BASE_PATH.slice(0, -1),
+    tracing:
+      (env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) && !env.OTEL_SDK_DISABLED
+        ? {
+            serviceName: env.OTEL_SERVICE_NAME,
+            protocol:
+              env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
+          }
+        : null,
     redis: sentinel
       ? {
           kind: 'sentinel',

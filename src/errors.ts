@@ -158,10 +158,18 @@ export const ShuttingDown = createError('shutting_down', 'this replica is shutti
 /** Load shedding (@fastify/under-pressure): event-loop delay or heap over its threshold. */
 export const Overloaded = createError('overloaded', 'this replica is overloaded; retry shortly', 503)
 
-/** The JSON body of every gateway-made error. */
+/** The code and message of every gateway-made error. */
 export interface ErrorBody {
   error: string
   message: string
+}
+
+/**
+ * The JSON body of an error answer: {@link ErrorBody} and the request's id (also its X-Request-ID header),
+ * which a person quotes and an operator finds in the log line and the audit record.
+ */
+export interface ErrorAnswer extends ErrorBody {
+  requestId: string
 }
 
 /**

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { type DemoSignIn, startDemo, startDemoSignIn } from './dev/demo.ts'
+import type { TracingSdk } from './tracing/sdk.ts'
 
 /**
  * The only file that starts anything: reads config once, builds the app, listens, and drains on SIGTERM.
@@ -11,8 +12,11 @@ async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>
   let app: FastifyInstance
   let demoSignIn: DemoSignIn | null = null
+  let tracing: TracingSdk | null = null
   try {
     config = loadConfig()
+    // Before the app is built (its plugins ask whether spans are on); loaded only when tracing is configured.
+    if (config.tracing) tracing = await (await import('./tracing/sdk.ts')).startTracing(config.tracing)
     // The demo's identity provider first: the app is built as its client.
     if (config.demo) demoSignIn = await startDemoSignIn(config)
     // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
@@ -25,6 +29,7 @@ async function main(): Promise<void> {
     throw err
   }
   // Long-lived SSE responses must not be cut by Node's request timeout; headers still must arrive promptly.
+  tracing?.logTo(app.log)
   app.server.requestTimeout = 0
   app.server.headersTimeout = 30_000
   app.server.keepAliveTimeout = 65_000
@@ -52,6 +57,8 @@ async function main(): Promise<void> {
       await app.events.streams.close(grace / 2, Math.min(5000, grace / 4))
       await app.close()
       await demo?.close()
+      // The last spans (the drain's requests) are exported before the exit.
+      await tracing?.shutdown()
       // The last line: an orchestrator's log shows the drain finished (and how long it took) before the exit.
       app.log.info({ signal, durationMs: Date.now() - startedAt }, 'shutdown complete')
       process.exit(0)

@@ -93,6 +93,7 @@ function buildRecord(
   const record: AuditRecord = {
     at: new Date(Date.now() - elapsed).toISOString(),
     requestId: request.id,
+    clientIp: request.ip,
     sub: request.operator?.sub ?? detail.sub ?? null,
     ...(request.operator?.name === undefined ? {} : { name: request.operator.name }),
     kasmId: detail.kasmId ?? target.kasmId,

@@ -5,7 +5,13 @@
 export interface AuditRecord {
   /** When the request arrived (ISO 8601). */
   at: string
+  /** The request's id: its X-Request-ID, in every log line of the request and in its error body. */
   requestId: string
+  /**
+   * The client's address as GATEWAY_TRUST_PROXY makes it (the X-Forwarded-For entry of the nearest untrusted
+   * hop behind trusted proxies, else the peer). Absent from changes no request made (the Kasm sync's).
+   */
+  clientIp?: string
   /** The operator's `sub`; null when the request was refused before authentication. */
   sub: string | null
   /** The operator's display name, when the credential carries one (the console says who answered). */

@@ -9,6 +9,7 @@ import type {
   Subscription,
 } from '../events/bus.ts'
 import { frameOf } from '../events/sse.ts'
+import { inSpan, redisAttributes } from '../tracing/spans.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 import { compareIds, decodeEntry, encodeMessages, type RawEntry } from './stream-entry.ts'
@@ -47,17 +48,23 @@ export class RedisEventBus implements EventBus {
     const { command, keys, maxLen, maxBytes, retentionMs, onAppend } = this.#o
     let added: number
     try {
-      added = await command.krgAppend(
-        keys.lease(kasmId),
-        keys.head(kasmId),
-        keys.events(kasmId),
-        keys.sizes(kasmId),
-        String(fence),
-        maxLen,
-        retentionMs,
-        Date.now(),
-        maxBytes ?? Number.MAX_SAFE_INTEGER,
-        ...encodeMessages(messages),
+      const attributes = redisAttributes('krgAppend', {
+        'krg.kasm_id': kasmId,
+        'krg.messages': messages.length,
+      })
+      added = await inSpan('redis events append', attributes, () =>
+        command.krgAppend(
+          keys.lease(kasmId),
+          keys.head(kasmId),
+          keys.events(kasmId),
+          keys.sizes(kasmId),
+          String(fence),
+          maxLen,
+          retentionMs,
+          Date.now(),
+          maxBytes ?? Number.MAX_SAFE_INTEGER,
+          ...encodeMessages(messages),
+        ),
       )
     } catch (err) {
       onAppend?.('error', 0)

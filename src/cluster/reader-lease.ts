@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { ReaderLease } from '../events/bus.ts'
+import { inSpan, redisAttributes } from '../tracing/spans.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
@@ -55,11 +56,16 @@ export class RedisReaderLease implements ReaderLease {
   async acquire(kasmId: string): Promise<number | null> {
     if (this.#closing) return null
     const started = Date.now()
-    const fence = await this.#o.command.krgAcquire(
-      this.#keys.lease(kasmId),
-      this.#keys.fence(kasmId),
-      this.#o.leaseMs,
-      COUNTER_TTL_MS,
+    const fence = await inSpan(
+      'redis lease acquire',
+      redisAttributes('krgAcquire', { 'krg.lease': kasmId }),
+      () =>
+        this.#o.command.krgAcquire(
+          this.#keys.lease(kasmId),
+          this.#keys.fence(kasmId),
+          this.#o.leaseMs,
+          COUNTER_TTL_MS,
+        ),
     )
     if (fence === null) return null
     const value = Number(fence)
@@ -78,7 +84,12 @@ export class RedisReaderLease implements ReaderLease {
     const started = Date.now()
     let ok: boolean
     try {
-      ok = (await this.#o.command.krgRenew(this.#keys.lease(kasmId), String(fence), this.#o.leaseMs)) === 1
+      const renewed = await inSpan(
+        'redis lease renew',
+        redisAttributes('krgRenew', { 'krg.lease': kasmId }),
+        () => this.#o.command.krgRenew(this.#keys.lease(kasmId), String(fence), this.#o.leaseMs),
+      )
+      ok = renewed === 1
     } catch (err) {
       const mine = this.#held.get(kasmId)
       if (mine?.fence === fence && started - mine.confirmedAt < this.#o.leaseMs) throw err

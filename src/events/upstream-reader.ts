@@ -4,6 +4,7 @@ import { type Dispatcher, request } from 'undici'
 import type { Env } from '../config.ts'
 import { parseEventId } from '../protocol/events.ts'
 import type { Session } from '../sessions/types.ts'
+import { tracedRequest } from '../tracing/spans.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { tokenEcho } from '../upstream/token-echo.ts'
 import { isAddressRefused } from '../upstream/url-policy.ts'
@@ -292,7 +293,7 @@ export class UpstreamReader {
     let live = false
     try {
       this.#connections++
-      const res = await request(url, {
+      const res = await tracedRequest('events', { 'krg.kasm_id': this.kasmId }, url, {
         dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'text/event-stream', [TOKEN_HEADER]: session.messagingToken.reveal() },

@@ -3,9 +3,7 @@ import underPressure from '@fastify/under-pressure'
 import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
 import { Overloaded } from '../errors.ts'
-
-/** Probes and scrapes keep answering under load: the balancer and Prometheus must see the replica. */
-const PROBES: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics'])
+import { PROBE_PATHS } from '../routes/health.ts'
 
 /** What a shed request is told: retry soon (another replica, or this one once the pressure is gone). */
 const RETRY_AFTER_S = 5
@@ -33,7 +31,8 @@ export const loadSheddingPlugin = fp(
       maxHeapUsedBytes:
         env.GATEWAY_OVERLOAD_HEAP_USED_BYTES ?? Math.floor(getHeapStatistics().heap_size_limit * HEAP_SHARE),
       pressureHandler: (request, reply, type) => {
-        if (PROBES.has(request.routeOptions.url ?? '')) return
+        // The balancer and Prometheus must see the replica.
+        if (PROBE_PATHS.has(request.routeOptions.url ?? '')) return
         shed.inc({ reason: type })
         reply.header('retry-after', String(RETRY_AFTER_S))
         // A rejection goes to the app's error handler: the one `{error, message}` shape.

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import type { ErrorBody } from '../errors.ts'
+import type { ErrorAnswer, ErrorBody } from '../errors.ts'
 import { pageForError } from './catalogue.ts'
 import { isBrowserNavigation } from './navigation.ts'
 import { PAGE_CSP, type Page, renderPage } from './page.ts'
@@ -12,7 +12,7 @@ export interface Pages {
   send(reply: FastifyReply, page: Page): FastifyReply
   /**
    * Answers an error: a human page for a browser navigation ({@link isBrowserNavigation}), the JSON body
-   * `{error, message}` for everything else. The app's error and not-found handlers use it.
+   * `{error, message, requestId}` for everything else. The app's error and not-found handlers use it.
    */
   sendError(request: FastifyRequest, reply: FastifyReply, status: number, body: ErrorBody): FastifyReply
 }
@@ -46,7 +46,10 @@ export const pagesPlugin = fp(
           .send(renderPage(page, basePath))
       },
       sendError(request, reply, status, body) {
-        if (!isBrowserNavigation(request)) return reply.code(status).send(body)
+        if (!isBrowserNavigation(request)) {
+          const answer: ErrorAnswer = { ...body, requestId: request.id }
+          return reply.code(status).send(answer)
+        }
         return pages.send(reply, { ...pageForError(status, body, returnPath(request)), status })
       },
     }

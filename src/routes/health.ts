@@ -78,6 +78,9 @@ export const readinessPlugin = fp(
   { name: 'readiness' },
 )
 
+/** The probes' and the scrape's paths: they keep answering under load and make no trace spans. */
+export const PROBE_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics'])
+
 /** `/healthz` (the process answers), `/readyz` (config, registry and stores usable), `/metrics`. */
 export async function healthRoutes(app: import('fastify').FastifyInstance): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }))

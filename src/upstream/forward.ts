@@ -55,6 +55,7 @@ export function forward(
   const { session, route, body } = target
   const url = upstreamUrl(session.upstream, target.path, '')
   const started = performance.now()
+  const span = app.tracing.upstream(request, `${request.method} ${route}`, url)
   const observe = (status: string): void => {
     app.metrics.upstreamLatency.observe({ route, status }, (performance.now() - started) / 1000)
   }
@@ -85,6 +86,8 @@ export function forward(
         clientIp: request.ip,
         protocol: request.protocol,
         host: request.host,
+        requestId: request.id,
+        trace: span.headers,
       })
       // For agent.ts's router only (it removes it): this upstream's connections are checked by the URL policy.
       if (app.upstream.guarded(session)) out[GUARDED_HEADER] = '1'
@@ -97,6 +100,7 @@ export function forward(
       const res = raw as unknown as UpstreamResponse
       const status = res.statusCode
       observe(String(status))
+      span.end({ status })
       noteAudit(request, { upstreamStatus: status })
       const failure = answerFailure(status, res.headers)
       if (failure !== undefined) {
@@ -118,12 +122,14 @@ export function forward(
       // The client went away (an upload aborted mid-way): its own doing, not the runtime's. Nobody reads the
       // answer, but sending one completes the request's lifecycle (its audit record says what happened).
       if (request.raw.socket?.destroyed) {
+        span.end({ error: 'client_aborted' })
         request.log.info({ kasmId: session.kasmId, route }, 'client went away during the upstream request')
         reply.send(new BadRequest('the client closed the request'))
         return
       }
       const failure = transportFailure(error)
       observe(failure.reason ?? 'error')
+      span.end({ error: failure.reason ?? 'error' })
       fail(failure)
     },
   }

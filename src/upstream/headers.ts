@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
+import { REQUEST_ID_HEADER } from '../http/request-id.ts'
 import { TOKEN_HEADER } from './agent.ts'
 
 /**
@@ -7,8 +8,8 @@ import { TOKEN_HEADER } from './agent.ts'
  *
  * An allowlist: a client header reaches the runtime only if it describes the request's content or what the
  * client accepts. Credentials (Authorization, Cookie, a client's own runtime token), hop-by-hop headers,
- * forwarding claims (X-Forwarded-*, Forwarded), browser context (Origin, Referer, Sec-Fetch-*) and anything
- * else never do. The gateway then sets its own forwarding headers, asks for an uncompressed answer (so it can
+ * forwarding claims (X-Forwarded-*, Forwarded), browser context (Origin, Referer, Sec-Fetch-*), a client's
+ * X-Request-ID and trace context (the gateway sets its own) and anything else never do. The gateway then sets its own forwarding headers, asks for an uncompressed answer (so it can
  * be checked for an echoed token) and sets the messaging token, after the client's Connection list has been
  * applied, so no client header can remove or replace them.
  */
@@ -44,6 +45,10 @@ export interface ForwardingContext {
   protocol: string
   /** The Host the client addressed. */
   host: string
+  /** The request's id (X-Request-ID), so the runtime's logs can name the request the gateway logged. */
+  requestId: string
+  /** W3C `traceparent`/`tracestate` naming the gateway's upstream span (tracing/plugin.ts); may be empty. */
+  trace: Readonly<Record<string, string>>
 }
 
 /** Header names listed in a Connection header (RFC 9110 §7.6.1), lower case. */
@@ -66,8 +71,8 @@ function single(value: string | string[] | undefined): string | undefined {
 
 /**
  * The headers sent upstream: the allowlisted client headers (minus those the client named in Connection),
- * then X-Forwarded-For/Proto/Host, `Accept-Encoding: identity` and the messaging token, set last so nothing
- * the client sent can override or drop them.
+ * then X-Forwarded-For/Proto/Host, the request's X-Request-ID and trace context, `Accept-Encoding: identity`
+ * and the messaging token, set last so nothing the client sent can override or drop them.
  */
 export function upstreamRequestHeaders(
   client: IncomingHttpHeaders,
@@ -84,6 +89,10 @@ export function upstreamRequestHeaders(
   out['x-forwarded-for'] = ctx.clientIp
   out['x-forwarded-proto'] = ctx.protocol
   out['x-forwarded-host'] = ctx.host
+  out[REQUEST_ID_HEADER] = ctx.requestId
+  // Never the client's own: the gateway's span, or a trusted proxy's context passed on (tracing/plugin.ts).
+  if (ctx.trace.traceparent !== undefined) out.traceparent = ctx.trace.traceparent
+  if (ctx.trace.tracestate !== undefined) out.tracestate = ctx.trace.tracestate
   out['accept-encoding'] = 'identity'
   out[TOKEN_HEADER] = ctx.token
   return out

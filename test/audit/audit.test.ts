@@ -59,7 +59,7 @@ test('a forwarded write is recorded with the route detail, the operator and the 
   assert.equal(res.status, 202)
   const [record] = await gw.app.audit.recent({ limit: 10 })
   assert.ok(record)
-  const { at, requestId, latencyMs, ...rest } = record
+  const { at, requestId, latencyMs, clientIp, ...rest } = record
   assert.deepEqual(rest, {
     sub: 'bob',
     kasmId: 'k1',
@@ -74,7 +74,9 @@ test('a forwarded write is recorded with the route detail, the operator and the 
     team: null,
   })
   assert.ok(Math.abs(Date.parse(at) - Date.now()) < 60_000, at)
-  assert.match(requestId, /\S/)
+  // A UUIDv7: unique across replicas, in time order in the shared stream.
+  assert.match(requestId, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+  assert.equal(clientIp, '127.0.0.1')
   assert.ok(latencyMs >= 0)
 
   await waitFor('audit log line', () => gw.auditLines().length === 1)

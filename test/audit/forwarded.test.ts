@@ -1,25 +1,16 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { AuditRecord } from '../../src/audit/types.ts'
-import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
-import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { gatewayWithRuntime } from '../helpers/runtime-gateway.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
 
 test('writes forwarded to a real runtime are audited with who sent what, never the text or token', async (t) => {
-  const runtime = await startSimulatedRuntime({ messagingToken: 'tok-runtime-secret', deliveryStepMs: 20 })
-  t.after(() => runtime.close())
   const logs = captureLogs()
-  const gw = await startGateway({}, { logger: logs.logger })
-  t.after(() => gw.close())
-
-  const admin = await bearer({ sub: 'root', roles: ['admin'] })
-  const registered = await fetch(`${gw.url}/admin/sessions/k1`, {
-    method: 'PUT',
-    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ upstream: runtime.url, team: 'blue', messagingToken: 'tok-runtime-secret' }),
+  const { gw, runtime } = await gatewayWithRuntime(t, {
+    logger: logs.logger,
+    runtime: { deliveryStepMs: 20 },
   })
-  assert.equal(registered.status, 201)
 
   const bob = {
     authorization: `Bearer ${await bearer({ sub: 'bob', roles: ['operator'], teams: ['blue'] })}`,

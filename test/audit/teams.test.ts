@@ -70,7 +70,9 @@ test('GET /admin/audit shows an admin of some teams only their sessions; a forei
   for (const kasmId of ['r1', 'r2', 'never']) {
     const refused = await read(blueAdmin, `?kasmId=${kasmId}`)
     assert.equal(refused.status, 404, kasmId)
-    assert.deepEqual(refused.body, { error: 'session_not_found', message: 'no such session' })
+    const { requestId, ...body } = refused.body as { requestId?: string }
+    assert.deepEqual(body, { error: 'session_not_found', message: 'no such session' })
+    assert.equal(typeof requestId, 'string')
   }
   assert.deepEqual(summary((await read(blueAdmin, '?kasmId=k1')).body.records), ['POST k1 200 blue'])
   assert.deepEqual(summary((await read(blueAdmin, '?sub=rita')).body.records), [])

@@ -6,10 +6,14 @@ import { clientErrorAnswer } from '../../src/errors.ts'
 import { TEST_AUDIENCE, TEST_ISSUER, TEST_JWT_SECRET } from '../helpers/jwt.ts'
 import { send, startProxy } from '../upstream/support.ts'
 
-/** Every refusal below must be our shape, a stable snake_case code, and quote nothing that was sent. */
-function assertOurs(text: string, status: number, code: string, sent: string): void {
+/**
+ * Every refusal below must be our shape, a stable snake_case code, and quote nothing that was sent. Answers
+ * to what node's parser refused (`raw`) have no request, so no request id.
+ */
+function assertOurs(text: string, status: number, code: string, sent: string, raw = false): void {
   const body = JSON.parse(text) as Record<string, unknown>
-  assert.deepEqual(Object.keys(body).sort(), ['error', 'message'], text)
+  const keys = raw ? ['error', 'message'] : ['error', 'message', 'requestId']
+  assert.deepEqual(Object.keys(body).sort(), keys, text)
   assert.equal(body.error, code, text)
   assert.ok(!text.includes(sent), `the answer quotes what was sent: ${text}`)
   assert.ok(status >= 400)
@@ -101,10 +105,10 @@ test('a request node cannot parse gets our 400 body, headers too large our 431',
     })
   const garbage = await raw('GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Line <evil>\r\n\r\n')
   assert.match(garbage, /^HTTP\/1\.1 400 /)
-  assertOurs(garbage.slice(garbage.indexOf('\r\n\r\n') + 4), 400, 'bad_request', '<evil>')
+  assertOurs(garbage.slice(garbage.indexOf('\r\n\r\n') + 4), 400, 'bad_request', '<evil>', true)
   const huge = await raw(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`)
   assert.match(huge, /^HTTP\/1\.1 431 /)
-  assertOurs(huge.slice(huge.indexOf('\r\n\r\n') + 4), 431, 'headers_too_large', 'bbbb')
+  assertOurs(huge.slice(huge.indexOf('\r\n\r\n') + 4), 431, 'headers_too_large', 'bbbb', true)
 })
 
 async function adminBearer(): Promise<string> {
@@ -120,7 +124,7 @@ async function adminBearer(): Promise<string> {
 test('the raw answers to what node refuses: timeouts 408, everything else 400, a reset nothing', () => {
   const timeout = clientErrorAnswer(Object.assign(new Error('x'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }))
   assert.match(String(timeout), /^HTTP\/1\.1 408 Request Timeout\r\n/)
-  assertOurs(String(timeout).split('\r\n\r\n')[1] ?? '', 408, 'request_timeout', 'x')
+  assertOurs(String(timeout).split('\r\n\r\n')[1] ?? '', 408, 'request_timeout', 'x', true)
   assert.match(
     String(clientErrorAnswer(Object.assign(new Error('x'), { code: 'HPE_INVALID_METHOD' }))),
     /^HTTP\/1\.1 400 /,

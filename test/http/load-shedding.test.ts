@@ -19,6 +19,7 @@ test('an overloaded replica sheds every request but the probes with 503 overload
     assert.deepEqual(JSON.parse(res.text), {
       error: 'overloaded',
       message: 'this replica is overloaded; retry shortly',
+      requestId: res.headers['x-request-id'],
     })
     assert.equal(res.headers['retry-after'], '5', path)
   }

@@ -79,6 +79,7 @@ test('errors answer a navigation with a page and everything else with the JSON b
   assert.deepEqual(await fetched.body.json(), {
     error: 'unauthenticated',
     message: 'no credential: send a bearer token or sign in',
+    requestId: fetched.headers['x-request-id'],
   })
 
   // Not found: a page for a person, JSON for a program.

@@ -135,6 +135,7 @@ test('a name rebound to loopback after registration is refused at connect time: 
   assert.deepEqual(JSON.parse(res.text), {
     error: 'upstream_address_refused',
     message: 'the session runtime resolves to an address the gateway may not connect to',
+    requestId: res.headers['x-request-id'],
   })
   const viewer = await openSse(`${url}/desktop/rb/mcp/events`, { authorization: operator })
   t.after(() => viewer.close())

@@ -3,7 +3,15 @@ import { test } from 'node:test'
 import { TOKEN_HEADER } from '../../src/upstream/agent.ts'
 import { connectionListed, upstreamRequestHeaders } from '../../src/upstream/headers.ts'
 
-const ctx = { token: 'the-token', hasBody: false, clientIp: '10.0.0.9', protocol: 'https', host: 'gw.test' }
+const ctx = {
+  token: 'the-token',
+  hasBody: false,
+  clientIp: '10.0.0.9',
+  protocol: 'https',
+  host: 'gw.test',
+  requestId: 'rid-1',
+  trace: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
+}
 
 test('upstream headers: only the allowlist passes, credentials and browser context never do', () => {
   const out = upstreamRequestHeaders(
@@ -37,6 +45,10 @@ test('upstream headers: only the allowlist passes, credentials and browser conte
       expect: '100-continue',
       host: 'gw.test',
       'x-custom': 'nope',
+      // The gateway's id for the request replaces whatever the client sent (a trusted one became request.id).
+      'x-request-id': 'client-chosen',
+      traceparent: '00-11111111111111111111111111111111-2222222222222222-01',
+      tracestate: 'evil=1',
       'content-type': 'application/json',
       'content-length': '12',
     },
@@ -55,6 +67,8 @@ test('upstream headers: only the allowlist passes, credentials and browser conte
     'x-forwarded-for': '10.0.0.9',
     'x-forwarded-proto': 'https',
     'x-forwarded-host': 'gw.test',
+    'x-request-id': 'rid-1',
+    traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
     [TOKEN_HEADER]: 'the-token',
   })
 })
@@ -72,7 +86,7 @@ test('upstream headers: content headers travel only with a body', () => {
 test('upstream headers: naming the token or forwarding headers in Connection cannot drop them', () => {
   const out = upstreamRequestHeaders(
     {
-      connection: `keep-alive, ${TOKEN_HEADER}, X-Forwarded-For, x-forwarded-proto,x-forwarded-host, Accept`,
+      connection: `keep-alive, ${TOKEN_HEADER}, X-Forwarded-For, x-forwarded-proto,x-forwarded-host, X-Request-ID, Accept`,
       accept: 'text/plain',
       'user-agent': 'ua',
     },
@@ -82,6 +96,7 @@ test('upstream headers: naming the token or forwarding headers in Connection can
   assert.equal(out['x-forwarded-for'], '10.0.0.9')
   assert.equal(out['x-forwarded-proto'], 'https')
   assert.equal(out['x-forwarded-host'], 'gw.test')
+  assert.equal(out['x-request-id'], 'rid-1')
   // A header the client itself marked hop-by-hop is dropped, even when allowlisted.
   assert.equal(out.accept, undefined)
   assert.equal(out['user-agent'], 'ua')
