@@ -8,6 +8,7 @@ import {
   StoreUnavailable,
 } from '../errors.ts'
 import { takeOver } from '../events/takeover.ts'
+import { countWhenClosed } from '../metrics/streams.ts'
 import { KASM_ID } from '../sessions/types.ts'
 import { RUN_ID } from './events.ts'
 
@@ -52,6 +53,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
     let socket: ReturnType<typeof takeOver>
     try {
       socket = takeOver(request.raw, reply.raw)
+      countWhenClosed(app, request, reply, socket)
     } catch (err) {
       app.events.streams.release(operator)
       request.log.error({ err }, 'overview stream failed to open')

@@ -143,6 +143,27 @@ test('an event stream the client ends is counted, timed and logged as "request c
   assert.ok(typeof completed.responseTime === 'number' && completed.responseTime > 0)
 })
 
+test('the overview stream is counted and timed when it ends, like an event stream', async (t) => {
+  const { gw, token } = await startStack(t)
+  const client = await openSse(`${gw.url}/api/overview`, { authorization: `Bearer ${token}` })
+  assert.equal(client.status, 200)
+  await until('the overview delivers', () => client.raw.length > 0)
+  const labels = { route: '/api/overview', method: 'GET', status: '200' }
+  assert.equal(
+    sampleValue(await scrape(gw.url), 'krg_http_requests_total', labels),
+    undefined,
+    'not while open',
+  )
+  client.close()
+  await until('the overview stream is counted', async () => {
+    return sampleValue(await scrape(gw.url), 'krg_http_requests_total', labels) === 1
+  })
+  assert.equal(
+    sampleValue(await scrape(gw.url), 'krg_http_stream_duration_seconds_count', { route: labels.route }),
+    1,
+  )
+})
+
 test('cluster mode adds the Redis and cluster families, with known labels at 0', async (t) => {
   const prefix = uniquePrefix()
   t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
