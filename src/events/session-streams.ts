@@ -167,8 +167,9 @@ export class SessionStreams {
     operator: Operator,
     socket: Socket,
     position: StreamPosition,
+    requestId: string,
   ): Promise<ViewerStream> {
-    const viewer = new ViewerStream(this.#shared, socket, kasmId, operator, position)
+    const viewer = new ViewerStream(this.#shared, socket, kasmId, operator, position, requestId)
     this.#viewers.add(viewer)
     this.#o.metrics.viewers.inc()
     this.#heartbeat.add(viewer)

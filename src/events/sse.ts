@@ -5,19 +5,23 @@ import type { BusMessage } from './bus.ts'
  * Nothing else lives here: parsing the upstream stream is eventsource-parser's job (see upstream-reader).
  */
 
-/**
- * The response head of every event stream the gateway serves on a taken-over socket: no chunked framing,
- * the body ends when the socket does.
- */
-export const STREAM_HEAD: Buffer = Buffer.from(
+const HEAD_START =
   'HTTP/1.1 200 OK\r\n' +
-    'Content-Type: text/event-stream\r\n' +
-    'Cache-Control: no-store\r\n' +
-    'X-Accel-Buffering: no\r\n' +
-    'X-Content-Type-Options: nosniff\r\n' +
-    'Connection: close\r\n' +
-    '\r\n',
-)
+  'Content-Type: text/event-stream\r\n' +
+  'Cache-Control: no-store\r\n' +
+  'X-Accel-Buffering: no\r\n' +
+  'X-Content-Type-Options: nosniff\r\n' +
+  'Connection: close\r\n' +
+  'X-Request-ID: '
+
+/**
+ * The response head of an event stream the gateway serves on a taken-over socket: no chunked framing, the
+ * body ends when the socket does. It names the request as every other answer does; `requestId` is the
+ * gateway's own or one `http/request-id.ts` admitted (no CR or LF can reach here).
+ */
+export function streamHead(requestId: string): Buffer {
+  return Buffer.from(`${HEAD_START}${requestId}\r\n\r\n`)
+}
 
 /** `: ping` every interval: a comment, ignored by every SSE client, that keeps proxies from idling out. */
 export const PING_FRAME: Buffer = Buffer.from(': ping\n\n')

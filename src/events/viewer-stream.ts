@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
 import type { Delivery, StreamPosition, Subscriber, Subscription } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
-import { PING_FRAME, runComment, STREAM_HEAD } from './sse.ts'
+import { PING_FRAME, runComment, streamHead } from './sse.ts'
 
 /** How long an ended stream waits for the client to close its side before the socket is destroyed. */
 const END_GRACE_MS = 10_000
@@ -139,6 +139,7 @@ export class ViewerStream implements Subscriber {
     kasmId: string,
     operator: Operator,
     position: StreamPosition,
+    requestId: string,
   ) {
     this.#shared = shared
     this.#socket = socket
@@ -154,7 +155,7 @@ export class ViewerStream implements Subscriber {
     // next write failed, keeping a departed viewer counted (and in presence) until the next ping.
     socket.on('end', ViewerStream.#onEnd)
     // Queued, not written: the head and the replay leave in one write at the end of this turn.
-    this.#enqueue(STREAM_HEAD, true)
+    this.#enqueue(streamHead(requestId), true)
     this.#markDirty()
   }
 

@@ -110,8 +110,8 @@ export class OverviewHub {
   }
 
   /** Opens a person's overview on a taken-over socket: a snapshot of every session they may see, then live. */
-  async open(operator: Operator, socket: Socket): Promise<OverviewStream> {
-    const stream = new OverviewStream(socket, operator, this.#o.limits.maxQueuedBytes, (s, why) =>
+  async open(operator: Operator, socket: Socket, requestId: string): Promise<OverviewStream> {
+    const stream = new OverviewStream(socket, operator, requestId, this.#o.limits.maxQueuedBytes, (s, why) =>
       this.#streamGone(s, why),
     )
     this.#streams.add(stream)

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import type { Operator } from '../auth/operator.ts'
-import { type HeartbeatTarget, PING_FRAME, STREAM_HEAD } from '../events/sse.ts'
+import { type HeartbeatTarget, PING_FRAME, streamHead } from '../events/sse.ts'
 
 /** Why an overview stream ended. */
 export type OverviewEnd = 'client_gone' | 'slow_consumer' | 'revoked' | 'shutdown'
@@ -26,6 +26,7 @@ export class OverviewStream implements HeartbeatTarget {
   constructor(
     socket: Socket,
     operator: Operator,
+    requestId: string,
     maxQueuedBytes: number,
     onEnd: (stream: OverviewStream, why: OverviewEnd) => void,
   ) {
@@ -39,7 +40,7 @@ export class OverviewStream implements HeartbeatTarget {
     socket.on('close', () => this.#onEnd(this, this.#why))
     // A client's FIN alone would leave a half-open socket counted until the next write failed.
     socket.on('end', () => socket.destroy())
-    socket.write(STREAM_HEAD)
+    socket.write(streamHead(requestId))
   }
 
   get ended(): boolean {

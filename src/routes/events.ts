@@ -40,7 +40,7 @@ export async function eventsRoutes(app: FastifyInstance): Promise<void> {
       try {
         const socket = takeOver(request.raw, reply.raw)
         countWhenClosed(app, request, reply, socket)
-        await app.events.streams.open(session.kasmId, operator, socket, position)
+        await app.events.streams.open(session.kasmId, operator, socket, position, request.id)
       } catch (err) {
         app.events.streams.release(operator)
         request.log.error({ err }, 'event stream failed to open')

@@ -61,7 +61,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
       return
     }
     // From here the stream owns the reservation: it is given back when the socket closes.
-    await app.overview.hub.open(operator, socket).catch((err: unknown) => {
+    await app.overview.hub.open(operator, socket, request.id).catch((err: unknown) => {
       request.log.error({ err }, 'overview stream failed')
       socket.destroy()
     })

@@ -125,3 +125,23 @@ test('a trust list the peer is not on: its X-Request-ID is ignored', async (t) =
   assert.match(sent.id, UUID_V7)
   assert.equal(atRuntime(), sent.id)
 })
+
+test('event and overview streams name their request in X-Request-ID too', async (t) => {
+  const { gw, operator } = await start(t, { GATEWAY_TRUST_PROXY: 'loopback' })
+  /** The X-Request-ID of a stream's head (fetch resolves on the head); the stream is then left. */
+  const head = async (path: string, headers: Record<string, string>) => {
+    const abort = new AbortController()
+    const res = await fetch(`${gw.url}${path}`, {
+      headers: { authorization: operator, ...headers },
+      signal: abort.signal,
+    })
+    assert.equal(res.status, 200, path)
+    assert.equal(res.headers.get('content-type'), 'text/event-stream', path)
+    abort.abort()
+    return res.headers.get('x-request-id')
+  }
+  assert.equal(await head('/desktop/k1/mcp/events', { 'x-request-id': 'ingress-ev' }), 'ingress-ev')
+  assert.equal(await head('/api/overview', { 'x-request-id': 'ingress-ov' }), 'ingress-ov')
+  assert.match((await head('/desktop/k1/mcp/events', { 'x-request-id': 'a, b' })) ?? '', UUID_V7)
+  assert.match((await head('/api/overview', {})) ?? '', UUID_V7)
+})
