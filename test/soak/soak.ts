@@ -5,19 +5,21 @@
  * steadily, `--viewers` viewers per session that reconnect to another replica with `Last-Event-ID` whenever
  * their stream ends (some of them also cut their own connection now and then). One fault at a time, at
  * random: SIGKILL a replica (restart it), SIGSTOP one past its lease (then SIGCONT), SIGTERM one (it drains;
- * restart it), restart Redis empty, cut every runtime stream. After each fault it waits until every viewer has
- * an event emitted after the fault (its recovery time). At the end a sentinel event per session; every viewer
- * must have every event from 1 to its sentinel exactly once, in order, and each runtime one upstream stream.
+ * restart it), restart Redis empty, cut every runtime stream, start a new run in every session. After each
+ * fault it waits until every viewer has an event emitted after the fault (its recovery time). At the end a
+ * sentinel event per session; every viewer must have every event of the sentinel's run from 1 to the sentinel
+ * exactly once, in order (earlier runs: no hole, duplicate or reorder), and each runtime one upstream stream.
+ * Replica 0, the witness, is never restarted: its heap is sampled and must not keep growing.
  *
- * Prints recoveries per fault kind; exits 1 on any loss, duplicate, reorder, missing sentinel, unrecovered
- * fault or more than one upstream stream per session at rest. Loopback only; every child is stopped at the end.
+ * Prints recoveries per fault kind and the witness's heap; exits 1 on any loss, duplicate, reorder, missing
+ * sentinel, unrecovered fault, more than one upstream stream per session at rest, or a growing heap.
+ * Loopback only; every child is stopped at the end.
  */
 
 import { parseArgs } from 'node:util'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import {
   clusterTestEnv,
-  contiguity,
   type Replica,
   RoamingViewer,
   request,
@@ -28,6 +30,7 @@ import {
 import { startRedisServer, uniquePrefix } from '../cluster/redis-harness.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
+import { type HeapSample, heapUsed, heapVerdict, runOf, runVerdict, seqOf } from './verdicts.ts'
 
 const { values } = parseArgs({
   options: {
@@ -46,8 +49,13 @@ const EMIT_MS = 25
 const STOP_MS = 3000
 const RECOVERY_LIMIT_MS = 30_000
 
-type FaultKind = 'sigkill' | 'sigstop' | 'sigterm' | 'redis_empty' | 'cut_runtime'
-const KINDS: readonly FaultKind[] = ['sigkill', 'sigstop', 'sigterm', 'redis_empty', 'cut_runtime']
+type FaultKind = 'sigkill' | 'sigstop' | 'sigterm' | 'redis_empty' | 'cut_runtime' | 'new_run'
+const KINDS: readonly FaultKind[] = ['sigkill', 'sigstop', 'sigterm', 'redis_empty', 'cut_runtime', 'new_run']
+/**
+ * Replica 0 is never killed or drained (it may be stopped): the one whose memory lives the whole run, so a
+ * leak shows as growth instead of being reset by a restart.
+ */
+const WITNESS = 0
 
 /** A small seeded generator, so a failing run can be repeated with `--seed`. */
 let state = Number(values.seed ?? Date.now() % 2 ** 31) >>> 0
@@ -118,6 +126,14 @@ async function main(): Promise<number> {
       for (const v of viewers) if (random() < 0.05) v.cut()
     }, 500)
     churn.unref()
+    // The witness's heap every 2 s (a stopped witness answers nothing: that sample is skipped).
+    const witnessHeap: HeapSample[] = []
+    const sampler = setInterval(() => {
+      const witness = replicas[WITNESS]
+      if (witness?.alive())
+        void heapUsed(witness.url).then((bytes) => bytes && witnessHeap.push({ at: Date.now(), bytes }))
+    }, 2000)
+    sampler.unref()
 
     const recoveries = new Map<FaultKind, number[]>(KINDS.map((k) => [k, []]))
     const failures: string[] = []
@@ -129,10 +145,21 @@ async function main(): Promise<number> {
     while (Date.now() - started < SECONDS * 1000) {
       await new Promise((r) => setTimeout(r, 1000 + random() * 3000))
       const kind = pick(KINDS)
-      const index = Math.floor(random() * REPLICAS)
+      const restarts = kind === 'sigkill' || kind === 'sigterm'
+      const index = restarts ? 1 + Math.floor(random() * (REPLICAS - 1)) : Math.floor(random() * REPLICAS)
       const target = replicas[index]
       const at = Date.now()
-      const marks = runtimes.map((rt) => rt.emit('log', { level: 'info', msg: `fault ${kind}` }).seq)
+      // A new run is the fault's first step: the mark is then the new run's event every viewer must reach.
+      if (kind === 'new_run') for (const rt of runtimes) rt.newRun()
+      const marks = runtimes.map((rt) => ({
+        run: rt.run,
+        seq: rt.emit('log', { level: 'info', msg: `fault ${kind}` }).seq,
+      }))
+      const reached = (v: RoamingViewer): boolean => {
+        const mark = marks[sessionOf(v)]
+        const last = v.ids.at(-1)
+        return mark !== undefined && last !== undefined && runOf(last) === mark.run && seqOf(last) >= mark.seq
+      }
       if (kind === 'sigkill' && target) {
         target.child.kill('SIGKILL')
         await target.exited
@@ -154,44 +181,36 @@ async function main(): Promise<number> {
         for (const rt of runtimes) rt.dropStreams()
       }
       try {
-        await waitFor(
-          `recovery from ${kind}`,
-          () => viewers.every((v) => (v.seqs().at(-1) ?? 0) >= (marks[sessionOf(v)] ?? 0)),
-          RECOVERY_LIMIT_MS,
-        )
+        await waitFor(`recovery from ${kind}`, () => viewers.every(reached), RECOVERY_LIMIT_MS)
         recoveries.get(kind)?.push(Date.now() - at)
       } catch {
-        const behind = viewers.filter((v) => (v.seqs().at(-1) ?? 0) < (marks[sessionOf(v)] ?? 0))
+        const behind = viewers.filter((v) => !reached(v))
         failures.push(`${kind}: ${behind.length} viewers not recovered within ${RECOVERY_LIMIT_MS} ms`)
         break
       }
     }
     clearInterval(churn)
+    clearInterval(sampler)
     emitting = false
     await Promise.all(emitters)
 
     // The end: every replica up, then one sentinel per session that every viewer must get.
     for (let i = 0; i < REPLICAS; i++) if (!replicas[i]?.alive()) await restart(i)
-    const sentinels = runtimes.map((rt) => rt.emit('sentinel', { end: true }).seq)
+    const sentinels = runtimes.map((rt) => `${rt.run}:${rt.emit('sentinel', { end: true }).seq}`)
+    const gotSentinel = (v: RoamingViewer): boolean => v.ids.at(-1) === sentinels[sessionOf(v)]
     try {
-      await waitFor(
-        'every viewer got its sentinel',
-        () => viewers.every((v) => v.seqs().at(-1) === sentinels[sessionOf(v)]),
-        60_000,
-      )
+      await waitFor('every viewer got its sentinel', () => viewers.every(gotSentinel), 60_000)
     } catch {
-      failures.push(
-        `${viewers.filter((v) => v.seqs().at(-1) !== sentinels[sessionOf(v)]).length} viewers missed the sentinel`,
-      )
+      failures.push(`${viewers.filter((v) => !gotSentinel(v)).length} viewers missed the sentinel`)
     }
     let frames = 0
     for (const v of viewers) {
       frames += v.ids.length
-      const runs = new Set(v.ids.map((id) => id.slice(0, id.lastIndexOf(':'))))
-      if (runs.size !== 1) failures.push(`${v.kasmId} viewer ${v.server}: runs ${[...runs].join(', ')}`)
-      const verdict = contiguity(v.seqs(), 1, sentinels[sessionOf(v)] ?? 0)
+      const verdict = runVerdict(v.ids, sentinels[sessionOf(v)] ?? '')
       if (verdict !== 'ok') failures.push(`${v.kasmId} viewer (${v.reconnects} reconnects): ${verdict}`)
     }
+    const memory = heapVerdict(witnessHeap)
+    if (memory.failure !== null) failures.push(memory.failure)
     try {
       await waitFor(
         'one upstream stream per session',
@@ -212,6 +231,7 @@ async function main(): Promise<number> {
       const p50 = sorted[Math.floor(sorted.length / 2)]
       process.stdout.write(`| ${kind} | ${times.length} | ${p50 ?? '-'} | ${sorted.at(-1) ?? '-'} |\n`)
     }
+    process.stdout.write(`\nwitness replica heap: ${memory.summary}\n`)
     if (failures.length > 0) {
       process.stdout.write(`\nFAILED:\n${failures.map((f) => `- ${f}`).join('\n')}\n`)
       return 1
