@@ -29,6 +29,7 @@ import { overviewRoutes } from './routes/overview.ts'
 import { presenceRoutes } from './routes/presence.ts'
 import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
+import { storesPlugin } from './stores/plugin.ts'
 import { summaryPlugin } from './summary/plugin.ts'
 import { tracingPlugin } from './tracing/plugin.ts'
 import { upstreamPlugin } from './upstream/plugin.ts'
@@ -97,6 +98,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(loadSheddingPlugin)
   await app.register(lingeringClosePlugin)
   await app.register(clusterPlugin)
+  // The one place that decides memory or Redis for every store; every feature after it takes its stores here.
+  await app.register(storesPlugin)
   await app.register(sessionsPlugin)
   await app.register(auditPlugin)
   await app.register(authPlugin)

@@ -1,8 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { redisAuditLog } from '../cluster/stores.ts'
 import { toErrorBody } from '../errors.ts'
-import { MemoryAuditLog } from './memory-log.ts'
 import { auditTarget } from './target.ts'
 import type { AuditDetail, AuditLog, AuditRecord } from './types.ts'
 
@@ -25,7 +23,7 @@ declare module 'fastify' {
  */
 export const auditPlugin = fp(
   async (app) => {
-    const log: AuditLog = redisAuditLog(app) ?? new MemoryAuditLog(app.config.env.GATEWAY_AUDIT_RECORDS)
+    const log = app.stores.audit
     app.decorate('audit', log)
     // Fastify refuses an object default (it would be shared by every request): null, then one per request.
     app.decorateRequest('auditDetail', null as unknown as AuditDetail)
@@ -64,7 +62,7 @@ export const auditPlugin = fp(
       write(request, await withTeam(buildRecord(request, null, base), request.auditDetail)),
     )
   },
-  { name: 'audit', dependencies: ['sessions'] },
+  { name: 'audit', dependencies: ['sessions', 'stores'] },
 )
 
 /** The record of a request; `reply` is null when the client aborted before any answer. */

@@ -1,15 +1,7 @@
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Redis } from 'ioredis'
 import { Counter } from 'prom-client'
-import { clusterKeys } from '../cluster/keys.ts'
-import {
-  clusterSealer,
-  redisCookieStore,
-  redisFailureCounter,
-  redisLoginAttemptStore,
-} from '../cluster/stores.ts'
 import {
   CsrfRefused,
   Forbidden,
@@ -19,21 +11,21 @@ import {
   TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
+import { storesPlugin } from '../stores/plugin.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
-import { type CookieSessionStore, MemoryCookieStore, type RevocationListener } from './cookie-store.ts'
+import type { RevocationListener } from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
 import { type IdpTokens, OidcClient } from './oidc/client.ts'
-import { LoginAttempts, MemoryLoginAttemptStore } from './oidc/login-attempts.ts'
+import { LoginAttempts } from './oidc/login-attempts.ts'
 import { oidcSettings } from './oidc/settings.ts'
 import { SignIn } from './oidc/signin.ts'
 import { type Access, allows, type Operator, type Role } from './operator.ts'
 import { registerRateLimit } from './rate-limit.ts'
-import { inProcess } from './sealer.ts'
 import { resolveAuthSecrets } from './secrets.ts'
-import { MemoryFailureCounter, SignInFailures } from './signin-failures.ts'
+import { SignInFailures } from './signin-failures.ts'
 
 /** Every reason a request is refused by auth: the `reason` label of `krg_auth_failures_total`. */
 export type AuthRefusalReason =
@@ -159,11 +151,6 @@ const COOKIE_RECENT_MS = 1000
 const roleFor: Record<Access, Role> = { read: 'viewer', write: 'operator', admin: 'admin' }
 const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/i
 
-/** Cluster mode decorates `app.redis` (src/cluster/plugin.ts); until then there is none. */
-function sharedRedis(app: FastifyInstance): Redis | null {
-  return app.hasDecorator('redis') ? (app.getDecorator<Redis | null>('redis') ?? null) : null
-}
-
 function toOperator(
   claims: OperatorClaims,
   via: Operator['via'],
@@ -232,14 +219,14 @@ export const authPlugin = fp(
 
     await app.register(fastifyCookie, { secret: secrets.cookieSecrets, hook: 'onRequest' })
 
-    const redis = sharedRedis(app)
+    // Built alone (its own tests), auth brings the composition root with it.
+    if (!app.hasPlugin('stores')) await app.register(storesPlugin)
+    const stores = app.stores
     const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
-    // The one place the cookie session store is chosen: Redis in cluster mode, else memory.
-    const store: CookieSessionStore = redisCookieStore(app) ?? new MemoryCookieStore({ idleMs })
-    // Secrets kept in Redis (IdP tokens, login attempts) are sealed with the cluster's vault.
-    const sealer = clusterSealer(app) ?? inProcess
+    const store = stores.cookies
+    const sealer = stores.sealer
     const oidc = oidcSettings(config)
-    const attemptStore = redisLoginAttemptStore(app) ?? new MemoryLoginAttemptStore()
+    const attemptStore = stores.loginAttempts
     const signIn =
       oidc === null ? null : new SignIn(new OidcClient(oidc), new LoginAttempts(attemptStore, sealer), oidc)
     const refreshes = new Counter({
@@ -252,7 +239,7 @@ export const authPlugin = fp(
       ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
       idleMs,
       // In cluster mode a lookup is a Redis round trip: at most one per cookie session per second.
-      ...(redis === null ? {} : { recentMs: COOKIE_RECENT_MS }),
+      ...(stores.shared ? { recentMs: COOKIE_RECENT_MS } : {}),
       sealer,
       ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
       onRefresh: (outcome, sub, err) => {
@@ -263,7 +250,7 @@ export const authPlugin = fp(
     })
     const tickets = new LoginTickets()
     const failures = new SignInFailures({
-      counter: redisFailureCounter(app) ?? new MemoryFailureCounter(),
+      counter: stores.signInFailures,
       max: env.GATEWAY_SIGNIN_FAILURES_MAX,
       windowMs: env.GATEWAY_SIGNIN_FAILURES_WINDOW_MS,
       onCounterError: (err) => app.log.warn({ err }, 'failed sign-ins cannot be counted; not limiting'),
@@ -372,7 +359,7 @@ export const authPlugin = fp(
         check = await sessions.resolve(unsigned.value)
       } catch (err) {
         // During a known Redis outage (logged once by the cluster) every cookie request would repeat it.
-        if (app.cluster?.health.down) request.log.debug({ err }, 'cookie session store failed')
+        if (stores.down()) request.log.debug({ err }, 'cookie session store failed')
         else request.log.error({ err }, 'cookie session store failed')
         throw refuse(request, 'store_unavailable', new StoreUnavailable('cookie sessions', { cause: err }))
       }
@@ -489,8 +476,7 @@ export const authPlugin = fp(
     await registerRateLimit(app, {
       max: env.GATEWAY_RATE_LIMIT_MAX,
       windowMs: env.GATEWAY_RATE_LIMIT_WINDOW_MS,
-      redis,
-      nameSpace: clusterKeys(env.GATEWAY_REDIS_PREFIX).rateLimit,
+      store: stores.rateLimit,
     })
   },
   { name: 'auth', dependencies: ['metrics'] },

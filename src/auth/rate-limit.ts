@@ -1,7 +1,5 @@
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { type FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { Redis } from 'ioredis'
-import { coalescingRateLimitStore } from '../cluster/rate-limit-store.ts'
 import { RateLimited } from '../errors.ts'
 
 /** Routes never limited: probes and scrapes must keep answering under load. */
@@ -11,10 +9,8 @@ const unlimited: ReadonlySet<string> = new Set(['/healthz', '/readyz', '/metrics
 export interface RateLimitOptions {
   max: number
   windowMs: number
-  /** Shared counters across replicas when set. */
-  redis: Redis | null
-  /** Redis key namespace. */
-  nameSpace: string
+  /** Counters shared across replicas (`stores.rateLimit`); null for the plugin's own in-memory ones. */
+  store: FastifyRateLimitStoreCtor | null
 }
 
 /** The key a request is counted under: the operator once authenticated, else the client address. */
@@ -28,7 +24,7 @@ export function rateLimitKey(request: FastifyRequest): string {
  * `request.operator` and the budget is per operator; routes without auth count per client IP. A route
  * can set `config: { rateLimit: { max, timeWindow } }` for its own budget or `rateLimit: false` to opt out.
  * When the counter store fails (Redis down) requests pass: the limit protects capacity, it is not auth.
- * With Redis the counters are shared by every replica (src/cluster/rate-limit-store.ts).
+ * With Redis the counters are shared by every replica (`stores.rateLimit`, chosen in src/stores).
  */
 export async function registerRateLimit(app: FastifyInstance, options: RateLimitOptions): Promise<void> {
   await app.register(rateLimit, {
@@ -40,7 +36,7 @@ export async function registerRateLimit(app: FastifyInstance, options: RateLimit
     allowList: (request) => unlimited.has(request.routeOptions.url ?? ''),
     skipOnError: true,
     // Shared counters, at one round trip per operator at a time however many of their requests arrive.
-    ...(options.redis ? { store: coalescingRateLimitStore(options.redis, options.nameSpace) } : {}),
+    ...(options.store ? { store: options.store } : {}),
     errorResponseBuilder: (_request, context) => new RateLimited(String(Math.ceil(context.ttl / 1000))),
   })
 }

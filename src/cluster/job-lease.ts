@@ -4,8 +4,8 @@ import type { ReaderLease } from '../events/bus.ts'
 /**
  * The lease a job needs: the reader lease's contract (`acquire`/`renew`/`release` with a fence), keyed by the
  * job's name. In a cluster it is a {@link import('./reader-lease.ts').RedisReaderLease} over the job keyspace;
- * embedded it is the memory lease, which always grants (one process is the whole cluster). `clusterJobLease`
- * in `stores.ts` is the one place that chooses.
+ * embedded it is the memory lease, which always grants (one process is the whole cluster). `stores.leasedJob`
+ * (src/stores/plugin.ts) is the one place that chooses.
  */
 export type JobLease = ReaderLease
 

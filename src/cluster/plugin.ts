@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Env } from '../config.ts'
@@ -17,7 +17,7 @@ import {
   registerDegradedGauge,
   trackConnection,
 } from './metrics.ts'
-import { MemoryPresence, type Presence, RedisPresence } from './presence.ts'
+import { RedisPresence } from './presence.ts'
 import { RedisReaderLease } from './reader-lease.ts'
 import { RedisHealth } from './redis-health.ts'
 import { type ClusterCommands, defineScripts } from './scripts.ts'
@@ -41,6 +41,8 @@ export interface Cluster {
   readonly jobLease: RedisReaderLease
   /** The per-operator stream cap, counted over every replica. */
   readonly streamSlots: RedisStreamSlots
+  /** Who watches which session, over every replica (`app.presence`, decorated by the stores plugin). */
+  readonly presence: RedisPresence
   /** Pub/sub change notifications over the subscriber connection (resync after reconnects). */
   readonly feed: ChangeFeed
   readonly metrics: ClusterMetrics
@@ -55,8 +57,6 @@ declare module 'fastify' {
     /** The command connection in cluster mode (REDIS_URL or GATEWAY_REDIS_SENTINELS set); null when embedded. */
     redis: Redis | null
     cluster: Cluster | null
-    /** Who watches which session: this replica's counts, or every replica's through Redis. */
-    presence: Presence
   }
 }
 
@@ -68,7 +68,8 @@ const BOOT_WAIT_MS = 5000
 /**
  * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command, blocking XREAD,
  * subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and metrics.
- * Without either it only decorates `app.redis = null`, `app.cluster = null` and a memory presence.
+ * Without either it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
+ * next, chooses the memory side of every seam then (src/stores/plugin.ts).
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
  * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the XREAD
@@ -79,11 +80,8 @@ export const clusterPlugin = fp(
     const env = app.config.env
     const redis = app.config.redis
     if (redis === null) {
-      const presence = new MemoryPresence()
       app.decorate('redis', null)
       app.decorate('cluster', null)
-      app.decorate('presence', presence)
-      bindViewers(app, presence)
       return
     }
     if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required in cluster mode')
@@ -174,6 +172,7 @@ export const clusterPlugin = fp(
       lease,
       jobLease,
       streamSlots,
+      presence,
       feed: new ChangeFeed(connections.subscriber, app.log),
       metrics,
       health,
@@ -182,8 +181,6 @@ export const clusterPlugin = fp(
     }
     app.decorate('redis', command as Redis)
     app.decorate('cluster', cluster)
-    app.decorate('presence', presence as Presence)
-    bindViewers(app, presence)
 
     // Once the replica has been up, losing Redis degrades it instead of failing readiness: every replica loses
     // the same Redis at once, and an ingress with no ready endpoint would refuse even what needs no Redis.
@@ -227,13 +224,6 @@ export const clusterPlugin = fp(
 
 function iso(ms: number): string {
   return new Date(ms).toISOString()
-}
-
-/** Presence counts the replica's open viewer streams, which the events plugin (registered later) holds. */
-function bindViewers(app: FastifyInstance, presence: Presence): void {
-  app.addHook('onReady', async () => {
-    if (app.hasDecorator('events')) presence.setSource(() => app.events.streams.viewers())
-  })
 }
 
 /**

@@ -1,9 +1,7 @@
 import fp from 'fastify-plugin'
 import type { EventBus, ReaderLease } from './bus.ts'
-import { MemoryEventBus, MemoryReaderLease } from './memory-bus.ts'
 import { createEventMetrics, type EventMetrics } from './metrics.ts'
 import { SessionStreams } from './session-streams.ts'
-import { MemoryStreamSlots, type StreamSlots } from './stream-slots.ts'
 import { TraceBackfill } from './trace-backfill.ts'
 import { readerTiming } from './upstream-reader.ts'
 
@@ -37,18 +35,7 @@ export const eventsPlugin = fp(
       app.metrics.upstreamErrors,
       app.upstream.tokenEchoes,
     )
-    const cluster = app.hasDecorator('cluster') ? app.cluster : null
-    const bus: EventBus = cluster
-      ? cluster.bus
-      : new MemoryEventBus({
-          capacity: env.GATEWAY_EVENT_BUFFER,
-          maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
-          totalBytes: env.GATEWAY_EVENT_BUFFER_TOTAL_BYTES,
-        })
-    const lease: ReaderLease = cluster ? cluster.lease : new MemoryReaderLease()
-    const slots: StreamSlots = cluster
-      ? cluster.streamSlots
-      : new MemoryStreamSlots(env.GATEWAY_MAX_STREAMS_PER_OPERATOR)
+    const { bus, readerLease: lease, streamSlots: slots, down: storeDown } = app.stores
 
     const streams = new SessionStreams({
       bus,
@@ -78,9 +65,8 @@ export const eventsPlugin = fp(
       stillValid: (operator) => app.auth.stillValid(operator),
       log: app.log.child({ component: 'events' }),
       metrics,
-      ...(cluster ? { storeOutage: () => cluster.health.down } : {}),
+      storeOutage: storeDown,
     })
-    const storeDown = cluster ? () => cluster.health.down : () => false
     app.decorate('events', { streams, bus, lease, metrics, storeDown })
     // A revoked cookie session (on any replica) loses its streams now, not at the next recheck.
     const stopHearing = await app.auth.onCookieRevoked({
@@ -98,8 +84,6 @@ export const eventsPlugin = fp(
       })
     }
     app.addHook('preClose', () => streams.close())
-    // The cluster plugin owns (and closes) the Redis bus; the memory one is ours.
-    if (!cluster) app.addHook('onClose', () => bus.close())
   },
-  { name: 'events', dependencies: ['metrics', 'sessions', 'auth', 'upstream'] },
+  { name: 'events', dependencies: ['metrics', 'sessions', 'auth', 'upstream', 'stores'] },
 )

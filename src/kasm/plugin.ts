@@ -1,8 +1,5 @@
-import { hostname } from 'node:os'
 import fp from 'fastify-plugin'
 import { Counter, Gauge } from 'prom-client'
-import { LeasedJob } from '../cluster/job-lease.ts'
-import { clusterJobLease, clusterOf, staleSessions } from '../cluster/stores.ts'
 import { KasmRefused } from '../errors.ts'
 import { Secret } from '../sessions/secret.ts'
 import { KasmClient } from './client.ts'
@@ -55,7 +52,7 @@ export const kasmPlugin = fp(
       secret: new Secret(env.GATEWAY_KASM_API_SECRET),
       auth: env.GATEWAY_KASM_API_AUTH,
       timeoutMs: env.GATEWAY_KASM_API_TIMEOUT_MS,
-      userAgent: `kasm-runtime-gateway (${clusterOf(app)?.replicaId ?? `${hostname()}-${process.pid}`})`,
+      userAgent: `kasm-runtime-gateway (${app.stores.replicaId})`,
       onCall: (call, outcome) => calls.inc({ call, outcome }),
     })
     const rules: UpstreamRules = {
@@ -83,7 +80,7 @@ export const kasmPlugin = fp(
       log,
       onLaunch: (result) => launches.inc({ result }),
     })
-    const stale = staleSessions(app)
+    const stale = app.stores.staleSessions()
     new Gauge({
       name: 'krg_kasm_stale_sessions',
       help: 'Hand-registered sessions Kasm does not list (flagged in the admin API, never removed)',
@@ -130,14 +127,11 @@ export const kasmPlugin = fp(
     holding.set(0)
     const intervalMs = env.GATEWAY_KASM_SYNC_S * 1000
     let failing = 0
-    const job = new LeasedJob({
+    const job = app.stores.leasedJob({
       name: SYNC_JOB,
-      lease: clusterJobLease(app),
-      leaseMs: env.GATEWAY_LEASE_MS,
       nextRunMs: (failures) =>
         failures === 0 ? intervalMs : Math.min(1000 * 2 ** (failures - 1), intervalMs),
       log,
-      quiet: () => app.cluster?.health.down ?? false,
       onHolder: (held) => holding.set(held ? 1 : 0),
       run: async ({ signal }) => {
         try {
@@ -164,5 +158,5 @@ export const kasmPlugin = fp(
     app.addHook('onReady', async () => job.start())
     app.addHook('preClose', () => job.stop())
   },
-  { name: 'kasm', dependencies: ['metrics', 'sessions', 'audit'] },
+  { name: 'kasm', dependencies: ['metrics', 'sessions', 'audit', 'stores'] },
 )

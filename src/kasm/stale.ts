@@ -1,7 +1,8 @@
 /**
  * Hand-registered sessions (sessions file, `PUT` without `lifecycle: "kasm"`) that the Kasm sync did not find
  * in Kasm: flagged, never removed. The sync's holder replaces the whole set after each successful run; every
- * replica's admin API reads it. In memory embedded, a Redis hash in a cluster (`cluster/kasm-stale.ts`).
+ * replica's admin API reads it. In memory embedded, a Redis hash in a cluster (`RedisStaleSessions`); the
+ * stores plugin chooses.
  */
 export interface StaleSessions {
   /** kasmId -> since when (ISO 8601). */

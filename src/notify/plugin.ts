@@ -1,9 +1,8 @@
 import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
 import { Agent } from 'undici'
-import { clusterOf, redisDeliveryLedger } from '../cluster/stores.ts'
 import { ConfigError } from '../config.ts'
-import { type DeliveryLedger, MemoryDeliveryLedger } from './ledger.ts'
+import type { DeliveryLedger } from './ledger.ts'
 import { createNotifyMetrics } from './metrics.ts'
 import { Outbox } from './outbox.ts'
 import { allTargets, checkTargets, globalTargets, loadNotifyFile, type NotifyRoutes } from './targets.ts'
@@ -52,8 +51,7 @@ export const notifyPlugin = fp(
     }
     let routes = await load()
 
-    const cluster = clusterOf(app)
-    const ledger: DeliveryLedger = redisDeliveryLedger(app) ?? new MemoryDeliveryLedger()
+    const ledger = app.stores.deliveryLedger()
     const dispatcher = new Agent({
       connect: policy.connector({ timeout: env.GATEWAY_NOTIFY_TIMEOUT_MS }),
       headersTimeout: env.GATEWAY_NOTIFY_TIMEOUT_MS,
@@ -72,7 +70,7 @@ export const notifyPlugin = fp(
       retryForMs: env.GATEWAY_NOTIFY_RETRY_FOR_S * 1000,
       metrics,
       log,
-      ...(cluster ? { quiet: () => cluster.health.down } : {}),
+      quiet: app.stores.down,
     })
     const sending = outbox
     const origin = env.GATEWAY_PUBLIC_ORIGIN ?? ''
@@ -137,5 +135,5 @@ export const notifyPlugin = fp(
     })
     app.addHook('onClose', () => dispatcher.destroy())
   },
-  { name: 'notify', dependencies: ['summary', 'events', 'sessions', 'upstream', 'metrics'] },
+  { name: 'notify', dependencies: ['summary', 'events', 'sessions', 'upstream', 'metrics', 'stores'] },
 )

@@ -50,5 +50,5 @@ export const overviewPlugin = fp(
     app.addHook('onClose', async () => stopHearing())
     app.addHook('preClose', () => hub.close())
   },
-  { name: 'overview', dependencies: ['summary', 'auth', 'cluster', 'sessions'] },
+  { name: 'overview', dependencies: ['summary', 'auth', 'stores', 'sessions'] },
 )

@@ -1,13 +1,10 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
-import { redisSessionStore } from '../cluster/stores.ts'
 import { ConfigError } from '../config.ts'
 import { loadSessionsFile } from './file.ts'
-import { MemorySessionStore } from './memory-store.ts'
 import { registerSessionsGauge } from './metrics.ts'
 import { StoreSessionRegistry } from './registry.ts'
-import type { SessionStore } from './store.ts'
 import type { SessionRegistry } from './types.ts'
 import { upstreamFromTemplate } from './validate.ts'
 
@@ -30,9 +27,7 @@ export const sessionsPlugin = fp(
         throw new ConfigError(`invalid configuration: GATEWAY_UPSTREAM_TEMPLATE: ${probe.reason}`)
     }
 
-    const onListenerError = (err: unknown) => app.log.error({ err }, 'session change listener failed')
-    const store: SessionStore =
-      (await redisSessionStore(app, onListenerError)) ?? new MemorySessionStore(onListenerError)
+    const store = app.stores.sessions
     app.addHook('onClose', () => store.close())
 
     const registry = new StoreSessionRegistry(store, template === undefined ? {} : { template })
@@ -85,7 +80,7 @@ export const sessionsPlugin = fp(
       await reloader.idle()
     })
   },
-  { name: 'sessions', dependencies: ['readiness', 'metrics'] },
+  { name: 'sessions', dependencies: ['readiness', 'metrics', 'stores'] },
 )
 
 /**

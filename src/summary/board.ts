@@ -1,7 +1,7 @@
 /**
  * A small shared record per session for state that is not in its event stream: how its runtime fares as
  * its reader sees it, and which person took which question. In memory in a single process; a Redis hash per
- * session with change notifications in a cluster (src/cluster/board.ts), chosen in the summary plugin.
+ * session with change notifications in a cluster (`RedisBoard`), chosen in the stores plugin.
  */
 export interface SessionBoard {
   /** Every field of the session's record. */

@@ -1,6 +1,5 @@
 import fp from 'fastify-plugin'
-import { redisSessionBoard } from '../cluster/stores.ts'
-import { MemoryBoard, type SessionBoard } from './board.ts'
+import type { SessionBoard } from './board.ts'
 import { SessionSummaries } from './summaries.ts'
 
 declare module 'fastify' {
@@ -18,8 +17,7 @@ declare module 'fastify' {
  */
 export const summaryPlugin = fp(
   async (app) => {
-    // The one place the board is chosen: Redis in cluster mode, else memory.
-    const board: SessionBoard = redisSessionBoard(app) ?? new MemoryBoard()
+    const board = app.stores.board
     const summaries = new SessionSummaries({
       bus: app.events.bus,
       retain: (kasmId) => app.events.streams.retain(kasmId),
@@ -43,5 +41,5 @@ export const summaryPlugin = fp(
     })
     app.addHook('onClose', () => board.close())
   },
-  { name: 'summary', dependencies: ['events', 'sessions'] },
+  { name: 'summary', dependencies: ['events', 'sessions', 'stores'] },
 )

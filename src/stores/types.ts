@@ -1,0 +1,62 @@
+import type { FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
+import type { AuditLog } from '../audit/types.ts'
+import type { CookieSessionStore } from '../auth/cookie-store.ts'
+import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { Sealer } from '../auth/sealer.ts'
+import type { FailureCounter } from '../auth/signin-failures.ts'
+import type { LeasedJob, LeasedJobOptions } from '../cluster/job-lease.ts'
+import type { EventBus, ReaderLease } from '../events/bus.ts'
+import type { Presence } from '../events/presence.ts'
+import type { StreamSlots } from '../events/stream-slots.ts'
+import type { StaleSessions } from '../kasm/stale.ts'
+import type { DeliveryLedger } from '../notify/ledger.ts'
+import type { SessionStore } from '../sessions/store.ts'
+import type { SessionBoard } from '../summary/board.ts'
+
+/** What a feature says about its cluster-wide job; the lease, its length and the outage signal are the stores'. */
+export type JobOptions = Omit<LeasedJobOptions, 'lease' | 'leaseMs' | 'quiet'>
+
+/**
+ * Every store of the gateway, chosen once (`stores/plugin.ts`): the memory implementations of one process,
+ * or the Redis ones of the cluster. Features take their store from here and never ask which it is, except
+ * where the difference is a cost they must plan for ({@link Stores.shared}).
+ */
+export interface Stores {
+  /** True when the stores are shared with other replicas (Redis): every lookup is a round trip. */
+  readonly shared: boolean
+  /** This process among the replicas (the cluster's id; host and pid embedded): user agents, logs. */
+  readonly replicaId: string
+  /**
+   * True while the stores are known to be away (a Redis outage; never embedded): what fails because of it
+   * logs at debug, and what cannot work without them is refused before it starts.
+   */
+  readonly down: () => boolean
+  /** The session registry's store, started (Redis: its mirror loaded and its records re-sealed by a job). */
+  readonly sessions: SessionStore
+  readonly cookies: CookieSessionStore
+  /** Sign-ins waiting for their callback, which any replica may receive. */
+  readonly loginAttempts: LoginAttemptStore
+  /** What seals the secrets a store keeps (IdP tokens, login attempts): the vault in Redis, nothing in memory. */
+  readonly sealer: Sealer
+  /** Failed sign-ins per client address. */
+  readonly signInFailures: FailureCounter
+  readonly audit: AuditLog
+  /** Session boards: reader health and question claims. */
+  readonly board: SessionBoard
+  readonly bus: EventBus
+  readonly readerLease: ReaderLease
+  /** The per-operator stream cap: this replica's count, or every replica's. */
+  readonly streamSlots: StreamSlots
+  readonly presence: Presence
+  /** @fastify/rate-limit's counters when they are shared; null for the plugin's own in-memory store. */
+  readonly rateLimit: FastifyRateLimitStoreCtor | null
+  /** Sessions the Kasm sync flagged stale (only the Kasm plugin asks, when it is configured). */
+  staleSessions(): StaleSessions
+  /** Webhook deliveries claimed before sending (only the notify plugin asks, when it is configured). */
+  deliveryLedger(): DeliveryLedger
+  /**
+   * A job one replica runs at a time, on the job lease (embedded, the memory lease always grants): the
+   * caller starts and stops it.
+   */
+  leasedJob(options: JobOptions): LeasedJob
+}
