@@ -2,7 +2,7 @@ import type { BusMessage, Delivery } from './bus.ts'
 
 /**
  * What one viewer has been given of a session's stream, so that nothing reaches it twice and nothing of a
- * closed run reaches it after its `closed`: the no-duplicate rule of both buses, in one place.
+ * closed run reaches it after its `closed`: the no-duplicate rule of the hub, for both brokers, in one place.
  *
  * - An event is new unless it is of the viewer's run at or below the last seq it had, or of a run whose
  *   `closed` it had.
@@ -37,6 +37,11 @@ export class ViewerCursor {
     return true
   }
 
+  /** Whether `other` is in the same state, so it would admit exactly what this cursor admits. */
+  sameAs(other: ViewerCursor): boolean {
+    return this.seq === other.seq && this.run === other.run && this.closedRun === other.closedRun
+  }
+
   /**
    * The deliveries of `batch` new to the viewer, in order: the very same array when all are (the common
    * case), so every viewer of a session shares one batch and its frames.
@@ -51,7 +56,7 @@ export class ViewerCursor {
     return out ?? batch
   }
 
-  /** The check {@link admitAll} makes per delivery; a bus that knows more of a delivery (its id) adds to it. */
+  /** The check {@link admitAll} makes per delivery; the hub adds the broker's offset in front of it. */
   protected admits(d: Delivery): boolean {
     return this.admit(d.message)
   }
