@@ -100,3 +100,28 @@ test('a prepared batch is one run, no closed and small, or not joined at all', (
   assert.equal(long.run, null, 'a long batch is written in bounded pieces')
   assert.equal(long.events, 65)
 })
+
+test('events appended while a join is in flight reach the joining viewer once, before what follows', async () => {
+  const bus = new MemoryEventBus({ capacity: 16 })
+  const early = viewer()
+  await bus.subscribe('k', {}, early)
+  bus.appendNow('k', [ev('r1', 1)], 1)
+  // The join reads its history now and goes on in a later microtask: these appends fall in between.
+  const joiner = viewer()
+  const joining = bus.subscribe('k', { run: 'r1', after: 0 }, joiner)
+  bus.appendNow('k', [ev('r1', 2), ev('r1', 3)], 1)
+  await joining
+  bus.appendNow('k', [ev('r1', 4)], 1)
+  assert.deepEqual(
+    joiner.got.map((g) => [g.ids, g.replay]),
+    [
+      [['r1:1'], true],
+      [['r1:2', 'r1:3'], true],
+      [['r1:4'], false],
+    ],
+  )
+  assert.deepEqual(
+    early.got.map((g) => g.ids),
+    [['r1:1'], ['r1:2', 'r1:3'], ['r1:4']],
+  )
+})
