@@ -87,7 +87,7 @@ class HubSession<P> implements BrokerListener<P> {
       const own = viewer.admitAll(batch)
       if (own.length > 0)
         viewer.subscriber.deliver(own, false, own === shared ? prepared : new PreparedBatch(own))
-      viewer.inStep = viewer.sameAs(this.stepped) && this.broker.compare(viewer.offset, end) <= 0
+      viewer.inStep = viewer.inStepWith(this.stepped) && this.broker.compare(viewer.offset, end) <= 0
     }
   }
 
@@ -185,7 +185,8 @@ export class Hub<P> {
         session.cursor = session.subscription.start
       }
       if (broker.compare(viewer.offset, session.cursor) >= 0) {
-        viewer.inStep = viewer.sameAs(session.stepped) && broker.compare(viewer.offset, session.cursor) === 0
+        viewer.inStep =
+          viewer.inStepWith(session.stepped) && broker.compare(viewer.offset, session.cursor) === 0
         session.viewers.add(viewer)
         return
       }

@@ -37,9 +37,15 @@ export class ViewerCursor {
     return true
   }
 
-  /** Whether `other` is in the same state, so it would admit exactly what this cursor admits. */
-  sameAs(other: ViewerCursor): boolean {
-    return this.seq === other.seq && this.run === other.run && this.closedRun === other.closedRun
+  /**
+   * Whether `other` admits what this cursor admits from now on: same run and seq, and the same `closed` had
+   * of the current run. A `closed` of an earlier run is not compared: a run once closed never comes back (a
+   * new run has a new id, and the reader resumes from the head), and comparing it would keep every viewer
+   * that joined after a run closed out of step for good.
+   */
+  inStepWith(other: ViewerCursor): boolean {
+    if (this.seq !== other.seq || this.run !== other.run) return false
+    return this.closedRun === other.closedRun || (this.closedRun !== this.run && other.closedRun !== this.run)
   }
 
   /**
