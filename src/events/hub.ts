@@ -60,9 +60,9 @@ class HubSession<P> implements BrokerListener<P> {
   /** The last offset the subscription delivered (or its start). */
   cursor: P
   /**
-   * The state of every viewer in step: one that has had exactly what the subscription broadcast (same
-   * cursor, not ahead in offset) admits exactly what this admits, so the batch is filtered and prepared once
-   * for all of them.
+   * The state of every viewer in step: a viewer whose cursor is in step with this one
+   * ({@link ViewerCursor.inStepWith}) and not ahead of {@link cursor} admits what this admits, so each batch
+   * is filtered and prepared once for all of them.
    */
   readonly stepped = new ViewerCursor()
 
