@@ -43,7 +43,7 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
     maxRetriesPerRequest: 0,
     connectTimeout: 2000,
     retryStrategy: reconnectDelay,
-    // A blocked XREAD is not an ordinary command: its own loop watches it (see stream-fanout.ts).
+    // A blocked XREAD is not an ordinary command: its own loop watches it (see cluster/broker-loop.ts).
     ...(role === 'blocking'
       ? { autoResendUnfulfilledCommands: false }
       : role === 'command'

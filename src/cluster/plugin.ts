@@ -4,12 +4,15 @@ import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import type { Env } from '../config.ts'
+import type { EventBus } from '../events/bus.ts'
+import { HubBus } from '../events/hub-bus.ts'
 import { frameOf } from '../events/sse.ts'
 import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
+import { RedisBroker } from './broker.ts'
+import { StreamLoop } from './broker-loop.ts'
 import { ChangeFeed } from './change-feed.ts'
 import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
-import { RedisEventBus } from './event-bus.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
 import {
   type ClusterMetrics,
@@ -21,7 +24,6 @@ import { RedisPresence } from './presence.ts'
 import { RedisReaderLease } from './reader-lease.ts'
 import { RedisHealth } from './redis-health.ts'
 import { type ClusterCommands, defineScripts } from './scripts.ts'
-import { StreamFanout } from './stream-fanout.ts'
 import { RedisStreamSlots } from './stream-slots.ts'
 
 /** What cluster mode adds to the app: the fixed connections and the Redis side of every seam. */
@@ -35,7 +37,8 @@ export interface Cluster {
   readonly subscriber: Redis
   /** Encrypts messaging tokens at rest (GATEWAY_ENCRYPTION_KEY). */
   readonly vault: TokenVault
-  readonly bus: RedisEventBus
+  /** The event bus over the Redis broker (one stream per session, one XREAD loop per replica). */
+  readonly bus: EventBus
   readonly lease: RedisReaderLease
   /** Leases of cluster-wide jobs (one replica runs each: token re-seal, Kasm sync), fenced like reader leases. */
   readonly jobLease: RedisReaderLease
@@ -100,8 +103,8 @@ export const clusterPlugin = fp(
     }
     const command = defineScripts(connections.command)
 
-    let fanout: StreamFanout | undefined
-    const metrics = createClusterMetrics(app.metrics.registry, () => fanout?.watchedCount ?? 0)
+    let loop: StreamLoop | undefined
+    const metrics = createClusterMetrics(app.metrics.registry, () => loop?.watchedCount ?? 0)
     const health = new RedisHealth(connections, app.log)
     for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
       trackConnection(metrics, role, connection)
@@ -109,7 +112,7 @@ export const clusterPlugin = fp(
     }
     registerDegradedGauge(app.metrics.registry, () => health.down)
 
-    fanout = new StreamFanout({
+    loop = new StreamLoop({
       command,
       blocking: connections.blocking,
       streamKey: keys.events,
@@ -118,18 +121,20 @@ export const clusterPlugin = fp(
       quiet: () => health.down,
       onRead: (n) => metrics.read.inc(n),
     })
-    const bus = new RedisEventBus({
-      command,
-      fanout,
-      keys,
-      maxLen: env.GATEWAY_EVENT_BUFFER,
-      maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
-      retentionMs: STREAM_RETENTION_MS,
-      onAppend: (result, entries) => {
-        metrics.appends.inc({ result })
-        if (entries > 0) metrics.appended.inc(entries)
-      },
-    })
+    const bus = new HubBus(
+      new RedisBroker({
+        command,
+        loop,
+        keys,
+        maxLen: env.GATEWAY_EVENT_BUFFER,
+        maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
+        retentionMs: STREAM_RETENTION_MS,
+        onAppend: (result, entries) => {
+          metrics.appends.inc({ result })
+          if (entries > 0) metrics.appended.inc(entries)
+        },
+      }),
+    )
     const lease = new RedisReaderLease({
       command,
       keys,
@@ -205,14 +210,14 @@ export const clusterPlugin = fp(
       await streamSlots.close()
     })
     app.addHook('onClose', async () => {
-      await fanout?.close()
+      await bus.close()
       health.closing()
       await Promise.all(Object.values(connections).map((c) => closeConnection(c)))
     })
 
     const ready = await Promise.all(Object.values(connections).map((c) => waitReady(c, BOOT_WAIT_MS)))
     if (ready.includes(false)) app.log.warn('redis not reachable at boot; starting not ready')
-    fanout.start()
+    loop.start()
     const via =
       redis.kind === 'sentinel'
         ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }

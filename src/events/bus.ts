@@ -1,9 +1,11 @@
 /**
- * The seam between the one upstream reader of a session and its many viewers. Two implementations:
- * in memory (one process) and Redis (a cluster of replicas). Everything else in `events/` talks to this.
+ * The seam between the one upstream reader of a session and its many viewers. One implementation,
+ * `events/hub-bus.ts`: a broker (`events/broker/`, in memory or Redis) for the log, and the replica's hub
+ * (`events/hub.ts`) for the viewers. Everything else in `events/` talks to this.
  */
 
 import type { StreamMessage } from '../protocol/events.ts'
+import type { PreparedBatch } from './prepared-batch.ts'
 
 /** One item of a session's event stream, as read from the runtime (the protocol's shape). */
 export type BusMessage = StreamMessage
@@ -53,10 +55,11 @@ export interface Subscriber {
   /**
    * Called with one or more deliveries; a batch lets the viewer write once per event-loop turn. `replay` is
    * true for stored events handed out by `subscribe` (the bus holds those bytes anyway, so a viewer does not
-   * count them against its queued-bytes bound) and false or absent for live ones. The same batch array may
-   * be handed to every subscriber: treat it as read-only.
+   * count them against its queued-bytes bound) and false for live ones. `prepared` describes `batch` (its
+   * `deliveries`); the same batch array and the same `prepared` go to every subscriber that needs all of a
+   * broadcast: treat both as read-only.
    */
-  deliver(batch: readonly Delivery[], replay?: boolean): void
+  deliver(batch: readonly Delivery[], replay: boolean, prepared: PreparedBatch): void
   /**
    * The replay could not be served whole (the run's events `from`..`to` are no longer stored). Called before
    * the first `deliver`; the subscriber fills the gap from the trace or shows it.

@@ -2,7 +2,7 @@ import type { BusMessage, Delivery } from './bus.ts'
 
 /**
  * What one viewer has been given of a session's stream, so that nothing reaches it twice and nothing of a
- * closed run reaches it after its `closed`: the no-duplicate rule of both buses, in one place.
+ * closed run reaches it after its `closed`: the no-duplicate rule of the hub, for both brokers, in one place.
  *
  * - An event is new unless it is of the viewer's run at or below the last seq it had, or of a run whose
  *   `closed` it had.
@@ -38,6 +38,17 @@ export class ViewerCursor {
   }
 
   /**
+   * Whether `other` admits what this cursor admits from now on: same run and seq, and the same `closed` had
+   * of the current run. A `closed` of an earlier run is not compared: a run once closed never comes back (a
+   * new run has a new id, and the reader resumes from the head), and comparing it would keep every viewer
+   * that joined after a run closed out of step for good.
+   */
+  inStepWith(other: ViewerCursor): boolean {
+    if (this.seq !== other.seq || this.run !== other.run) return false
+    return this.closedRun === other.closedRun || (this.closedRun !== this.run && other.closedRun !== this.run)
+  }
+
+  /**
    * The deliveries of `batch` new to the viewer, in order: the very same array when all are (the common
    * case), so every viewer of a session shares one batch and its frames.
    */
@@ -51,7 +62,7 @@ export class ViewerCursor {
     return out ?? batch
   }
 
-  /** The check {@link admitAll} makes per delivery; a bus that knows more of a delivery (its id) adds to it. */
+  /** The check {@link admitAll} makes per delivery; the hub adds the broker's offset in front of it. */
   protected admits(d: Delivery): boolean {
     return this.admit(d.message)
   }

@@ -3,13 +3,11 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
 import type { Delivery, StreamPosition, Subscriber, Subscription } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
+import { MAX_WRITE_BYTES, type PreparedBatch } from './prepared-batch.ts'
 import { PING_FRAME, runComment, streamHead } from './sse.ts'
 
 /** How long an ended stream waits for the client to close its side before the socket is destroyed. */
 const END_GRACE_MS = 10_000
-
-/** Largest single write while catching up on a replay (keeps one viewer from hogging a turn). */
-const MAX_WRITE_BYTES = 64 * 1024
 
 /** Why a viewer stream ended (for logs and the coordinator). */
 export type ViewerEnd = 'closed_run' | 'client_gone' | 'slow_consumer' | 'revoked' | 'shutdown' | 'removed'
@@ -48,38 +46,6 @@ function flushDirty(): void {
   flushing = viewers
   for (let i = 0; i < viewers.length; i++) (viewers[i] as ViewerStream).flush()
   viewers.length = 0
-}
-
-// The bus hands the same batch array to every viewer in turn: what a viewer needs to know about it (its
-// bytes joined once, its single run, its event count) is worked out once and kept until the next batch.
-const MAX_JOINED = 64
-const EMPTY = Buffer.alloc(0)
-let described: readonly Delivery[] | null = null
-let describedBytes: Buffer = EMPTY
-/** The run of every delivery in the batch when they share one and none is a `closed`; otherwise null. */
-let describedRun: string | null = null
-let describedEvents = 0
-
-function describe(batch: readonly Delivery[]): void {
-  if (batch === described) return
-  let run: string | null = batch[0]?.message.run ?? null
-  let events = 0
-  let bytes = 0
-  for (const d of batch) {
-    if (d.message.kind === 'event') events++
-    else run = null
-    if (d.message.run !== run) run = null
-    bytes += d.frame.length
-  }
-  described = batch
-  // A long or large batch (a replay, big events) is not joined into one copy: the flush writes it in bounded
-  // pieces, sharing the bus's frames.
-  describedRun = batch.length <= MAX_JOINED && bytes <= MAX_WRITE_BYTES ? run : null
-  describedEvents = events
-  describedBytes =
-    batch.length === 1 || describedRun === null
-      ? ((batch[0] as Delivery | undefined)?.frame ?? EMPTY)
-      : Buffer.concat(batch.map((d) => d.frame))
 }
 
 /**
@@ -186,7 +152,7 @@ export class ViewerStream implements Subscriber {
     }
   }
 
-  deliver(batch: readonly Delivery[], replay?: boolean): void {
+  deliver(batch: readonly Delivery[], replay: boolean, prepared: PreparedBatch): void {
     if (this.#ended || this.#closing) return
     // The backlog is what earlier turns left unwritten (here, or in the socket because the kernel would not
     // take it). Bytes of this turn are not counted: a burst that arrives in one turn is one write, and a
@@ -199,18 +165,16 @@ export class ViewerStream implements Subscriber {
       this.#dropSlow()
       return
     }
-    describe(batch)
-    const events = describedEvents
-    if (describedRun !== null && describedRun === this.#run) {
-      this.#enqueue(describedBytes, replay === true)
+    if (prepared.run !== null && prepared.run === this.#run) {
+      this.#enqueue(prepared.bytes, replay)
     } else {
       // A run starts (or the stream opens, or closes) inside this batch: per-frame, with `: run` lines.
       for (const d of batch) {
         if (d.message.run !== this.#run) {
           this.#run = d.message.run
-          this.#enqueue(runComment(d.message.run), replay === true)
+          this.#enqueue(runComment(d.message.run), replay)
         }
-        this.#enqueue(d.frame, replay === true)
+        this.#enqueue(d.frame, replay)
         if (d.message.kind === 'closed') {
           this.#closing = true
           this.#endReason = 'closed_run'
@@ -220,7 +184,7 @@ export class ViewerStream implements Subscriber {
         }
       }
     }
-    this.#shared.metrics.countDeliveries(events)
+    this.#shared.metrics.countDeliveries(prepared.events)
     this.#markDirty()
   }
 

@@ -3,12 +3,13 @@ import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import pino from 'pino'
+import { RedisBroker } from '../../src/cluster/broker.ts'
+import { StreamLoop } from '../../src/cluster/broker-loop.ts'
 import { openConnection, waitReady } from '../../src/cluster/connections.ts'
-import { RedisEventBus } from '../../src/cluster/event-bus.ts'
 import { type ClusterKeys, clusterKeys } from '../../src/cluster/keys.ts'
 import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
 import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.ts'
-import { StreamFanout } from '../../src/cluster/stream-fanout.ts'
+import { HubBus } from '../../src/events/hub-bus.ts'
 import { frameOf } from '../../src/events/sse.ts'
 import { waitFor as until } from '../helpers/wait.ts'
 
@@ -132,8 +133,9 @@ export interface ReplicaParts {
   readonly command: Redis & ClusterCommands
   readonly blocking: Redis
   readonly keys: ClusterKeys
-  readonly fanout: StreamFanout
-  readonly bus: RedisEventBus
+  /** The replica's XREAD loop (the metric of watched sessions). */
+  readonly fanout: StreamLoop
+  readonly bus: HubBus<string>
   readonly lease: RedisReaderLease
   close(): Promise<void>
 }
@@ -157,7 +159,7 @@ export async function replicaParts(
   }
   await Promise.all([waitReady(command, 5000), waitReady(blocking, 5000)])
   const keys = clusterKeys(prefix)
-  const fanout = new StreamFanout({
+  const fanout = new StreamLoop({
     command,
     blocking,
     streamKey: keys.events,
@@ -166,14 +168,16 @@ export async function replicaParts(
     blockMs: 2000,
   })
   fanout.start()
-  const bus = new RedisEventBus({
-    command,
-    fanout,
-    keys,
-    maxLen: opts.maxLen ?? 4096,
-    ...(opts.maxBytes === undefined ? {} : { maxBytes: opts.maxBytes }),
-    retentionMs: 600_000,
-  })
+  const bus = new HubBus(
+    new RedisBroker({
+      command,
+      loop: fanout,
+      keys,
+      maxLen: opts.maxLen ?? 4096,
+      ...(opts.maxBytes === undefined ? {} : { maxBytes: opts.maxBytes }),
+      retentionMs: 600_000,
+    }),
+  )
   const lease = new RedisReaderLease({ command, keys, leaseMs: opts.leaseMs ?? 5000 })
   return {
     command,
@@ -183,7 +187,7 @@ export async function replicaParts(
     bus,
     lease,
     async close() {
-      await fanout.close()
+      await bus.close()
       command.disconnect()
       blocking.disconnect()
     },

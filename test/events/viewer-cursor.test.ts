@@ -69,3 +69,16 @@ test('a bus that knows more of a delivery adds its own check in front of the rul
   ]
   assert.deepEqual(ids(c.admitAll(batch)), ['r1:1', 'r1:2'])
 })
+
+test('cursors in step: same run and seq and the same closed of that run; an earlier closed run does not count', () => {
+  const late = new ViewerCursor('r2', 3)
+  const seenAll = new ViewerCursor()
+  seenAll.admitAll([d(ev('r1', 1)), d(closed('r1')), d(ev('r2', 1)), d(ev('r2', 3))])
+  assert.equal(late.inStepWith(seenAll), true, 'r1 closed for good: it cannot tell them apart')
+  assert.equal(new ViewerCursor('r2', 2).inStepWith(seenAll), false, 'another seq')
+  assert.equal(new ViewerCursor('r3', 3).inStepWith(seenAll), false, 'another run')
+  seenAll.admit(closed('r2'))
+  assert.equal(late.inStepWith(seenAll), false, 'one had the current run closed, the other not')
+  late.admit(closed('r2'))
+  assert.equal(late.inStepWith(seenAll), true)
+})
