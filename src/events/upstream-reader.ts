@@ -50,6 +50,9 @@ export type ReaderHealth = 'live' | 'not_up' | 'token_refused' | 'unreachable'
 /** What the reader is doing, for tests and logs. */
 export type ReaderState = 'starting' | 'connecting' | 'live' | 'retrying' | 'closed' | 'stopped'
 
+/** Why a reader stopped itself: its append was refused for a stale fence, or its session is gone. */
+export type ReaderStop = 'lease_lost' | 'session_removed'
+
 /** Everything an {@link UpstreamReader} needs; it owns none of it. */
 export interface UpstreamReaderOptions {
   readonly kasmId: string
@@ -72,7 +75,7 @@ export interface UpstreamReaderOptions {
    */
   readonly maxEventBytes: number
   /** The bus refused an append (stale fence) or the session disappeared: the reader has stopped itself. */
-  readonly onStop?: (why: 'lease_lost' | 'session_removed') => void
+  readonly onStop?: (why: ReaderStop) => void
   /** Called when {@link ReaderHealth} changes (never twice in a row with the same value). */
   readonly onHealth?: (health: ReaderHealth) => void
 }
