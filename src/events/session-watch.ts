@@ -271,7 +271,7 @@ export class SessionWatch {
     if (session === undefined) {
       this.#enter(IDLE)
       await lease.release(kasmId, fence).catch(() => {})
-      this.endViewers('removed')
+      this.#gone()
       return
     }
     const held: Held = {
@@ -328,11 +328,14 @@ export class SessionWatch {
   #readerStopped(held: Held, why: ReaderStop): void {
     if (this.#held !== held) return
     this.#enter(IDLE)
-    if (why === 'session_removed') {
-      this.endViewers('removed')
-      return
-    }
-    this.#afterLoss()
+    if (why === 'session_removed') this.#gone()
+    else this.#afterLoss()
+  }
+
+  /** The session is not registered: its viewers end (and retire the watch as they go), or it retires now. */
+  #gone(): void {
+    this.endViewers('removed')
+    if (this.#viewers.size === 0) void this.#retire()
   }
 
   /** The lease was lost: watched, try to take it back (standby at worst); lingering, retire. */
