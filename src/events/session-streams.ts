@@ -144,11 +144,6 @@ export class SessionStreams {
     return this.#watches.get(kasmId)?.reader ?? null
   }
 
-  /** The watch of a session on this replica, if it is watched here (tests). */
-  watch(kasmId: string): SessionWatch | undefined {
-    return this.#watches.get(kasmId)
-  }
-
   /**
    * Reserves one of the operator's streams (on any replica, in cluster mode); throws 429 `too_many_streams`
    * at the cap. Call before hijacking the response; whoever holds the reservation releases it: the caller if

@@ -67,13 +67,14 @@ const IDLE: WatchState = { state: 'idle' }
  * | acquiring            | lease granted, session registered      | reading                                |
  * | acquiring            | lease held elsewhere, store failed     | standby                                |
  * | acquiring            | session not registered                 | idle (its viewers end `removed`)       |
+ * | acquiring, standby   | last watcher left                      | idle (retired; a late fence given back) |
  * | standby              | retry timer                            | acquiring                              |
- * | reading              | last watcher left                      | lingering, or idle (retired) if no linger |
+ * | reading              | last watcher left                      | lingering; idle (retired) if no linger |
  * | lingering            | a watcher came back                    | reading (the same reader and lease)    |
  * | lingering            | linger timer                           | idle (retired)                         |
  * | reading, lingering   | lease lost (renewal, refused append)   | acquiring if watched, else idle        |
  * | reading, lingering   | session removed                        | idle (its viewers end `removed`)       |
- * | any                  | stop (shutdown), nobody watching       | idle                                   |
+ * | any                  | stop (shutdown)                        | idle                                   |
  *
  * An async step (acquire, renew) that finds the watch in another state than the one it started from gives
  * back what it got and changes nothing: the state object's identity is the guard.

@@ -1,9 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
-import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FastifyBaseLogger } from 'fastify'
 import { type Dispatcher, request } from 'undici'
 import type { Env } from '../config.ts'
-import { parseEventId } from '../protocol/events.ts'
 import type { Session } from '../sessions/types.ts'
 import { tracedRequest } from '../tracing/spans.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
@@ -14,6 +12,7 @@ import type { EventMetrics } from './metrics.ts'
 import { OwnFault } from './own-fault.ts'
 import { ReconnectPolicy, type ReconnectTiming } from './reconnect-policy.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
+import { parsedChunks } from './upstream-events.ts'
 
 /** The reader's delays, from the protocol's advice for a sidebar (scaled down in tests). */
 export interface ReaderTiming extends ReconnectTiming {
@@ -355,8 +354,8 @@ export class UpstreamReader {
   }
 
   /**
-   * Parses the body and appends each chunk's messages to the bus in one call (so a viewer gets one write
-   * per chunk). Reading pauses while an append or a trace fill is in flight, which is the backpressure.
+   * Appends each chunk's messages ({@link parsedChunks}) to the bus in one call, after filling a gap from the
+   * trace, so a viewer gets one write per chunk. The next chunk is read once that is done (the backpressure).
    */
   async #consume(
     body: AsyncIterable<Buffer>,
@@ -366,91 +365,25 @@ export class UpstreamReader {
   ): Promise<'closed' | 'lease_lost' | 'ended'> {
     const { bus, fence, log, metrics } = this.#o
     const kasmId = this.kasmId
-    const echo = tokenEcho(session.messagingToken)
     let run = head?.run
     let last = head?.seq ?? 0
-    /** The run this connection serves, from its latest `: run <id>` comment. */
-    let announced: string | undefined
-    let pending: BusMessage[] = []
-    let closed = false
-    // An event over the cap: the parser drops what it buffered of it and stops (`overflowed`); it is reset
-    // and the rest of that event is read past. The gap it leaves before the next event is known, not lost.
-    let overflowed = false
-    let skipping = false
-    let skippedTo: number | undefined
-    const max = this.#o.maxEventBytes
-    const skip = (seq: number | undefined): void => {
-      metrics.oversized.inc({ source: 'stream' })
-      log.warn(
-        { kasmId, seq, maxBytes: max },
-        'event over GATEWAY_EVENT_MAX_BYTES skipped; viewers see a gap',
-      )
-    }
-    const parser = createParser({
-      maxBufferSize: max,
-      onError: (err) => {
-        if (err.type === 'max-buffer-size-exceeded') overflowed = true
-      },
-      onEvent: (e: EventSourceMessage) => {
-        if (closed) return
-        if (e.event === 'closed') {
-          const which = announced ?? run
-          if (which !== undefined) pending.push({ kind: 'closed', run: which })
-          closed = true
-          return
-        }
-        const id = e.id === undefined ? null : parseEventId(e.id)
-        if (id === null) {
-          log.debug({ kasmId, type: e.event }, 'upstream event without a run:seq id skipped')
-          return
-        }
-        if (skipping) {
-          skipping = false
-          skippedTo = id.seq - 1
-        }
-        // Whole in one chunk, an event is parsed before the parser's bound applies: the same cap, in bytes.
-        if (e.data.length > max || (e.data.length * 3 > max && Buffer.byteLength(e.data) > max)) {
-          skip(id.seq)
-          skippedTo = id.seq
-          return
-        }
-        const { text: data, echoes } = echo.maskText(e.data)
-        if (echoes > 0) {
-          metrics.tokenEchoes.inc({ where: 'event' }, echoes)
-          log.warn({ kasmId, seq: id.seq, echoes }, 'session runtime echoed its token in an event; masked')
-        }
-        pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data })
-      },
-      onComment: (comment: string) => {
-        // `: run <id>` names the run served from here on (events carry it in their id too; `closed` does not).
-        const match = /^ ?run (\S+)$/.exec(comment)
-        if (match?.[1] !== undefined) {
-          announced = match[1]
-          log.debug({ kasmId, run: announced }, 'upstream run announced')
-        }
-      },
+    const chunks = parsedChunks(body, {
+      kasmId,
+      run,
+      maxEventBytes: this.#o.maxEventBytes,
+      echo: tokenEcho(session.messagingToken),
+      log,
+      metrics,
+      onBytes,
     })
-    const decoder = new TextDecoder()
     // Only reading `body` fails because of the runtime (its stream dropped or broke): what our parsing and
     // gap filling throw is a bug of ours, what the append throws is the bus's, each reported as what it is.
-    for await (const chunk of body) {
-      onBytes()
+    for await (const chunk of chunks) {
       let filled: BusMessage[]
       try {
-        parser.feed(decoder.decode(chunk, { stream: true }))
-        if (overflowed) {
-          overflowed = false
-          parser.reset()
-          if (!skipping) skip(undefined)
-          skipping = true
-        }
-        if (pending.length === 0) continue
-        const batch = pending
-        pending = []
         // Events skipped for their size are a gap of our own making: not one to fill from the trace.
-        if (skippedTo !== undefined) last = Math.max(last, skippedTo)
-        skippedTo = undefined
-        filled = await this.#fillGaps(batch, run, last, session)
+        if (chunk.skippedTo !== undefined) last = Math.max(last, chunk.skippedTo)
+        filled = await this.#fillGaps(chunk.messages, run, last, session)
         for (const m of filled) {
           if (m.kind === 'event') {
             run = m.run
@@ -469,7 +402,7 @@ export class UpstreamReader {
       if (!stored) return 'lease_lost'
       this.#policy.healthy()
       log.debug({ kasmId, run, count: filled.length, to: last, types: typesOf(filled) }, 'events appended')
-      if (closed) {
+      if (chunk.closed) {
         log.info({ kasmId, run }, 'run closed its trace without done; waiting for a new run')
         return 'closed'
       }
