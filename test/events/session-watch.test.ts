@@ -33,6 +33,8 @@ interface Side {
   readonly started: string[]
   /** How often the watch told its owner to forget it. */
   retired: number
+  /** Removes the session from what this side's registry answers. */
+  remove(): void
 }
 
 async function runtime(t: TestContext): Promise<SimulatedRuntime> {
@@ -57,7 +59,7 @@ async function side(
     new Counter({ name: 'echoes', help: 'h', labelNames: ['where'], registers: [registry] }),
   )
   const log = pino({ level: 'silent' })
-  const session: Session = {
+  let session: Session | undefined = {
     kasmId: KASM_ID,
     upstream: rt.url,
     team: 'blue',
@@ -69,6 +71,9 @@ async function side(
     parts,
     started: [],
     retired: 0,
+    remove: () => {
+      session = undefined
+    },
     watch: new SessionWatch(
       KASM_ID,
       {
@@ -203,4 +208,20 @@ test('a replica whose lease was taken over stands by, then reads again when it c
   await until('the standby event stored', async () => (await a.parts.bus.head(KASM_ID))?.seq === during.seq)
   assert.deepEqual(a.started, [KASM_ID, KASM_ID])
   assert.equal(rt.eventConnections, 2)
+})
+
+test('a session found gone while its reader lingers retires the watch before the linger ends', async (t) => {
+  const rt = await runtime(t)
+  const a = await side(t, prefixFor(t), rt, { leaseMs: 60_000, lingerMs: 60_000 })
+  const release = a.watch.retain()
+  await until('reading', () => a.watch.state === 'reading' && rt.openEventStreams === 1)
+  release()
+  assert.equal(a.watch.state, 'lingering')
+  // The reader learns it when it reconnects: its registry no longer has the session.
+  a.remove()
+  rt.dropStreams()
+  await until('retired', () => a.retired === 1)
+  assert.equal(a.watch.state, 'idle')
+  assert.equal(a.watch.timers, 0, 'the linger timer is disarmed')
+  assert.equal(a.watch.reader, null)
 })
