@@ -1,16 +1,18 @@
 import type { Socket } from 'node:net'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Dispatcher } from 'undici'
-import { endRevoked, recheckHolders } from '../auth/held-credentials.ts'
+import { endRevoked } from '../auth/held-credentials.ts'
 import { type Operator, seesTeam } from '../auth/operator.ts'
-import { TooManyStreams } from '../errors.ts'
 import type { Session, SessionRegistry } from '../sessions/types.ts'
 import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
+import { CredentialRecheck } from './credential-recheck.ts'
 import type { EventMetrics } from './metrics.ts'
-import { Heartbeat } from './sse.ts'
+import { SessionWatch, type SessionWatchDeps } from './session-watch.ts'
+import { StreamReservation } from './stream-reservation.ts'
 import type { StreamSlots } from './stream-slots.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
-import { type ReaderHealth, type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
+import { type ReaderHealth, type ReaderStop, type ReaderTiming, UpstreamReader } from './upstream-reader.ts'
+import { ViewerRegistry } from './viewer-registry.ts'
 import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream.ts'
 
 /** Limits and intervals of the event path (from the environment; tests shorten them). */
@@ -51,38 +53,20 @@ export interface SessionStreamsOptions {
   readonly storeOutage?: () => boolean
 }
 
-/** One session watched on this replica: its viewers here, and its reader if this replica holds the lease. */
-interface Watch {
-  readonly kasmId: string
-  readonly viewers: Set<ViewerStream>
-  /** Watchers without a socket (a session summary): each keeps the session read like a viewer does. */
-  retainers: number
-  reader: UpstreamReader | null
-  fence: number | null
-  /** Session version the reader connects with (a new one restarts it). */
-  version: number
-  /** Renews the lease while reading, or retries acquiring it while another replica reads. */
-  leaseTimer: NodeJS.Timeout | null
-  lingerTimer: NodeJS.Timeout | null
-  acquiring: boolean
-  eager: boolean
-}
-
 /**
- * The coordinator of the event path. Counts viewers per session, runs exactly one {@link UpstreamReader}
- * per watched session (while this replica holds its {@link ReaderLease}; the others only subscribe and keep
- * trying to take the lease over), keeps it a while after the last viewer leaves, restarts it when the
- * session's token rotates, and ends viewers whose credential was revoked or whose session went away.
+ * The coordinator of the event path: opens viewer streams on their reservations, keeps one
+ * {@link SessionWatch} per watched session (whose state machine runs exactly one {@link UpstreamReader} per
+ * session across the replicas, lingering after the last viewer), reacts to session changes (a rotated token
+ * reconnects the reader, a team change or a removal ends viewers), ends viewers whose credential was revoked,
+ * and spreads the viewers' ends over a drain.
  */
 export class SessionStreams {
   readonly #o: SessionStreamsOptions
-  readonly #watches = new Map<string, Watch>()
-  readonly #viewers = new Set<ViewerStream>()
-  readonly #heartbeat: Heartbeat
-  #authTimer: NodeJS.Timeout | null = null
-  #authCheckRunning = false
+  readonly #watches = new Map<string, SessionWatch>()
+  readonly #viewers: ViewerRegistry
+  readonly #recheck: CredentialRecheck
+  readonly #watchDeps: SessionWatchDeps
   #closing = false
-  #allGone: (() => void) | null = null
   #closed: Promise<void> | null = null
   readonly #offChange: () => void
   readonly #shared: ViewerShared
@@ -91,19 +75,38 @@ export class SessionStreams {
 
   constructor(options: SessionStreamsOptions) {
     this.#o = options
+    this.#viewers = new ViewerRegistry(options.limits.pingIntervalMs, options.metrics.viewers)
+    this.#recheck = new CredentialRecheck(
+      this.#viewers,
+      options.limits.authRecheckMs,
+      options.stillValid,
+      options.log,
+    )
     this.#shared = {
       maxQueuedBytes: options.limits.maxQueuedBytes,
       metrics: options.metrics,
       log: options.log,
       owner: {
         fillGap: (viewer, run, from, to) => this.#fillGap(viewer.kasmId, run, from, to),
-        viewerEnded: (viewer, why) => {
-          this.release(viewer.operator)
-          this.#viewerGone(viewer, why)
-        },
+        viewerEnded: (viewer, why) => this.#viewerGone(viewer, why),
       },
     }
-    this.#heartbeat = new Heartbeat(options.limits.pingIntervalMs)
+    this.#watchDeps = {
+      lease: options.lease,
+      session: (kasmId) => options.sessions.get(kasmId),
+      leaseMs: options.limits.leaseMs,
+      lingerMs: options.limits.lingerMs,
+      log: options.log,
+      storeLevel: (level) => this.#storeLevel(level),
+      newReader: (kasmId, fence, onStop) => this.#newReader(kasmId, fence, onStop),
+      readerStarted: (kasmId) => {
+        for (const listener of this.#readerListeners) listener(kasmId)
+      },
+      retired: (watch) => {
+        if (this.#watches.get(watch.kasmId) === watch) this.#watches.delete(watch.kasmId)
+      },
+      closing: () => this.#closing,
+    }
     this.#offChange = options.sessions.onChange((kasmId) => {
       void this.#sessionChanged(kasmId).catch((err: unknown) => {
         options.log.error({ err, kasmId }, 'event stream update after a session change failed')
@@ -117,16 +120,15 @@ export class SessionStreams {
     let timers = 0
     for (const w of this.#watches.values()) {
       if (w.reader !== null) readers++
-      if (w.leaseTimer !== null) timers++
-      if (w.lingerTimer !== null) timers++
+      timers += w.timers
     }
-    if (this.#authTimer !== null) timers++
-    if (this.#heartbeat.running) timers++
+    if (this.#recheck.armed) timers++
+    if (this.#viewers.heartbeatRunning) timers++
     return {
       viewers: this.#viewers.size,
       sessions: this.#watches.size,
       readers,
-      heartbeatTargets: this.#heartbeat.size,
+      heartbeatTargets: this.#viewers.heartbeatTargets,
       timers,
     }
   }
@@ -144,43 +146,28 @@ export class SessionStreams {
 
   /**
    * Reserves one of the operator's streams (on any replica, in cluster mode); throws 429 `too_many_streams`
-   * at the cap. Call before hijacking the response; the reservation is released when the viewer ends, or by
-   * {@link release} if the stream is never opened.
+   * at the cap. Call before hijacking the response; whoever holds the reservation releases it: the caller if
+   * the stream never opens, the stream when it ends ({@link open}). Releasing twice gives back one slot.
    */
-  async reserve(operator: Operator): Promise<void> {
-    if (!(await this.#o.slots.take(operator.sub))) {
-      throw new TooManyStreams(String(this.#o.limits.maxStreamsPerOperator))
-    }
-  }
-
-  /** Gives back a reservation of a stream that was not opened. */
-  release(operator: Operator): void {
-    this.#o.slots.give(operator.sub)
+  reserve(operator: Operator): Promise<StreamReservation> {
+    return StreamReservation.take(this.#o.slots, operator, this.#o.limits.maxStreamsPerOperator)
   }
 
   /**
-   * Opens a viewer stream on a taken-over socket: replay from `position`, then live. The operator's
-   * reservation ({@link reserve}) is released when the stream ends.
+   * Opens a viewer stream on a taken-over socket: replay from `position`, then live. The stream owns
+   * `reservation` from here on and releases it when it ends.
    */
   async open(
     kasmId: string,
-    operator: Operator,
+    reservation: StreamReservation,
     socket: Socket,
     position: StreamPosition,
     requestId: string,
   ): Promise<ViewerStream> {
-    const viewer = new ViewerStream(this.#shared, socket, kasmId, operator, position, requestId)
-    this.#viewers.add(viewer)
-    this.#o.metrics.viewers.inc()
-    this.#heartbeat.add(viewer)
-    this.#ensureAuthTimer()
-    const watch = this.#watch(kasmId)
-    watch.viewers.add(viewer)
-    if (watch.lingerTimer !== null) {
-      clearTimeout(watch.lingerTimer)
-      watch.lingerTimer = null
-    }
-    this.#ensureReading(watch)
+    const viewer = new ViewerStream(this.#shared, socket, kasmId, reservation.operator, position, requestId)
+    this.#viewers.add(viewer, reservation)
+    this.#recheck.arm()
+    this.#watch(kasmId).addViewer(viewer)
     if (this.#closing) viewer.end('shutdown')
     try {
       viewer.attach(await this.#o.bus.subscribe(kasmId, position, viewer))
@@ -201,7 +188,7 @@ export class SessionStreams {
 
   /** Checks every open stream's credential now (revocations may have been missed while Redis was away). */
   recheckCredentials(): Promise<void> {
-    return this.#recheckAuth()
+    return this.#recheck.run()
   }
 
   /**
@@ -210,20 +197,7 @@ export class SessionStreams {
    * A session summary folds the bus while it holds this.
    */
   retain(kasmId: string): () => void {
-    const watch = this.#watch(kasmId)
-    watch.retainers++
-    if (watch.lingerTimer !== null) {
-      clearTimeout(watch.lingerTimer)
-      watch.lingerTimer = null
-    }
-    this.#ensureReading(watch)
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      watch.retainers--
-      this.#unwatched(watch)
-    }
+    return this.#watch(kasmId).retain()
   }
 
   /** Calls `listener` when a reader of this replica finds its runtime's health changed (the summaries share it). */
@@ -243,11 +217,7 @@ export class SessionStreams {
 
   /** Watches every registered session with its reader kept running (GATEWAY_STREAM_EAGER). */
   async watchAll(): Promise<void> {
-    for (const view of await this.#o.sessions.list()) {
-      const watch = this.#watch(view.kasmId)
-      watch.eager = true
-      this.#ensureReading(watch)
-    }
+    for (const view of await this.#o.sessions.list()) this.#watch(view.kasmId).keepEager()
   }
 
   /**
@@ -264,18 +234,14 @@ export class SessionStreams {
   async #close(graceMs: number, spreadMs: number): Promise<void> {
     this.#closing = true
     this.#offChange()
-    const allGone = new Promise<void>((resolve) => {
-      this.#allGone = resolve
-    })
-    if (this.#authTimer !== null) clearInterval(this.#authTimer)
-    this.#authTimer = null
-    await Promise.all([...this.#watches.values()].map((w) => this.#stopReading(w)))
+    this.#recheck.disarm()
+    await Promise.all([...this.#watches.values()].map((w) => w.stop()))
     await this.#endAllSpread(spreadMs)
-    this.#heartbeat.stop()
+    this.#viewers.stopHeartbeat()
     if (this.#viewers.size > 0) {
       let timer: NodeJS.Timeout | undefined
       await Promise.race([
-        allGone,
+        this.#viewers.emptied(),
         new Promise((r) => {
           timer = setTimeout(r, graceMs)
           timer.unref()
@@ -284,7 +250,6 @@ export class SessionStreams {
       clearTimeout(timer)
       for (const viewer of this.#viewers) viewer.destroy()
     }
-    for (const w of this.#watches.values()) this.#clearTimers(w)
     this.#watches.clear()
   }
 
@@ -299,149 +264,34 @@ export class SessionStreams {
     }
   }
 
-  #watch(kasmId: string): Watch {
+  #watch(kasmId: string): SessionWatch {
     let watch = this.#watches.get(kasmId)
     if (watch === undefined) {
-      watch = {
-        kasmId,
-        viewers: new Set(),
-        retainers: 0,
-        reader: null,
-        fence: null,
-        version: 0,
-        leaseTimer: null,
-        lingerTimer: null,
-        acquiring: false,
-        eager: this.#o.limits.eager,
-      }
+      watch = new SessionWatch(kasmId, this.#watchDeps, this.#o.limits.eager)
       this.#watches.set(kasmId, watch)
     }
     return watch
   }
 
-  #wanted(watch: Watch): boolean {
-    return (
-      !this.#closing &&
-      (watch.viewers.size > 0 || watch.retainers > 0 || watch.eager || watch.lingerTimer !== null)
-    )
-  }
-
-  /** Becomes the session's reader if the lease allows; otherwise retries while the session is wanted. */
-  #ensureReading(watch: Watch): void {
-    if (watch.reader !== null || watch.acquiring || !this.#wanted(watch)) return
-    watch.acquiring = true
-    void this.#acquire(watch)
-      .catch((err: unknown) => {
-        // The registry or the lease store failed: try again while the session is still wanted.
-        this.#o.log[this.#storeLevel()](
-          { err, kasmId: watch.kasmId },
-          'event reader could not start; retrying',
-        )
-        this.#setLeaseTimer(watch, this.#o.limits.leaseMs / 2, () => {
-          watch.leaseTimer = null
-          this.#ensureReading(watch)
-        })
-      })
-      .finally(() => {
-        watch.acquiring = false
-      })
-  }
-
-  async #acquire(watch: Watch): Promise<void> {
-    const { lease, limits, log } = this.#o
-    let fence: number | null = null
-    try {
-      fence = await lease.acquire(watch.kasmId)
-    } catch (err) {
-      log[this.#storeLevel()]({ err, kasmId: watch.kasmId }, 'reader lease unavailable; retrying')
-    }
-    if (!this.#wanted(watch)) {
-      if (fence !== null) await lease.release(watch.kasmId, fence).catch(() => {})
-      return
-    }
-    if (fence === null) {
-      // Another replica reads (or the store is down): keep trying, so a failover needs no viewer to reconnect.
-      this.#setLeaseTimer(watch, limits.leaseMs / 2, () => {
-        watch.leaseTimer = null
-        this.#ensureReading(watch)
-      })
-      return
-    }
-    const session = await this.#o.sessions.get(watch.kasmId)
-    if (session === undefined) {
-      await lease.release(watch.kasmId, fence).catch(() => {})
-      this.#endViewers(watch, 'removed')
-      return
-    }
-    const current = fence
-    watch.fence = current
-    watch.version = session.version
-    const reader = new UpstreamReader({
-      kasmId: watch.kasmId,
-      session: () => this.#o.sessions.get(watch.kasmId),
-      bus: this.#o.bus,
-      fence: current,
-      dispatcherFor: this.#o.dispatcherFor,
-      backfill: this.#o.backfill,
-      timing: this.#o.timing,
-      log,
-      metrics: this.#o.metrics,
-      ...(this.#o.storeOutage ? { storeOutage: this.#o.storeOutage } : {}),
+  #newReader(kasmId: string, fence: number, onStop: (why: ReaderStop) => void): UpstreamReader {
+    const o = this.#o
+    return new UpstreamReader({
+      kasmId,
+      session: () => o.sessions.get(kasmId),
+      bus: o.bus,
+      fence,
+      dispatcherFor: o.dispatcherFor,
+      backfill: o.backfill,
+      timing: o.timing,
+      log: o.log,
+      metrics: o.metrics,
+      ...(o.storeOutage ? { storeOutage: o.storeOutage } : {}),
       onHealth: (health) => {
-        for (const listener of this.#healthListeners) listener(watch.kasmId, health)
+        for (const listener of this.#healthListeners) listener(kasmId, health)
       },
-      maxEventBytes: limits.maxEventBytes,
-      onStop: (why) => {
-        if (watch.reader !== reader) return
-        watch.reader = null
-        watch.fence = null
-        this.#clearLeaseTimer(watch)
-        if (why === 'session_removed') this.#endViewers(watch, 'removed')
-        else this.#ensureReading(watch)
-      },
+      maxEventBytes: o.limits.maxEventBytes,
+      onStop,
     })
-    watch.reader = reader
-    reader.start()
-    log.info({ kasmId: watch.kasmId }, 'upstream event reader started')
-    for (const listener of this.#readerListeners) listener(watch.kasmId)
-    this.#setLeaseTimer(watch, limits.leaseMs / 3, () => void this.#renew(watch, reader, current))
-  }
-
-  async #renew(watch: Watch, reader: UpstreamReader, fence: number): Promise<void> {
-    watch.leaseTimer = null
-    let held = false
-    let unreachable = false
-    try {
-      held = await this.#o.lease.renew(watch.kasmId, fence)
-    } catch (err) {
-      unreachable = true
-      this.#o.log[this.#storeLevel()]({ err, kasmId: watch.kasmId }, 'reader lease renewal failed')
-    }
-    if (watch.reader !== reader) return
-    if (held) {
-      this.#setLeaseTimer(watch, this.#o.limits.leaseMs / 3, () => void this.#renew(watch, reader, fence))
-      return
-    }
-    this.#o.log[this.#storeLevel()]({ kasmId: watch.kasmId }, 'reader lease lost; another replica reads now')
-    watch.reader = null
-    watch.fence = null
-    // The store could not be asked: give the lease up here as well (in the store it expires), so this replica
-    // no longer counts it as held.
-    if (unreachable) await this.#o.lease.release(watch.kasmId, fence).catch(() => {})
-    await reader.stop()
-    this.#ensureReading(watch)
-  }
-
-  async #stopReading(watch: Watch): Promise<void> {
-    this.#clearLeaseTimer(watch)
-    const { reader, fence } = watch
-    watch.reader = null
-    watch.fence = null
-    if (reader !== null) {
-      await reader.stop()
-      this.#o.log.info({ kasmId: watch.kasmId }, 'upstream event reader stopped')
-    }
-    if (fence !== null) await this.#o.lease.release(watch.kasmId, fence).catch(() => {})
   }
 
   /** The level of a store failure's log line: debug during a known store outage. */
@@ -451,41 +301,9 @@ export class SessionStreams {
 
   #viewerGone(viewer: ViewerStream, why: ViewerEnd): void {
     if (!this.#viewers.delete(viewer)) return
-    this.#o.metrics.viewers.dec()
-    this.#heartbeat.delete(viewer)
-    if (this.#viewers.size === 0 && this.#authTimer !== null) {
-      clearInterval(this.#authTimer)
-      this.#authTimer = null
-    }
+    if (this.#viewers.size === 0) this.#recheck.disarm()
     this.#o.log.debug({ kasmId: viewer.kasmId, why }, 'viewer stream ended')
-    if (this.#viewers.size === 0) this.#allGone?.()
-    const watch = this.#watches.get(viewer.kasmId)
-    if (watch === undefined) return
-    watch.viewers.delete(viewer)
-    this.#unwatched(watch)
-  }
-
-  /** A viewer or retainer left: with nobody left, the reader lingers, then stops. */
-  #unwatched(watch: Watch): void {
-    if (watch.viewers.size > 0 || watch.retainers > 0 || watch.eager || this.#closing) return
-    const linger = this.#o.limits.lingerMs
-    if (linger === 0 || watch.reader === null) {
-      void this.#retire(watch)
-      return
-    }
-    watch.lingerTimer = setTimeout(() => {
-      watch.lingerTimer = null
-      void this.#retire(watch)
-    }, linger)
-    watch.lingerTimer.unref()
-  }
-
-  /** The last viewer left (and the linger passed): stop reading and forget the watch. */
-  async #retire(watch: Watch): Promise<void> {
-    if (watch.viewers.size > 0 || watch.retainers > 0 || watch.eager) return
-    this.#clearTimers(watch)
-    if (this.#watches.get(watch.kasmId) === watch) this.#watches.delete(watch.kasmId)
-    await this.#stopReading(watch)
+    this.#watches.get(viewer.kasmId)?.removeViewer(viewer)
   }
 
   async #sessionChanged(kasmId: string): Promise<void> {
@@ -493,73 +311,25 @@ export class SessionStreams {
     const session = await this.#o.sessions.get(kasmId)
     const watch = this.#watches.get(kasmId)
     if (session === undefined) {
-      if (watch !== undefined) {
-        this.#endViewers(watch, 'removed')
-        watch.eager = false
-        await this.#retire(watch)
-      }
+      await watch?.removed()
       await this.#o.bus.drop?.(kasmId)
       return
     }
     if (watch === undefined) {
-      if (this.#o.limits.eager) this.#ensureReading(this.#watch(kasmId))
+      if (this.#o.limits.eager) this.#watch(kasmId).keepEager()
       return
     }
     // A session moved to another team: its viewers who cannot see that team lose the stream.
     for (const viewer of watch.viewers) if (!seesTeam(viewer.operator, session.team)) viewer.end('revoked')
-    if (watch.reader !== null && session.version !== watch.version) {
-      watch.version = session.version
+    if (watch.updated(session.version)) {
       this.#o.metrics.reconnects.inc({ reason: 'rotated' })
       this.#o.log.info({ kasmId }, 'session token or upstream changed; reconnecting the event reader')
-      watch.reader.restart()
     }
-  }
-
-  #endViewers(watch: Watch, why: ViewerEnd): void {
-    for (const viewer of watch.viewers) viewer.end(why)
   }
 
   async #fillGap(kasmId: string, run: string, from: number, to: number) {
     const session = await this.#o.sessions.get(kasmId)
     if (session === undefined) return null
     return this.#o.backfill.fill(session, run, from, to)
-  }
-
-  /** One timer for all viewers: ends streams whose credential expired or was revoked. */
-  #ensureAuthTimer(): void {
-    if (this.#authTimer !== null) return
-    this.#authTimer = setInterval(() => void this.#recheckAuth(), this.#o.limits.authRecheckMs)
-    this.#authTimer.unref()
-  }
-
-  async #recheckAuth(): Promise<void> {
-    if (this.#authCheckRunning) return
-    this.#authCheckRunning = true
-    try {
-      await recheckHolders(
-        this.#viewers,
-        (op) => this.#o.stillValid(op),
-        (err) => this.#o.log.warn({ err }, 'credential recheck failed; streams kept until the next check'),
-      )
-    } finally {
-      this.#authCheckRunning = false
-    }
-  }
-
-  #setLeaseTimer(watch: Watch, ms: number, fn: () => void): void {
-    this.#clearLeaseTimer(watch)
-    watch.leaseTimer = setTimeout(fn, Math.max(1, Math.round(ms)))
-    watch.leaseTimer.unref()
-  }
-
-  #clearLeaseTimer(watch: Watch): void {
-    if (watch.leaseTimer !== null) clearTimeout(watch.leaseTimer)
-    watch.leaseTimer = null
-  }
-
-  #clearTimers(watch: Watch): void {
-    this.#clearLeaseTimer(watch)
-    if (watch.lingerTimer !== null) clearTimeout(watch.lingerTimer)
-    watch.lingerTimer = null
   }
 }

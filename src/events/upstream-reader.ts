@@ -1,8 +1,7 @@
-import { createParser, type EventSourceMessage } from 'eventsource-parser'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { type Dispatcher, request } from 'undici'
 import type { Env } from '../config.ts'
-import { parseEventId } from '../protocol/events.ts'
 import type { Session } from '../sessions/types.ts'
 import { tracedRequest } from '../tracing/spans.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
@@ -11,14 +10,12 @@ import { isAddressRefused } from '../upstream/url-policy.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
 import type { EventMetrics } from './metrics.ts'
 import { OwnFault } from './own-fault.ts'
+import { ReconnectPolicy, type ReconnectTiming } from './reconnect-policy.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
+import { parsedChunks } from './upstream-events.ts'
 
 /** The reader's delays, from the protocol's advice for a sidebar (scaled down in tests). */
-export interface ReaderTiming {
-  /** Poll interval while the runtime is not up (Kasm's proxy answers 502) and no stream was live yet. */
-  readonly notUpPollMs: number
-  /** Delays after a live stream dropped, one per consecutive failure; the last repeats. */
-  readonly backoffMs: readonly number[]
+export interface ReaderTiming extends ReconnectTiming {
   /** No byte (not even `: ping`) for this long: the stream is dead. */
   readonly idleTimeoutMs: number
   /** After `event: closed`, how often `GET inbox` is asked whether a new run started. */
@@ -50,6 +47,9 @@ export type ReaderHealth = 'live' | 'not_up' | 'token_refused' | 'unreachable'
 /** What the reader is doing, for tests and logs. */
 export type ReaderState = 'starting' | 'connecting' | 'live' | 'retrying' | 'closed' | 'stopped'
 
+/** Why a reader stopped itself: its append was refused for a stale fence, or its session is gone. */
+export type ReaderStop = 'lease_lost' | 'session_removed'
+
 /** Everything an {@link UpstreamReader} needs; it owns none of it. */
 export interface UpstreamReaderOptions {
   readonly kasmId: string
@@ -72,7 +72,7 @@ export interface UpstreamReaderOptions {
    */
   readonly maxEventBytes: number
   /** The bus refused an append (stale fence) or the session disappeared: the reader has stopped itself. */
-  readonly onStop?: (why: 'lease_lost' | 'session_removed') => void
+  readonly onStop?: (why: ReaderStop) => void
   /** Called when {@link ReaderHealth} changes (never twice in a row with the same value). */
   readonly onHealth?: (health: ReaderHealth) => void
 }
@@ -83,8 +83,9 @@ type Outcome =
   | { kind: 'refused'; status: number }
   | { kind: 'address_refused' }
   | { kind: 'bad_status'; status: number }
-  | { kind: 'dropped'; live: boolean }
-  | { kind: 'stalled'; live: boolean }
+  | { kind: 'dropped' }
+  | { kind: 'stalled' }
+  | { kind: 'bus_unavailable'; err: unknown }
   | { kind: 'bus_failed'; err: unknown }
   | { kind: 'faulted'; err: unknown }
   | { kind: 'closed' }
@@ -92,35 +93,39 @@ type Outcome =
   | { kind: 'lease_lost' }
   | { kind: 'session_removed' }
 
+/** The reason a connection is aborted when the runtime went silent for `idleTimeoutMs`. */
 const STALLED = Symbol('stalled')
-const INTERRUPTED = Symbol('interrupted')
 
 /**
  * The one SSE client of a session's runtime: reads `GET <upstream>events` with the messaging token, appends
  * what it reads to the bus (in order, per chunk), and reconnects with `after=<last seq>&run=<run>` so
- * nothing is lost. Reconnection follows the protocol: poll every 1.5 s while the runtime is not up, back
- * off 1, 2, 4.. 10 s after a live stream dropped, treat 45 s of silence as a dead stream, and after
- * `event: closed` wait (polling `GET inbox`) for a new run. A gap the runtime's replay cannot fill is filled
- * from `artifacts/trace.jsonl` when possible. Payloads are never logged: types and sequence numbers only.
+ * nothing is lost. Reconnection follows the protocol ({@link ReconnectPolicy}): poll every 1.5 s while the
+ * runtime is not up, back off 1, 2, 4.. 10 s after a live stream dropped, treat 45 s of silence as a dead
+ * stream, and after `event: closed` wait (polling `GET inbox`) for a new run. A gap the runtime's replay
+ * cannot fill is filled from `artifacts/trace.jsonl` when possible. Payloads are never logged: types and
+ * sequence numbers only.
+ *
+ * Waiting is cancelled by aborting: one controller for the reader's life ({@link stop}) and one per attempt
+ * (a connection or a wait for a new run, and the delay after it), which {@link restart} aborts; whatever the
+ * attempt waits on (the request, the inbox poll, a delay) ends at once.
  */
 export class UpstreamReader {
   readonly kasmId: string
   readonly #o: UpstreamReaderOptions
   #state: ReaderState = 'starting'
-  #stopped = false
-  /** Aborts the current request or wakes the current sleep. */
-  #interrupt: ((why: symbol) => void) | null = null
+  /** Aborted by {@link stop}: the reader is done. */
+  readonly #life = new AbortController()
+  /** The current attempt's controller, aborted by {@link restart} (and {@link stop}). */
+  #attempt = new AbortController()
   #loop: Promise<void> | null = null
-  /** Consecutive failures since the last healthy live stream (indexes `backoffMs`). */
-  #failures = 0
-  /** A stream was live and dropped: failures back off instead of polling. */
-  #backingOff = false
+  readonly #policy: ReconnectPolicy
   #connections = 0
   #health: ReaderHealth | null = null
 
   constructor(options: UpstreamReaderOptions) {
     this.kasmId = options.kasmId
     this.#o = options
+    this.#policy = new ReconnectPolicy(options.timing)
   }
 
   get state(): ReaderState {
@@ -140,7 +145,7 @@ export class UpstreamReader {
 
   /** Starts the read loop (idempotent). */
   start(): void {
-    if (this.#loop !== null || this.#stopped) return
+    if (this.#loop !== null || this.#life.signal.aborted) return
     this.#loop = this.#run().catch((err: unknown) => {
       this.#o.log.error({ err, kasmId: this.kasmId }, 'event reader failed')
     })
@@ -148,61 +153,75 @@ export class UpstreamReader {
 
   /** Reconnects now (token rotated, upstream moved): ends the current stream or wait at once. */
   restart(): void {
-    this.#failures = 0
-    this.#backingOff = false
-    this.#interrupt?.(INTERRUPTED)
+    this.#policy.reset()
+    this.#attempt.abort()
   }
 
   /** Stops reading and resolves once the loop has exited and its connection is closed. */
   async stop(): Promise<void> {
-    this.#stopped = true
-    this.#interrupt?.(INTERRUPTED)
+    this.#life.abort()
+    this.#attempt.abort()
     await this.#loop
     this.#state = 'stopped'
   }
 
   async #run(): Promise<void> {
-    while (!this.#stopped) {
-      let head: StreamHead | null
-      try {
-        head = await this.#o.bus.head(this.kasmId)
-      } catch (err) {
-        // The bus's store is down (cluster mode): nothing can be appended anyway; try again shortly.
-        const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
-        this.#o.log[level]({ err, kasmId: this.kasmId }, 'event bus unavailable; reader waiting')
-        this.#state = 'retrying'
-        await this.#sleep(this.#longestDelay())
-        continue
-      }
-      let outcome: Outcome | undefined
-      if (head?.closed) {
-        this.#state = 'closed'
-        outcome = await this.#waitForNewRun(head.run)
-        if (outcome.kind === 'interrupted') continue
-      }
-      if (outcome?.kind !== 'session_removed') outcome = await this.#connect(head)
-      if (this.#stopped || outcome === undefined) break
+    const life = this.#life.signal
+    let restarted = false
+    while (!life.aborted) {
+      const attempt = new AbortController()
+      this.#attempt = attempt
+      const outcome = await this.#try(attempt.signal, restarted)
+      if (life.aborted) break
       if (outcome.kind === 'lease_lost' || outcome.kind === 'session_removed') {
-        this.#stopped = true
+        this.#life.abort()
         this.#state = 'stopped'
         const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
         this.#o.log[level]({ kasmId: this.kasmId, why: outcome.kind }, 'event reader stopped')
         this.#o.onStop?.(outcome.kind)
         break
       }
-      await this.#afterOutcome(outcome)
+      await this.#afterOutcome(outcome, attempt.signal)
+      restarted = attempt.signal.aborted
     }
     this.#state = 'stopped'
   }
 
+  /** One attempt: from the bus's head, wait for a new run if the stored one closed, then connect. */
+  async #try(signal: AbortSignal, restarted: boolean): Promise<Outcome> {
+    let head: StreamHead | null
+    try {
+      head = await this.#o.bus.head(this.kasmId)
+    } catch (err) {
+      return { kind: 'bus_unavailable', err }
+    }
+    if (head?.closed) {
+      this.#state = 'closed'
+      const waited = await this.#waitForNewRun(head.run, signal, restarted)
+      if (waited !== null) return waited
+    }
+    return this.#connect(head, signal)
+  }
+
   /** Counts, logs and waits as the outcome asks. */
-  async #afterOutcome(outcome: Outcome): Promise<void> {
+  async #afterOutcome(outcome: Outcome, signal: AbortSignal): Promise<void> {
     const { metrics, log, timing } = this.#o
     const kasmId = this.kasmId
+    const policy = this.#policy
     switch (outcome.kind) {
       case 'closed':
       case 'interrupted':
+      case 'lease_lost':
+      case 'session_removed':
         return
+      case 'bus_unavailable': {
+        // The bus's store is down (cluster mode): nothing can be appended anyway; try again shortly.
+        const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
+        log[level]({ err: outcome.err, kasmId }, 'event bus unavailable; reader waiting')
+        this.#state = 'retrying'
+        await sleep(policy.longestMs, signal)
+        return
+      }
       case 'refused':
         metrics.reconnects.inc({ reason: 'token_refused' })
         metrics.upstreamErrors.inc({ reason: 'token_refused' })
@@ -212,20 +231,20 @@ export class UpstreamReader {
         )
         this.#state = 'retrying'
         this.#report('token_refused')
-        await this.#sleep(timing.refusedRetryMs)
+        await sleep(timing.refusedRetryMs, signal)
         return
       case 'address_refused':
         metrics.reconnects.inc({ reason: 'address_refused' })
         metrics.upstreamErrors.inc({ reason: 'address_refused' })
         log.warn({ kasmId }, 'upstream resolves to an address the URL policy refuses; retrying slowly')
         this.#state = 'retrying'
-        await this.#sleep(timing.refusedRetryMs)
+        await sleep(timing.refusedRetryMs, signal)
         return
       case 'not_up':
         metrics.reconnects.inc({ reason: 'not_up' })
         metrics.upstreamErrors.inc({ reason: 'unreachable' })
         // After a live stream dropped, a runtime that does not answer is gone rather than not up yet.
-        this.#report(this.#backingOff ? 'unreachable' : 'not_up')
+        this.#report(policy.backingOff ? 'unreachable' : 'not_up')
         break
       case 'bad_status':
         metrics.reconnects.inc({ reason: 'bad_status' })
@@ -236,13 +255,13 @@ export class UpstreamReader {
       case 'dropped':
         metrics.reconnects.inc({ reason: 'dropped' })
         metrics.upstreamErrors.inc({ reason: 'stream_dropped' })
-        if (outcome.live) this.#backingOff = true
+        policy.dropped()
         log.info({ kasmId }, 'upstream event stream dropped; reconnecting')
         break
       case 'stalled':
         metrics.reconnects.inc({ reason: 'stalled' })
         metrics.upstreamErrors.inc({ reason: 'stream_stalled' })
-        if (outcome.live) this.#backingOff = true
+        policy.dropped()
         log.warn({ kasmId, idleMs: timing.idleTimeoutMs }, 'upstream event stream silent; reconnecting')
         break
       case 'bus_failed': {
@@ -252,43 +271,32 @@ export class UpstreamReader {
         const level = this.#o.storeOutage?.() ? 'debug' : 'warn'
         log[level]({ err: outcome.err, kasmId }, 'event bus append failed; reader waiting for the bus')
         this.#state = 'retrying'
-        await this.#sleep(this.#longestDelay())
+        await sleep(policy.longestMs, signal)
         return
       }
       case 'faulted':
         metrics.reconnects.inc({ reason: 'internal_error' })
-        this.#backingOff = true
+        policy.dropped()
         log.error({ err: outcome.err, kasmId }, 'event reader failed on the upstream stream; reconnecting')
         break
     }
     this.#state = 'retrying'
-    if (!this.#backingOff) {
-      await this.#sleep(timing.notUpPollMs)
-      return
-    }
-    const delays = timing.backoffMs
-    const delay = delays[Math.min(this.#failures, delays.length - 1)] ?? timing.notUpPollMs
-    this.#failures++
-    await this.#sleep(delay)
+    await sleep(policy.nextDelayMs(), signal)
   }
 
   /** One connection: headers, then chunks until it ends, stalls, closes its run or is interrupted. */
-  async #connect(head: StreamHead | null): Promise<Outcome> {
+  async #connect(head: StreamHead | null, signal: AbortSignal): Promise<Outcome> {
     const session = await this.#o.session()
     if (session === undefined) return { kind: 'session_removed' }
-    if (this.#stopped) return { kind: 'interrupted' }
+    if (signal.aborted) return { kind: 'interrupted' }
     this.#state = 'connecting'
     const url = new URL('events', session.upstream)
     if (head !== null) {
       if (head.seq > 0) url.searchParams.set('after', String(head.seq))
       url.searchParams.set('run', head.run)
     }
-    const abort = new AbortController()
-    let why: symbol | null = null
-    this.#interrupt = (reason) => {
-      why ??= reason
-      abort.abort()
-    }
+    // Aborted with the attempt, or by the idle timer (then its reason is STALLED).
+    const connection = childController(signal)
     let idle: NodeJS.Timeout | undefined
     let live = false
     try {
@@ -297,7 +305,7 @@ export class UpstreamReader {
         dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'text/event-stream', [TOKEN_HEADER]: session.messagingToken.reveal() },
-        signal: abort.signal,
+        signal: connection.signal,
         bodyTimeout: 0,
       })
       if (res.statusCode !== 200) {
@@ -310,11 +318,12 @@ export class UpstreamReader {
         return { kind: 'bad_status', status: res.statusCode }
       }
       live = true
+      this.#policy.connected()
       this.#state = 'live'
       this.#report('live')
       this.#o.metrics.upstreamStreams.inc()
       const liveSince = Date.now()
-      idle = setTimeout(() => this.#interrupt?.(STALLED), this.#o.timing.idleTimeoutMs)
+      idle = setTimeout(() => connection.abort(STALLED), this.#o.timing.idleTimeoutMs)
       idle.unref()
       try {
         const ended = await this.#consume(res.body as AsyncIterable<Buffer>, head, session, () =>
@@ -322,35 +331,31 @@ export class UpstreamReader {
         )
         if (ended === 'closed') return { kind: 'closed' }
         if (ended === 'lease_lost') return { kind: 'lease_lost' }
-        return { kind: 'dropped', live }
+        return { kind: 'dropped' }
       } finally {
         // A stream that lived long was healthy (one that carried events resets as it appends them): the next
         // drop starts the backoff at 1 s again.
-        if (Date.now() - liveSince >= this.#longestDelay()) this.#failures = 0
+        if (Date.now() - liveSince >= this.#policy.longestMs) this.#policy.healthy()
         this.#o.metrics.upstreamStreams.dec()
         res.body.destroy()
       }
     } catch (err) {
-      if (why === INTERRUPTED || this.#stopped) return { kind: 'interrupted' }
+      if (signal.aborted) return { kind: 'interrupted' }
       if (err instanceof BusFailure) return { kind: 'bus_failed', err: err.cause }
       if (err instanceof OwnFault) return { kind: 'faulted', err: err.cause }
-      if (why === STALLED) return { kind: 'stalled', live }
+      if (connection.signal.reason === STALLED) return { kind: 'stalled' }
       if (isAddressRefused(err)) return { kind: 'address_refused' }
       // Refused connection, reset, DNS: the runtime is not there (yet), or the stream broke mid-way.
-      return live ? { kind: 'dropped', live } : { kind: 'not_up' }
+      return live ? { kind: 'dropped' } : { kind: 'not_up' }
     } finally {
       if (idle !== undefined) clearTimeout(idle)
-      this.#interrupt = null
+      connection.dispose()
     }
   }
 
-  #longestDelay(): number {
-    return this.#o.timing.backoffMs[this.#o.timing.backoffMs.length - 1] ?? 10_000
-  }
-
   /**
-   * Parses the body and appends each chunk's messages to the bus in one call (so a viewer gets one write
-   * per chunk). Reading pauses while an append or a trace fill is in flight, which is the backpressure.
+   * Appends each chunk's messages ({@link parsedChunks}) to the bus in one call, after filling a gap from the
+   * trace, so a viewer gets one write per chunk. The next chunk is read once that is done (the backpressure).
    */
   async #consume(
     body: AsyncIterable<Buffer>,
@@ -360,91 +365,25 @@ export class UpstreamReader {
   ): Promise<'closed' | 'lease_lost' | 'ended'> {
     const { bus, fence, log, metrics } = this.#o
     const kasmId = this.kasmId
-    const echo = tokenEcho(session.messagingToken)
     let run = head?.run
     let last = head?.seq ?? 0
-    /** The run this connection serves, from its latest `: run <id>` comment. */
-    let announced: string | undefined
-    let pending: BusMessage[] = []
-    let closed = false
-    // An event over the cap: the parser drops what it buffered of it and stops (`overflowed`); it is reset
-    // and the rest of that event is read past. The gap it leaves before the next event is known, not lost.
-    let overflowed = false
-    let skipping = false
-    let skippedTo: number | undefined
-    const max = this.#o.maxEventBytes
-    const skip = (seq: number | undefined): void => {
-      metrics.oversized.inc({ source: 'stream' })
-      log.warn(
-        { kasmId, seq, maxBytes: max },
-        'event over GATEWAY_EVENT_MAX_BYTES skipped; viewers see a gap',
-      )
-    }
-    const parser = createParser({
-      maxBufferSize: max,
-      onError: (err) => {
-        if (err.type === 'max-buffer-size-exceeded') overflowed = true
-      },
-      onEvent: (e: EventSourceMessage) => {
-        if (closed) return
-        if (e.event === 'closed') {
-          const which = announced ?? run
-          if (which !== undefined) pending.push({ kind: 'closed', run: which })
-          closed = true
-          return
-        }
-        const id = e.id === undefined ? null : parseEventId(e.id)
-        if (id === null) {
-          log.debug({ kasmId, type: e.event }, 'upstream event without a run:seq id skipped')
-          return
-        }
-        if (skipping) {
-          skipping = false
-          skippedTo = id.seq - 1
-        }
-        // Whole in one chunk, an event is parsed before the parser's bound applies: the same cap, in bytes.
-        if (e.data.length > max || (e.data.length * 3 > max && Buffer.byteLength(e.data) > max)) {
-          skip(id.seq)
-          skippedTo = id.seq
-          return
-        }
-        const { text: data, echoes } = echo.maskText(e.data)
-        if (echoes > 0) {
-          metrics.tokenEchoes.inc({ where: 'event' }, echoes)
-          log.warn({ kasmId, seq: id.seq, echoes }, 'session runtime echoed its token in an event; masked')
-        }
-        pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data })
-      },
-      onComment: (comment: string) => {
-        // `: run <id>` names the run served from here on (events carry it in their id too; `closed` does not).
-        const match = /^ ?run (\S+)$/.exec(comment)
-        if (match?.[1] !== undefined) {
-          announced = match[1]
-          log.debug({ kasmId, run: announced }, 'upstream run announced')
-        }
-      },
+    const chunks = parsedChunks(body, {
+      kasmId,
+      run,
+      maxEventBytes: this.#o.maxEventBytes,
+      echo: tokenEcho(session.messagingToken),
+      log,
+      metrics,
+      onBytes,
     })
-    const decoder = new TextDecoder()
     // Only reading `body` fails because of the runtime (its stream dropped or broke): what our parsing and
     // gap filling throw is a bug of ours, what the append throws is the bus's, each reported as what it is.
-    for await (const chunk of body) {
-      onBytes()
+    for await (const chunk of chunks) {
       let filled: BusMessage[]
       try {
-        parser.feed(decoder.decode(chunk, { stream: true }))
-        if (overflowed) {
-          overflowed = false
-          parser.reset()
-          if (!skipping) skip(undefined)
-          skipping = true
-        }
-        if (pending.length === 0) continue
-        const batch = pending
-        pending = []
         // Events skipped for their size are a gap of our own making: not one to fill from the trace.
-        if (skippedTo !== undefined) last = Math.max(last, skippedTo)
-        skippedTo = undefined
-        filled = await this.#fillGaps(batch, run, last, session)
+        if (chunk.skippedTo !== undefined) last = Math.max(last, chunk.skippedTo)
+        filled = await this.#fillGaps(chunk.messages, run, last, session)
         for (const m of filled) {
           if (m.kind === 'event') {
             run = m.run
@@ -461,9 +400,9 @@ export class UpstreamReader {
         throw new BusFailure(err)
       }
       if (!stored) return 'lease_lost'
-      this.#failures = 0
+      this.#policy.healthy()
       log.debug({ kasmId, run, count: filled.length, to: last, types: typesOf(filled) }, 'events appended')
-      if (closed) {
+      if (chunk.closed) {
         log.info({ kasmId, run }, 'run closed its trace without done; waiting for a new run')
         return 'closed'
       }
@@ -505,38 +444,36 @@ export class UpstreamReader {
   }
 
   /**
-   * After `event: closed`: asks `GET inbox` every `closedPollMs` which run is served, and returns when it is
-   * another one (a runtime without an inbox, 404, is probed through the event stream instead).
+   * After `event: closed`: asks `GET inbox` every `closedPollMs` which run is served, and returns null when it
+   * is another one (a runtime without an inbox, 404, is probed through the event stream instead). Asks at
+   * once the first time, unless a stream was read before (then the closed run was just seen), and again at
+   * once after a restart (a rotated token may see what the old one could not).
    */
-  async #waitForNewRun(closedRun: string): Promise<Outcome> {
-    for (let first = true; !this.#stopped; first = false) {
-      if (!first || this.#connections > 0) {
-        if ((await this.#sleep(this.#o.timing.closedPollMs)) === INTERRUPTED && this.#stopped) {
-          return { kind: 'interrupted' }
-        }
+  async #waitForNewRun(closedRun: string, signal: AbortSignal, restarted: boolean): Promise<Outcome | null> {
+    for (let first = true; ; first = false) {
+      if (!first || (this.#connections > 0 && !restarted)) {
+        if (!(await sleep(this.#o.timing.closedPollMs, signal))) return { kind: 'interrupted' }
       }
       const session = await this.#o.session()
       if (session === undefined) return { kind: 'session_removed' }
-      const served = await this.#servedRun(session)
-      if (served === 'no_inbox') return { kind: 'closed' }
+      const served = await this.#servedRun(session, signal)
+      if (signal.aborted) return { kind: 'interrupted' }
+      if (served === 'no_inbox') return null
       if (served !== null && served !== closedRun) {
         this.#o.log.info({ kasmId: this.kasmId, run: served }, 'new run after a closed trace')
         this.#o.metrics.reconnects.inc({ reason: 'new_run' })
-        return { kind: 'closed' }
+        return null
       }
     }
-    return { kind: 'interrupted' }
   }
 
-  async #servedRun(session: Session): Promise<string | null | 'no_inbox'> {
-    const abort = new AbortController()
-    this.#interrupt = () => abort.abort()
+  async #servedRun(session: Session, signal: AbortSignal): Promise<string | null | 'no_inbox'> {
     try {
       const res = await request(new URL('inbox', session.upstream), {
         dispatcher: this.#o.dispatcherFor(session),
         method: 'GET',
         headers: { accept: 'application/json', [TOKEN_HEADER]: session.messagingToken.reveal() },
-        signal: abort.signal,
+        signal,
       })
       if (res.statusCode === 404) {
         await res.body.dump().catch(() => {})
@@ -553,27 +490,28 @@ export class UpstreamReader {
       return typeof body.run === 'string' ? body.run : null
     } catch {
       return null
-    } finally {
-      this.#interrupt = null
     }
   }
+}
 
-  /** Waits `ms`, or less when interrupted; says which. */
-  #sleep(ms: number): Promise<symbol | null> {
-    if (this.#stopped) return Promise.resolve(INTERRUPTED)
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.#interrupt = null
-        resolve(null)
-      }, ms)
-      timer.unref()
-      this.#interrupt = (why) => {
-        clearTimeout(timer)
-        this.#interrupt = null
-        resolve(why)
-      }
-    })
+/** Waits `ms` (without keeping the process up); false when `signal` aborted the wait (or already had). */
+async function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
+  try {
+    await delay(ms, undefined, { signal, ref: false })
+    return true
+  } catch (err) {
+    if (signal.aborted) return false
+    throw err
   }
+}
+
+/** A controller aborted with `parent` too; `dispose` unhooks it from the parent once it is no longer used. */
+function childController(parent: AbortSignal): AbortController & { dispose(): void } {
+  const child = new AbortController()
+  const follow = (): void => child.abort(parent.reason)
+  if (parent.aborted) follow()
+  else parent.addEventListener('abort', follow, { once: true })
+  return Object.assign(child, { dispose: () => parent.removeEventListener('abort', follow) })
 }
 
 /** What the bus threw while appending: its store is away or failing, which is not the runtime's doing. */

@@ -4,6 +4,7 @@ import { endRevoked, recheckHolders } from '../auth/held-credentials.ts'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import type { Presence } from '../events/presence.ts'
 import { Heartbeat } from '../events/sse.ts'
+import type { StreamReservation } from '../events/stream-reservation.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { SessionBoard } from '../summary/board.ts'
 import type { SessionSummaries, SummaryListener, SummaryPublication } from '../summary/summaries.ts'
@@ -30,8 +31,6 @@ export interface OverviewHubOptions {
   readonly claims: Claims
   readonly board: SessionBoard
   readonly stillValid: (operator: Operator) => Promise<boolean>
-  /** A stream ended (its operator's stream reservation is given back). */
-  readonly onStreamEnded: (operator: Operator) => void
   readonly limits: OverviewLimits
   readonly log: FastifyBaseLogger
 }
@@ -75,7 +74,8 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
  */
 export class OverviewHub {
   readonly #o: OverviewHubOptions
-  readonly #streams = new Set<OverviewStream>()
+  /** The open streams, each with the stream reservation it owns (released when it ends). */
+  readonly #streams = new Map<OverviewStream, StreamReservation>()
   readonly #entries = new Map<string, Entry>()
   readonly #heartbeat: Heartbeat
   readonly #offSessions: () => void
@@ -109,12 +109,16 @@ export class OverviewHub {
     return { streams: this.#streams.size, sessions: this.#entries.size, timers }
   }
 
-  /** Opens a person's overview on a taken-over socket: a snapshot of every session they may see, then live. */
-  async open(operator: Operator, socket: Socket, requestId: string): Promise<OverviewStream> {
+  /**
+   * Opens a person's overview on a taken-over socket: a snapshot of every session they may see, then live.
+   * The stream owns `reservation` from here on and releases it when it ends.
+   */
+  async open(reservation: StreamReservation, socket: Socket, requestId: string): Promise<OverviewStream> {
+    const operator = reservation.operator
     const stream = new OverviewStream(socket, operator, requestId, this.#o.limits.maxQueuedBytes, (s, why) =>
       this.#streamGone(s, why),
     )
-    this.#streams.add(stream)
+    this.#streams.set(stream, reservation)
     this.#heartbeat.add(stream)
     this.#ensureTimers()
     if (this.#closing) {
@@ -140,7 +144,7 @@ export class OverviewHub {
    * `SessionStreams.endCookieSessions` does for event streams. Returns how many ended.
    */
   endCookieSessions(idHashes: readonly string[]): number {
-    return endRevoked(this.#streams, idHashes)
+    return endRevoked(this.#streams.keys(), idHashes)
   }
 
   /** Checks every overview's credential now (revocations may have been missed while Redis was away). */
@@ -153,7 +157,7 @@ export class OverviewHub {
     this.#closing = true
     this.#offSessions()
     this.#offBoard()
-    for (const stream of this.#streams) stream.end('shutdown')
+    for (const stream of this.#streams.keys()) stream.end('shutdown')
     this.#heartbeat.stop()
     this.#clearTimers()
     for (const entry of this.#entries.values()) {
@@ -231,7 +235,7 @@ export class OverviewHub {
       watchers: entry.watchers,
       claims,
     })
-    for (const stream of this.#streams) if (stream.sessions.has(entry.kasmId)) stream.send(entry.frame)
+    for (const stream of this.#streams.keys()) if (stream.sessions.has(entry.kasmId)) stream.send(entry.frame)
   }
 
   #transition(kasmId: string, t: Transition, replay: boolean): void {
@@ -265,7 +269,7 @@ export class OverviewHub {
       entry.team = session.team
       this.#refresh(entry)
     }
-    for (const stream of this.#streams) {
+    for (const stream of this.#streams.keys()) {
       const shown = stream.sessions.has(kasmId)
       const sees = session !== undefined && seesTeam(stream.operator, session.team)
       if (shown && !sees) {
@@ -282,9 +286,11 @@ export class OverviewHub {
   }
 
   #streamGone(stream: OverviewStream, why: OverviewEnd): void {
-    if (!this.#streams.delete(stream)) return
+    const reservation = this.#streams.get(stream)
+    if (reservation === undefined) return
+    this.#streams.delete(stream)
     this.#heartbeat.delete(stream)
-    this.#o.onStreamEnded(stream.operator)
+    reservation.release()
     this.#o.log.debug({ why }, 'overview stream ended')
     for (const kasmId of stream.sessions) {
       const entry = this.#entries.get(kasmId)
@@ -340,7 +346,7 @@ export class OverviewHub {
     this.#authCheckRunning = true
     try {
       await recheckHolders(
-        this.#streams,
+        this.#streams.keys(),
         (op) => this.#o.stillValid(op),
         (err) =>
           this.#o.log.warn({ err }, 'credential recheck failed; overview streams kept until the next check'),

@@ -31,7 +31,6 @@ export const overviewPlugin = fp(
       claims,
       board: app.board,
       stillValid: (operator) => app.auth.stillValid(operator),
-      onStreamEnded: (operator) => app.events.streams.release(operator),
       limits: {
         maxQueuedBytes: env.GATEWAY_VIEWER_MAX_QUEUED_BYTES,
         pingIntervalMs: env.GATEWAY_PING_INTERVAL_MS,

@@ -35,14 +35,15 @@ export async function eventsRoutes(app: FastifyInstance): Promise<void> {
       if (app.readiness.draining) throw new ShuttingDown()
       // Refused before the stream opens, so a client can tell it from a drop: its replay cannot be read now.
       if (app.events.storeDown()) throw new StoreUnavailable('the event history cannot be read')
-      await app.events.streams.reserve(operator)
+      const reservation = await app.events.streams.reserve(operator)
       reply.hijack()
       try {
         const socket = takeOver(request.raw, reply.raw)
         countWhenClosed(app, request, reply, socket)
-        await app.events.streams.open(session.kasmId, operator, socket, position, request.id)
+        await app.events.streams.open(session.kasmId, reservation, socket, position, request.id)
       } catch (err) {
-        app.events.streams.release(operator)
+        // Harmless when the stream opened and already gave it back.
+        reservation.release()
         request.log.error({ err }, 'event stream failed to open')
         request.raw.socket.destroy()
       }

@@ -48,20 +48,20 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
   app.get('/api/overview', { onRequest: app.requireAccess('read') }, async (request, reply) => {
     const operator = request.operator!
     if (app.readiness.draining) throw new ShuttingDown()
-    await app.events.streams.reserve(operator)
+    const reservation = await app.events.streams.reserve(operator)
     reply.hijack()
     let socket: ReturnType<typeof takeOver>
     try {
       socket = takeOver(request.raw, reply.raw)
       countWhenClosed(app, request, reply, socket)
     } catch (err) {
-      app.events.streams.release(operator)
+      reservation.release()
       request.log.error({ err }, 'overview stream failed to open')
       request.raw.socket.destroy()
       return
     }
     // From here the stream owns the reservation: it is given back when the socket closes.
-    await app.overview.hub.open(operator, socket, request.id).catch((err: unknown) => {
+    await app.overview.hub.open(reservation, socket, request.id).catch((err: unknown) => {
       request.log.error({ err }, 'overview stream failed')
       socket.destroy()
     })
