@@ -17,11 +17,13 @@ function boot(env: Record<string, string>): Promise<{ code: number | null; stder
   })
 }
 
+/**
+ * What only a child process shows: the exit code and the one stderr line, for each of the two ways a boot
+ * fails (the config schema; a plugin validating what it loads). Which variables are refused, and why, is
+ * config.test.ts's job, in process.
+ */
 const cases: Array<[string, Record<string, string>, string]> = [
   ['a port that is not a number', { PORT: 'eighty' }, 'PORT'],
-  ['production without secrets', { NODE_ENV: 'production' }, 'GATEWAY_COOKIE_SECRET'],
-  ['Redis without an encryption key', { REDIS_URL: 'redis://127.0.0.1:6379' }, 'GATEWAY_ENCRYPTION_KEY'],
-  ['a proxy list that is not addresses', { GATEWAY_TRUST_PROXY: 'banana' }, 'GATEWAY_TRUST_PROXY'],
   [
     'a sessions file that does not exist',
     { GATEWAY_SESSIONS_FILE: '/nonexistent/sessions.json' },
