@@ -7,7 +7,7 @@ import pino from 'pino'
 import { Counter, type Registry } from 'prom-client'
 import { SocketTakeover } from '../../src/events/takeover.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
-import { eventsAtLeast, openSse, startStack } from './helpers.ts'
+import { eventsAtLeast, openSse, startStack, until } from './helpers.ts'
 
 async function takeovers(registry: Registry): Promise<Record<string, number>> {
   const metric = registry.getSingleMetric('krg_socket_takeovers_total')
@@ -27,7 +27,12 @@ test(`a viewer stream takes its socket over from node:http on this Node (${proce
   await eventsAtLeast(viewer, 1)
   rt.emit('log', { level: 'info', msg: 'after the takeover' })
   await eventsAtLeast(viewer, 2)
-  assert.deepEqual(await takeovers(gw.app.metrics.registry), { fast: 1, fallback: 0, off: 0 })
+  // The console's overview stream is the other route that takes its socket over.
+  const overview = await openSse(`${gw.url}/api/overview`, { authorization: `Bearer ${token}` })
+  t.after(() => overview.close())
+  assert.equal(overview.status, 200)
+  await until('the overview snapshot', () => overview.events.length >= 1)
+  assert.deepEqual(await takeovers(gw.app.metrics.registry), { fast: 2, fallback: 0, off: 0 })
   assert.doesNotMatch(logs.text(), /socket takeover fell back/)
 })
 
