@@ -8,7 +8,7 @@ import { auditPlugin } from './audit/plugin.ts'
 import { authPlugin } from './auth/plugin.ts'
 import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
-import { clientErrorAnswer, toErrorBody } from './errors.ts'
+import { clientErrorAnswer, RouteNotFound, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
 import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
@@ -87,9 +87,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
 
   app.setErrorHandler((err, request, reply) => answerError(app, err as Error, request, reply))
-  app.setNotFoundHandler((request, reply) =>
-    app.pages.sendError(request, reply, 404, { error: 'route_not_found', message: 'no such route' }),
-  )
+  app.setNotFoundHandler((request, reply) => answerError(app, new RouteNotFound(), request, reply))
 
   await app.register(tracingPlugin)
   await app.register(readinessPlugin)

@@ -234,6 +234,8 @@ const envSchema = z.object({
   GATEWAY_STREAM_EAGER: bool.default('false'),
   GATEWAY_STREAM_AUTH_RECHECK_MS: int(1000, 60_000).default(60_000),
   GATEWAY_PING_INTERVAL_MS: int(100).default(15_000),
+  // `off` leaves a stream's socket to node:http (more memory per viewer): a way out should the takeover misbehave.
+  GATEWAY_SOCKET_TAKEOVER: z.enum(['on', 'off']).default('on'),
   GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: int(100).default(45_000),
   GATEWAY_CLOSED_POLL_MS: int(100).default(10_000),
 

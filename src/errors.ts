@@ -7,21 +7,32 @@ import createError, { type FastifyError } from '@fastify/error'
  * Answers that come from a runtime are never turned into these: they pass through as sent.
  */
 
+/**
+ * The base of every error below: {@link toErrorBody} answers an instance with its own code, status and message,
+ * and anything else (Fastify's, a plugin's, a bug) by its tables or as a bare 500.
+ */
+export class GatewayError extends Error {}
+
+/** `createError` on the {@link GatewayError} base; the code is given snake_case (@fastify/error upper-cases it). */
+function gatewayError<C extends string, SC extends number>(code: C, message: string, status: SC) {
+  return createError(code, message, status, GatewayError as ErrorConstructor)
+}
+
 // Authentication (401) and authorisation (403)
-export const Unauthenticated = createError(
+export const Unauthenticated = gatewayError(
   'unauthenticated',
   'no credential: send a bearer token or sign in',
   401,
 )
-export const InvalidCredential = createError('invalid_credential', 'credential refused: %s', 401)
-export const Forbidden = createError('forbidden', 'your role does not allow this: %s', 403)
-export const CsrfRefused = createError('csrf_refused', 'cross-site write refused: %s', 403)
-export const SessionTokenOnly = createError(
+export const InvalidCredential = gatewayError('invalid_credential', 'credential refused: %s', 401)
+export const Forbidden = gatewayError('forbidden', 'your role does not allow this: %s', 403)
+export const CsrfRefused = gatewayError('csrf_refused', 'cross-site write refused: %s', 403)
+export const SessionTokenOnly = gatewayError(
   'session_token_only',
   'this route needs the runtime session token, which the gateway never holds',
   403,
 )
-export const JwksUnavailable = createError(
+export const JwksUnavailable = gatewayError(
   'jwks_unavailable',
   'cannot fetch the signing keys to check your token',
   503,
@@ -29,134 +40,134 @@ export const JwksUnavailable = createError(
 
 // Sign-in through the identity provider (OIDC). A browser sees each as a page with a "sign in again" link;
 // the code is in the audit record. Messages never echo what arrived in the callback URL.
-export const SignInNotConfigured = createError(
+export const SignInNotConfigured = gatewayError(
   'signin_not_configured',
   'no identity provider is configured for sign-in',
   404,
 )
-export const SignInDenied = createError(
+export const SignInDenied = gatewayError(
   'signin_denied',
   'the identity provider did not sign you in (%s)',
   403,
 )
-export const SignInStateInvalid = createError(
+export const SignInStateInvalid = gatewayError(
   'signin_state_invalid',
   'this sign-in does not match one started in this browser: %s',
   400,
 )
-export const SignInCodeInvalid = createError(
+export const SignInCodeInvalid = gatewayError(
   'signin_code_invalid',
   'the identity provider refused the sign-in code: %s',
   400,
 )
-export const SignInTokenInvalid = createError(
+export const SignInTokenInvalid = gatewayError(
   'signin_token_invalid',
   "the identity provider's ID token failed a check: %s",
   400,
 )
-export const IdpRefused = createError('idp_refused', 'the identity provider refused the gateway: %s', 502)
-export const IdpUnavailable = createError('idp_unavailable', 'the identity provider cannot be reached', 503)
-export const NoRole = createError(
+export const IdpRefused = gatewayError('idp_refused', 'the identity provider refused the gateway: %s', 502)
+export const IdpUnavailable = gatewayError('idp_unavailable', 'the identity provider cannot be reached', 503)
+export const NoRole = gatewayError(
   'no_role',
   'your identity provider signed you in as %s, but gives you no role on this gateway',
   403,
 )
-export const LogoutTokenInvalid = createError('logout_token_invalid', 'logout token refused: %s', 400)
+export const LogoutTokenInvalid = gatewayError('logout_token_invalid', 'logout token refused: %s', 400)
 
 // The request itself
-export const BadRequest = createError('bad_request', '%s', 400)
-export const SessionNotFound = createError('session_not_found', 'no such session', 404)
-export const RouteNotFound = createError('route_not_found', 'no such route', 404)
-export const PayloadTooLarge = createError('payload_too_large', 'body over the limit of %s bytes', 413)
-export const UnsupportedMediaType = createError(
+export const BadRequest = gatewayError('bad_request', '%s', 400)
+export const SessionNotFound = gatewayError('session_not_found', 'no such session', 404)
+export const RouteNotFound = gatewayError('route_not_found', 'no such route', 404)
+export const PayloadTooLarge = gatewayError('payload_too_large', 'body over the limit of %s bytes', 413)
+export const UnsupportedMediaType = gatewayError(
   'unsupported_media_type',
   'content type %s is not accepted here',
   415,
 )
-export const RateLimited = createError('rate_limited', 'too many requests; retry after %s seconds', 429)
-export const TooManyStreams = createError(
+export const RateLimited = gatewayError('rate_limited', 'too many requests; retry after %s seconds', 429)
+export const TooManyStreams = gatewayError(
   'too_many_streams',
   'you already hold %s event streams (the most one person may open)',
   429,
 )
-export const TooManyFailedSignIns = createError(
+export const TooManyFailedSignIns = gatewayError(
   'signin_rate_limited',
   'too many failed sign-ins from your address; retry after %s seconds',
   429,
 )
 
 // Upstream (runtime) faults: the client is never at fault for these
-export const UpstreamUnreachable = createError(
+export const UpstreamUnreachable = gatewayError(
   'upstream_unreachable',
   'the session runtime cannot be reached',
   502,
 )
-export const UpstreamTokenRefused = createError(
+export const UpstreamTokenRefused = gatewayError(
   'upstream_token_refused',
   'the session runtime refused the gateway credential; an administrator must rotate the messaging token',
   502,
 )
-export const UpstreamTimeout = createError(
+export const UpstreamTimeout = gatewayError(
   'upstream_timeout',
   'the session runtime did not answer in time',
   504,
 )
 /** The URL policy refused the address the session's upstream resolves to now (DNS rebinding, a narrower list). */
-export const UpstreamAddressRefused = createError(
+export const UpstreamAddressRefused = gatewayError(
   'upstream_address_refused',
   'the session runtime resolves to an address the gateway may not connect to',
   502,
 )
 /** A runtime's 3xx: a redirect from the gateway's origin would be an open redirect to wherever it points. */
-export const UpstreamRedirect = createError(
+export const UpstreamRedirect = gatewayError(
   'upstream_redirect',
   'the session runtime answered with a redirect, which the gateway does not follow or pass on',
   502,
 )
 /** An answer the gateway cannot pass on safely (e.g. compressed although identity was asked for). */
-export const UpstreamBadAnswer = createError(
+export const UpstreamBadAnswer = gatewayError(
   'upstream_bad_answer',
   'the session runtime sent an answer the gateway cannot pass on: %s',
   502,
 )
 
 // Upstreams given through the admin API (upstream/url-policy.ts)
-export const UpstreamNotAllowed = createError('upstream_not_allowed', 'upstream: %s', 400)
-export const UpstreamConflict = createError(
+export const UpstreamNotAllowed = gatewayError('upstream_not_allowed', 'upstream: %s', 400)
+export const UpstreamConflict = gatewayError(
   'upstream_conflict',
   'upstream: already registered for a session of another team',
   409,
 )
 
 // Kasm's Developer API (launch, sync): Kasm's faults, never the client's
-export const KasmNotConfigured = createError(
+export const KasmNotConfigured = gatewayError(
   'kasm_not_configured',
   'this gateway has no Kasm Developer API configured (GATEWAY_KASM_API_URL)',
   501,
 )
-export const KasmUnreachable = createError(
+export const KasmUnreachable = gatewayError(
   'kasm_unreachable',
   "Kasm's Developer API cannot be reached: %s",
   502,
 )
-export const KasmRefused = createError('kasm_refused', 'Kasm refused %s: %s', 502)
-export const KasmBadAnswer = createError(
+export const KasmRefused = gatewayError('kasm_refused', 'Kasm refused %s: %s', 502)
+export const KasmBadAnswer = gatewayError(
   'kasm_bad_answer',
   'Kasm answered %s with something unusable: %s',
   502,
 )
-export const KasmLaunchTimeout = createError(
+export const KasmLaunchTimeout = gatewayError(
   'kasm_launch_timeout',
   'the Kasm session did not report its address within %s s; it was destroyed',
   504,
 )
 
 // The gateway's own state
-export const NotReady = createError('not_ready', '%s', 503)
-export const StoreUnavailable = createError('store_unavailable', 'shared state is unavailable: %s', 503)
-export const ShuttingDown = createError('shutting_down', 'this replica is shutting down; retry', 503)
+export const NotReady = gatewayError('not_ready', '%s', 503)
+export const StoreUnavailable = gatewayError('store_unavailable', 'shared state is unavailable: %s', 503)
+export const ShuttingDown = gatewayError('shutting_down', 'this replica is shutting down; retry', 503)
 /** Load shedding (@fastify/under-pressure): event-loop delay or heap over its threshold. */
-export const Overloaded = createError('overloaded', 'this replica is overloaded; retry shortly', 503)
+export const Overloaded = gatewayError('overloaded', 'this replica is overloaded; retry shortly', 503)
 
 /** The code and message of every gateway-made error. */
 export interface ErrorBody {
@@ -211,7 +222,7 @@ const statusMessages: Record<number, string> = {
 
 /**
  * Maps any thrown error to a status and the one error body shape `{error, message}`: the gateway's own errors
- * (errors above) as they are, Fastify's and its plugins' by the tables here. Unknown errors become a 500 whose
+ * ({@link GatewayError}s) as they are, Fastify's and its plugins' by the tables here. Unknown errors become a 500 whose
  * message says nothing of the internals (they are logged, not returned). Browser navigations may render the
  * same code and message as a page; the code and status come from here either way.
  */
@@ -221,10 +232,8 @@ export function toErrorBody(err: FastifyError | Error): { status: number; body: 
   if (known) {
     return { status: known.status, body: { error: known.code, message: known.message ?? e.message } }
   }
-  // @fastify/error upper-cases codes; ours are snake_case words, Fastify's own start with FST_ and never leak.
-  const code = e.code?.toLowerCase()
-  if (code && !code.startsWith('fst_') && /^[a-z_]+$/.test(code) && e.statusCode && e.statusCode >= 400) {
-    return { status: e.statusCode, body: { error: code, message: e.message } }
+  if (err instanceof GatewayError) {
+    return { status: e.statusCode ?? 500, body: { error: e.code.toLowerCase(), message: e.message } }
   }
   if (e.statusCode === 429)
     return { status: 429, body: { error: 'rate_limited', message: 'too many requests' } }
@@ -260,13 +269,13 @@ export function clientErrorAnswer(err: NodeJS.ErrnoException): Buffer | null {
 }
 
 /** A write that would fight another source of truth, e.g. the admin API changing a sessions-file session. */
-export const SessionConflict = createError('session_conflict', '%s', 409)
+export const SessionConflict = gatewayError('session_conflict', '%s', 409)
 
 // The console's questions ("I'm on it" marks, who answered)
-export const QuestionTaken = createError('question_taken', '%s is already on this question', 409)
-export const QuestionNotYours = createError('question_not_yours', 'someone else holds this question', 409)
-export const QuestionClosed = createError('question_closed', 'this question is no longer open', 409)
-export const AnswerUnknown = createError(
+export const QuestionTaken = gatewayError('question_taken', '%s is already on this question', 409)
+export const QuestionNotYours = gatewayError('question_not_yours', 'someone else holds this question', 409)
+export const QuestionClosed = gatewayError('question_closed', 'this question is no longer open', 409)
+export const AnswerUnknown = gatewayError(
   'answer_unknown',
   'the gateway has no record of who answered this question (it may have been answered outside the gateway)',
   404,

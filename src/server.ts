@@ -1,8 +1,28 @@
+import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { type DemoSignIn, startDemo, startDemoSignIn } from './dev/demo.ts'
 import type { TracingSdk } from './tracing/sdk.ts'
+
+/**
+ * What close-with-grace would also take for a shutdown, and the gateway does not: SIGHUP reloads the sessions and
+ * notify files, and an uncaught error crashes at once rather than drain on a state nobody knows.
+ */
+const NOT_A_SHUTDOWN: closeWithGrace.AllEvents[] = [
+  'SIGHUP',
+  'SIGQUIT',
+  'SIGILL',
+  'SIGTRAP',
+  'SIGABRT',
+  'SIGBUS',
+  'SIGFPE',
+  'SIGSEGV',
+  'SIGUSR2',
+  'uncaughtException',
+  'unhandledRejection',
+  'beforeExit',
+]
 
 /**
  * The only file that starts anything: reads config once, builds the app, listens, and drains on SIGTERM.
@@ -38,19 +58,18 @@ async function main(): Promise<void> {
   await app.listen({ port: config.env.PORT, host: config.env.HOST })
   if (demo) demo.announce(app)
 
-  let stopping = false
-  const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) return
-    stopping = true
-    app.log.info({ signal }, 'shutting down: draining streams')
-    const startedAt = Date.now()
-    const grace = config.env.GATEWAY_SHUTDOWN_GRACE_MS
-    const timer = setTimeout(() => {
-      app.log.error('shutdown grace period exceeded; exiting')
-      process.exit(1)
-    }, grace)
-    timer.unref()
-    try {
+  const grace = config.env.GATEWAY_SHUTDOWN_GRACE_MS
+  closeWithGrace(
+    {
+      delay: grace,
+      skip: NOT_A_SHUTDOWN,
+      logger: { error: (err: unknown) => app.log.error({ err }, 'error during shutdown') },
+      onTimeout: () => app.log.error('shutdown grace period exceeded; exiting'),
+      onSecondSignal: (signal) => app.log.error({ signal }, 'second signal during the drain; exiting'),
+    },
+    async ({ signal }) => {
+      app.log.info({ signal }, 'shutting down: draining streams')
+      const startedAt = Date.now()
       // Stop taking viewers (and fail /readyz), release the reader leases, then end the streams spread over
       // a few seconds so their reconnects do not hit the other replicas in one burst.
       app.readiness.drain()
@@ -61,14 +80,8 @@ async function main(): Promise<void> {
       await tracing?.shutdown()
       // The last line: an orchestrator's log shows the drain finished (and how long it took) before the exit.
       app.log.info({ signal, durationMs: Date.now() - startedAt }, 'shutdown complete')
-      process.exit(0)
-    } catch (err) {
-      app.log.error({ err }, 'error during shutdown')
-      process.exit(1)
-    }
-  }
-  process.on('SIGTERM', () => void shutdown('SIGTERM'))
-  process.on('SIGINT', () => void shutdown('SIGINT'))
+    },
+  )
 }
 
 await main()

@@ -19,6 +19,8 @@ export interface EventMetrics {
   readonly oversized: Counter<'source'>
   /** The shared counter of token echoes (app.upstream): an event or trace line that held the token. */
   readonly tokenEchoes: Counter<'where'>
+  /** Streams' sockets by how they were had: `fast` (taken from node:http), `fallback`, `off` (see takeover.ts). */
+  readonly socketTakeovers: Counter<'path'>
   /** Frames delivered to viewers; counted in a plain number on the hot path and read at scrape time. */
   countDeliveries(n: number): void
 }
@@ -58,6 +60,13 @@ export function createEventMetrics(
     'bus_failed',
     'internal_error',
   ])
+  const socketTakeovers = new Counter({
+    name: 'krg_socket_takeovers_total',
+    help: 'Event and overview streams by how their socket was had: fast (taken from node:http), fallback (node:http internals differ: more memory per viewer), off (GATEWAY_SOCKET_TAKEOVER=off)',
+    labelNames: ['path'],
+    registers: [registry],
+  })
+  zeroed(socketTakeovers, 'path', ['fast', 'fallback', 'off'])
   return {
     viewers: new Gauge({
       name: 'krg_event_viewers',
@@ -70,6 +79,7 @@ export function createEventMetrics(
       registers: [registry],
     }),
     reconnects,
+    socketTakeovers,
     upstreamErrors,
     tokenEchoes,
     slowConsumers: new Counter({

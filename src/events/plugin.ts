@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { EventBus, ReaderLease } from './bus.ts'
 import { createEventMetrics, type EventMetrics } from './metrics.ts'
 import { SessionStreams } from './session-streams.ts'
+import { SocketTakeover } from './takeover.ts'
 import { TraceBackfill } from './trace-backfill.ts'
 import { readerTiming } from './upstream-reader.ts'
 
@@ -11,6 +12,8 @@ export interface EventsService {
   readonly bus: EventBus
   readonly lease: ReaderLease
   readonly metrics: EventMetrics
+  /** Hands a hijacked stream's socket over from node:http (GATEWAY_SOCKET_TAKEOVER). */
+  readonly takeover: SocketTakeover
   /** True while the bus's store is known to be away (a Redis outage): a new stream's replay cannot be read. */
   readonly storeDown: () => boolean
 }
@@ -67,7 +70,12 @@ export const eventsPlugin = fp(
       metrics,
       storeOutage: storeDown,
     })
-    app.decorate('events', { streams, bus, lease, metrics, storeDown })
+    const takeover = new SocketTakeover(
+      env.GATEWAY_SOCKET_TAKEOVER === 'on',
+      metrics.socketTakeovers,
+      app.log.child({ component: 'events' }),
+    )
+    app.decorate('events', { streams, bus, lease, metrics, takeover, storeDown })
     // A revoked cookie session (on any replica) loses its streams now, not at the next recheck.
     const stopHearing = await app.auth.onCookieRevoked({
       revoked: (idHashes) => streams.endCookieSessions(idHashes),

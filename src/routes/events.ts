@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { BadRequest, SessionNotFound, ShuttingDown, StoreUnavailable, Unauthenticated } from '../errors.ts'
 import type { StreamPosition } from '../events/bus.ts'
-import { takeOver } from '../events/takeover.ts'
 import { countWhenClosed } from '../metrics/streams.ts'
 import { parseEventId } from '../protocol/events.ts'
 import { KASM_ID } from '../sessions/types.ts'
@@ -38,7 +37,7 @@ export async function eventsRoutes(app: FastifyInstance): Promise<void> {
       const reservation = await app.events.streams.reserve(operator)
       reply.hijack()
       try {
-        const socket = takeOver(request.raw, reply.raw)
+        const socket = app.events.takeover.take(request.raw, reply.raw)
         countWhenClosed(app, request, reply, socket)
         await app.events.streams.open(session.kasmId, reservation, socket, position, request.id)
       } catch (err) {

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import {
   AnswerUnknown,
@@ -7,7 +8,6 @@ import {
   ShuttingDown,
   StoreUnavailable,
 } from '../errors.ts'
-import { takeOver } from '../events/takeover.ts'
 import { countWhenClosed } from '../metrics/streams.ts'
 import { KASM_ID } from '../sessions/types.ts'
 import { RUN_ID } from './events.ts'
@@ -50,9 +50,9 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
     if (app.readiness.draining) throw new ShuttingDown()
     const reservation = await app.events.streams.reserve(operator)
     reply.hijack()
-    let socket: ReturnType<typeof takeOver>
+    let socket: Socket
     try {
-      socket = takeOver(request.raw, reply.raw)
+      socket = app.events.takeover.take(request.raw, reply.raw)
       countWhenClosed(app, request, reply, socket)
     } catch (err) {
       reservation.release()

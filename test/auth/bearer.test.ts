@@ -46,11 +46,12 @@ test('a valid HS256 bearer reads and writes; /auth/me says who', async () => {
 
 test('no credential is 401 unauthenticated', async () => {
   const before = await failures(gw.app, 'missing')
+  const reachedBefore = gw.reached.get('read') ?? 0
   const res = await call(`${gw.url}/t/read`)
   assert.equal(res.status, 401)
   assert.equal(res.body.error, 'unauthenticated')
   assert.equal(await failures(gw.app, 'missing'), before + 1)
-  assert.equal(gw.reached.get('read') ?? 0, 1, 'only the valid request above reached the route')
+  assert.equal(gw.reached.get('read') ?? 0, reachedBefore, 'the refused request never reached the route')
 })
 
 test('an Authorization header that is not "Bearer <jwt>" is refused as malformed', async () => {

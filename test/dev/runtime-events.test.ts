@@ -8,7 +8,6 @@ import {
   MESSAGING,
   openStream,
   SESSION,
-  sleep,
   startRuntime,
   TOKEN_HEADER,
   waitFor,
@@ -68,31 +67,24 @@ test('replay: after= only for the run being served, Last-Event-ID the same and w
     s.events.map((e) => Number(e.id?.split(':').pop()))
 
   const resumed = await openStream(t, rt.url, `events?after=4&run=${rt.run}`)
-  await waitFor('replay after 4', () => resumed.events.length >= 2)
-  await sleep(50)
-  assert.deepEqual(seqs(resumed), [5, 6])
-
   const otherRun = await openStream(t, rt.url, 'events?after=4&run=some-older-run')
-  await waitFor('full replay', () => otherRun.events.length >= 6)
-  assert.deepEqual(seqs(otherRun), [1, 2, 3, 4, 5, 6])
-
   const noRun = await openStream(t, rt.url, 'events?after=4')
-  await waitFor('full replay without run', () => noRun.events.length >= 6)
-  assert.deepEqual(seqs(noRun), [1, 2, 3, 4, 5, 6])
-
   const header = await openStream(t, rt.url, 'events?after=1&run=x', { 'last-event-id': `${rt.run}:5` })
-  await waitFor('replay after the header position', () => header.events.length >= 1)
-  await sleep(50)
-  assert.deepEqual(seqs(header), [6], 'Last-Event-ID wins over the query')
-
   const stale = await openStream(t, rt.url, 'events', { 'last-event-id': 'old-run:3' })
-  await waitFor('replay from the start for another run', () => stale.events.length >= 6)
-  assert.deepEqual(seqs(stale), [1, 2, 3, 4, 5, 6])
+  const streams = [resumed, otherRun, noRun, header, stale]
+  await waitFor('the replays', () => streams.every((s) => s.events.length >= 1))
 
+  // The sentinel: a live event comes after every replayed one, so once it arrived no replay is still on its way.
   const live = rt.emit('log', { msg: 'live' })
   await waitFor('live event on every stream', () =>
-    [resumed, otherRun, noRun, header, stale].every((s) => s.events.some((e) => e.data === live.line)),
+    streams.every((s) => s.events.some((e) => e.data === live.line)),
   )
+  assert.equal(live.seq, 7)
+  assert.deepEqual(seqs(resumed), [5, 6, 7])
+  assert.deepEqual(seqs(otherRun), [1, 2, 3, 4, 5, 6, 7])
+  assert.deepEqual(seqs(noRun), [1, 2, 3, 4, 5, 6, 7])
+  assert.deepEqual(seqs(header), [6, 7], 'Last-Event-ID wins over the query')
+  assert.deepEqual(seqs(stale), [1, 2, 3, 4, 5, 6, 7])
 
   const bad = await call(rt.url, 'GET', 'events?after=abc')
   assert.equal(bad.status, 400)
@@ -104,16 +96,19 @@ test('the replay buffer holds the last replayEvents events; the trace keeps all'
   for (let i = 0; i < 20; i++) rt.emit('log', { msg: `line ${i}` }) // seq 2..21
   const stream = await openStream(t, rt.url, 'events')
   await waitFor('the buffered events', () => stream.events.length >= 5)
-  await sleep(50)
+  // The sentinel: once the live event arrived, the replay before it is complete.
+  const live = rt.emit('log', { msg: 'sentinel' })
+  await waitFor('the sentinel', () => stream.events.some((e) => e.data === live.line))
   assert.deepEqual(
     stream.events.map((e) => e.id),
-    [17, 18, 19, 20, 21].map((seq) => `${rt.run}:${seq}`),
+    [17, 18, 19, 20, 21, 22].map((seq) => `${rt.run}:${seq}`),
   )
   const resumed = await openStream(t, rt.url, `events?run=${rt.run}&after=3`)
   await waitFor('gap replay', () => resumed.events.length >= 5)
-  assert.equal(resumed.events[0]?.id, `${rt.run}:17`, 'a client behind the buffer sees a gap in seq')
+  // The sentinel moved the buffer on by one: it holds 18..22.
+  assert.equal(resumed.events[0]?.id, `${rt.run}:18`, 'a client behind the buffer sees a gap in seq')
   const trace = await (await fetch(`${rt.url}artifacts/trace.jsonl`)).text()
-  assert.equal(trace.trimEnd().split('\n').length, 21)
+  assert.equal(trace.trimEnd().split('\n').length, 22)
 })
 
 test('pings arrive every pingIntervalMs', async (t) => {
@@ -172,7 +167,13 @@ test('closeTrace without done ends streams with event: closed; later streams rep
   rt.newRun()
   const fresh = await openStream(t, rt.url, 'events')
   await waitFor('new run info', () => fresh.events.length >= 1)
-  await sleep(50)
+  // The sentinel: a `closed` of the old run would have come (and ended the stream) before this live event.
+  const live = rt.emit('log', { msg: 'sentinel' })
+  await waitFor('the sentinel', () => fresh.events.some((e) => e.data === live.line))
+  assert.deepEqual(
+    fresh.events.map((e) => e.event),
+    ['info', 'log'],
+  )
   assert.equal(fresh.ended, false)
 })
 
@@ -201,19 +202,21 @@ test('a stall silences the streams open now (no events, no pings) until lifted',
   const stalled = await openStream(t, rt.url, 'events')
   await waitFor('info and a ping', () => stalled.events.length >= 1 && stalled.comments.includes('ping'))
   rt.stallStreams(true)
-  await sleep(30) // let a write already in flight land
+  // The witness: a stream opened during the stall flows, and is written in the same turns as the stalled one.
+  // What was in flight to the stalled stream landed before the witness's own round trip completed.
+  const reconnect = await openStream(t, rt.url, `events?run=${rt.run}&after=1`)
+  await waitFor('the witness is open', () => reconnect.comments.length >= 1)
   const before = stalled.raw.length
   const during = rt.emit('log', { msg: 'during the stall' })
-  await sleep(250) // several ping intervals
+  // The sentinels: the event and two pings after it reached the witness, so they were sent to every stream.
+  await waitFor('the event and two pings on the witness', () => {
+    const at = reconnect.raw.indexOf(during.line)
+    return at >= 0 && reconnect.raw.slice(at).split(': ping').length > 2
+  })
   assert.equal(stalled.raw.length, before, 'nothing at all reached the stalled stream')
   assert.equal(stalled.ended, false)
   const trace = await (await fetch(`${rt.url}artifacts/trace.jsonl`)).text()
   assert.ok(trace.includes(during.line), 'the event is in the trace')
-
-  const reconnect = await openStream(t, rt.url, `events?run=${rt.run}&after=1`)
-  await waitFor('a reconnect during the stall flows', () =>
-    reconnect.events.some((e) => e.data === during.line),
-  )
 
   rt.stallStreams(false)
   await waitFor('the stalled stream catches up', () => stalled.events.some((e) => e.data === during.line))

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import { test } from 'node:test'
 import { SignJWT } from 'jose'
-import { clientErrorAnswer } from '../../src/errors.ts'
+import * as errors from '../../src/errors.ts'
+import { clientErrorAnswer, GatewayError, SessionNotFound, toErrorBody } from '../../src/errors.ts'
 import { TEST_AUDIENCE, TEST_ISSUER, TEST_JWT_SECRET } from '../helpers/jwt.ts'
 import { send, startProxy } from '../upstream/support.ts'
 
@@ -130,4 +131,31 @@ test('the raw answers to what node refuses: timeouts 408, everything else 400, a
     /^HTTP\/1\.1 400 /,
   )
   assert.equal(clientErrorAnswer(Object.assign(new Error('x'), { code: 'ECONNRESET' })), null)
+})
+
+test('every error errors.ts makes is a GatewayError, answered as it is; a lookalike of another origin is a 500', () => {
+  const made = Object.entries(errors).filter(
+    ([name, value]) => typeof value === 'function' && /^[A-Z]/.test(name) && value !== GatewayError,
+  )
+  assert.ok(made.length > 40, `${made.length} error constructors`)
+  for (const [name, Make] of made) {
+    const err = new (Make as new (...args: unknown[]) => Error)('x', 'y')
+    assert.ok(err instanceof GatewayError, name)
+    const { status, body } = toErrorBody(err)
+    assert.ok(status >= 400 && status < 600, name)
+    assert.match(body.error, /^[a-z_]+$/, name)
+  }
+  assert.deepEqual(toErrorBody(new SessionNotFound()), {
+    status: 404,
+    body: { error: 'session_not_found', message: 'no such session' },
+  })
+  // An error of other origin shaped like ours is not answered with its code or message (they could say anything).
+  const lookalike = Object.assign(new Error('a detail of the internals'), {
+    code: 'UPSTREAM_UNREACHABLE',
+    statusCode: 502,
+  })
+  assert.deepEqual(toErrorBody(lookalike), {
+    status: 500,
+    body: { error: 'internal', message: 'internal error' },
+  })
 })

@@ -52,17 +52,21 @@ test('a stalled upstream (no byte, no ping) is detected and replaced without los
   const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
   t.after(() => viewer.close())
   await eventsAtLeast(viewer, 1)
-  // Pings (every 100 ms) keep a healthy stream alive past the 400 ms idle limit.
-  await new Promise((r) => setTimeout(r, 700))
+  // Pings (every 100 ms) keep a healthy stream alive past the 400 ms idle limit: the gateway's own heartbeat
+  // (200 ms) is the clock, then a sentinel event shows the first connection still carries the stream.
+  const pings = () => viewer.comments.filter((c) => c.trim() === 'ping').length
+  await until('four heartbeats, twice the idle limit', () => pings() >= 4)
+  rt.emit('step', { n: 'sentinel' })
+  await eventsAtLeast(viewer, 2)
   assert.equal(rt.eventConnections, 1)
   rt.stallStreams(true)
   rt.emit('step', { n: 'during stall' })
   await until('a second upstream connection', () => rt.eventConnections >= 2)
-  await eventsAtLeast(viewer, 2)
+  await eventsAtLeast(viewer, 3)
   rt.stallStreams(false)
   rt.emit('step', { n: 'after' })
-  await eventsAtLeast(viewer, 3)
-  assert.deepEqual(viewer.ids(), idRange(rt.run, 1, 3))
+  await eventsAtLeast(viewer, 4)
+  assert.deepEqual(viewer.ids(), idRange(rt.run, 1, 4))
   assert.match(await metric(gw.app, 'krg_event_upstream_reconnects_total'), /reason="stalled"\} [1-9]/)
   assert.match(await metric(gw.app, 'krg_upstream_errors_total'), /reason="stream_stalled"\} [1-9]/)
 })
@@ -93,7 +97,10 @@ test('a refused token (401) is counted and logged without the token, retried unt
   await until('token_refused in metrics', () => lines.some((l) => l.includes('refused the messaging token')))
   assert.match(await metric(gw.app, 'krg_upstream_errors_total'), /reason="token_refused"\} [1-9]/)
   assert.equal(viewer.events.length, 1, 'nothing arrives while the token is refused')
-  await new Promise((r) => setTimeout(r, 300))
+  // Two of the gateway's heartbeats (200 ms each) as the clock for the retry rate.
+  const pings = () => viewer.comments.filter((c) => c.trim() === 'ping').length
+  const pingsBefore = pings()
+  await until('two heartbeats', () => pings() >= pingsBefore + 2)
   const refusedAttempts = rt.received.filter((r) => r.url.startsWith('/events')).length
   assert.ok(refusedAttempts <= 4, `retried slowly (${refusedAttempts} attempts)`)
 

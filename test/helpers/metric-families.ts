@@ -19,6 +19,7 @@ export const gatewayFamilies: Record<string, string> = {
   krg_event_slow_consumers_dropped_total: 'counter',
   krg_event_gaps_unfilled_total: 'counter',
   krg_event_deliveries_total: 'counter',
+  krg_socket_takeovers_total: 'counter',
 }
 
 /** What cluster mode adds. */
