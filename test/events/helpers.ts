@@ -2,11 +2,13 @@ import http from 'node:http'
 import type { TestContext } from 'node:test'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FastifyInstance } from 'fastify'
+import { Counter, Registry } from 'prom-client'
 import {
   type SimulatedRuntime,
   type SimulatedRuntimeOptions,
   startSimulatedRuntime,
 } from '../../src/dev/runtime/index.ts'
+import { createEventMetrics, type EventMetrics } from '../../src/events/metrics.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { waitFor as until } from '../helpers/wait.ts'
@@ -170,4 +172,19 @@ export async function eventsAtLeast(client: SseClient, count: number, timeoutMs 
     () => client.events.length >= count,
     timeoutMs,
   )
+}
+
+/** The event metrics on a registry of their own (the shared counters included, as the app has them). */
+export function eventMetrics(): { registry: Registry; metrics: EventMetrics } {
+  const registry = new Registry()
+  const shared = (name: string, label: string) =>
+    new Counter({ name, help: name, labelNames: [label], registers: [registry] })
+  return {
+    registry,
+    metrics: createEventMetrics(
+      registry,
+      shared('krg_upstream_errors_total', 'reason'),
+      shared('krg_token_echoes_total', 'where'),
+    ),
+  }
 }

@@ -3,11 +3,9 @@ import http from 'node:http'
 import { createServer, type Socket } from 'node:net'
 import { type TestContext, test } from 'node:test'
 import pino from 'pino'
-import { Counter, Registry } from 'prom-client'
 import { Agent } from 'undici'
 import type { Delivery } from '../../src/events/bus.ts'
 import { MemoryEventBus } from '../../src/events/memory-bus.ts'
-import { createEventMetrics } from '../../src/events/metrics.ts'
 import { TraceBackfill } from '../../src/events/trace-backfill.ts'
 import { UpstreamReader } from '../../src/events/upstream-reader.ts'
 import { Secret } from '../../src/sessions/secret.ts'
@@ -18,7 +16,16 @@ import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { parseExposition, sampleValue } from '../helpers/prometheus.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
-import { addRuntimeSession, eventsAtLeast, fastEventEnv, idRange, openSse, TOKEN, until } from './helpers.ts'
+import {
+  addRuntimeSession,
+  eventMetrics,
+  eventsAtLeast,
+  fastEventEnv,
+  idRange,
+  openSse,
+  TOKEN,
+  until,
+} from './helpers.ts'
 
 /**
  * What goes wrong while a reader consumes a runtime's stream is reported as what it is: the runtime's stream
@@ -163,21 +170,6 @@ const sessionAt = (upstream: string): Session => ({
   source: 'admin',
   version: 1,
 })
-
-/** The event metrics on a registry of their own (the shared counters included, as the app has them). */
-function eventMetrics() {
-  const registry = new Registry()
-  const shared = (name: string, label: string) =>
-    new Counter({ name, help: name, labelNames: [label], registers: [registry] })
-  return {
-    registry,
-    metrics: createEventMetrics(
-      registry,
-      shared('krg_upstream_errors_total', 'reason'),
-      shared('krg_token_echoes_total', 'where'),
-    ),
-  }
-}
 
 test('a bug in gap filling is logged at error with its error and counted as ours, not as a drop', async (t) => {
   const bus = new MemoryEventBus({ capacity: 100 })

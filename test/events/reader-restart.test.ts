@@ -1,16 +1,14 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import pino from 'pino'
-import { Counter, Registry } from 'prom-client'
 import { Agent } from 'undici'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { MemoryEventBus } from '../../src/events/memory-bus.ts'
-import { createEventMetrics } from '../../src/events/metrics.ts'
 import { TraceBackfill } from '../../src/events/trace-backfill.ts'
 import { type ReaderHealth, UpstreamReader } from '../../src/events/upstream-reader.ts'
 import { Secret } from '../../src/sessions/secret.ts'
 import type { Session } from '../../src/sessions/types.ts'
-import { until } from './helpers.ts'
+import { eventMetrics, until } from './helpers.ts'
 
 const OLD = 'messaging-token-before-rotation'
 const NEW = 'messaging-token-after-rotation'
@@ -24,14 +22,7 @@ test('a restart that arrives while the reader reads the session is not lost: it 
   t.after(() => rt.close())
   const agent = new Agent()
   t.after(() => agent.close())
-  const registry = new Registry()
-  const shared = (name: string, label: string) =>
-    new Counter({ name, help: name, labelNames: [label], registers: [registry] })
-  const metrics = createEventMetrics(
-    registry,
-    shared('krg_upstream_errors_total', 'reason'),
-    shared('krg_token_echoes_total', 'where'),
-  )
+  const { metrics } = eventMetrics()
   const bus = new MemoryEventBus({ capacity: 100, maxBytes: 1 << 20, totalBytes: 1 << 24 })
   t.after(() => bus.close())
   const record = (token: string, version: number): Session => ({

@@ -1,21 +1,13 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import pino from 'pino'
-import { Counter, Registry } from 'prom-client'
-import { createEventMetrics } from '../../src/events/metrics.ts'
 import { type ParsedChunk, parsedChunks } from '../../src/events/upstream-events.ts'
 import { Secret } from '../../src/sessions/secret.ts'
 import { tokenEcho } from '../../src/upstream/token-echo.ts'
+import { eventMetrics } from './helpers.ts'
 
 function options(run: string | undefined) {
-  const registry = new Registry()
-  const shared = (name: string, label: string) =>
-    new Counter({ name, help: name, labelNames: [label], registers: [registry] })
-  const metrics = createEventMetrics(
-    registry,
-    shared('krg_upstream_errors_total', 'reason'),
-    shared('krg_token_echoes_total', 'where'),
-  )
+  const { metrics } = eventMetrics()
   return {
     kasmId: 'k',
     run,
