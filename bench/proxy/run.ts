@@ -264,7 +264,11 @@ export async function main(argv: string[]): Promise<void> {
           pids: () => [rt.pid],
         })
       } else if (group === 'bare') {
-        const bare = new Child('proxy/bare-proxy.ts', { BENCH_UPSTREAM: rt.url })
+        const bare = new Child(
+          'proxy/bare-proxy.ts',
+          { BENCH_UPSTREAM: rt.url },
+          opts.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`],
+        )
         cleanups.push(() => bare.stop())
         const info = await bare.call<{ port: number; pid: number }>('info')
         const origin = `http://127.0.0.1:${info.port}`
