@@ -116,12 +116,15 @@ export function redisFailureCounter(app: FastifyInstance): FailureCounter | null
 export function redisAuditLog(app: FastifyInstance): AuditLog | null {
   const cluster = clusterOf(app)
   if (!cluster) return null
-  return new RedisAuditLog({
+  const log = new RedisAuditLog({
     command: cluster.redis,
     keys: cluster.keys,
     capacity: cluster.env.GATEWAY_AUDIT_RECORDS,
     log: cluster.log,
   })
+  // The last requests' records are written before the connections close (the cluster's onClose runs later).
+  app.addHook('onClose', () => log.flush())
+  return log
 }
 
 /** Sessions the Kasm sync flagged stale: one Redis hash shared by every replica, or in memory. */
