@@ -2,6 +2,7 @@ import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
+import type { JWTPayload } from 'jose'
 import { Counter } from 'prom-client'
 import { clusterKeys } from '../cluster/keys.ts'
 import {
@@ -319,13 +320,24 @@ export const authPlugin = fp(
     // a refused cookie is cleared so the browser stops sending it.
     const renewals = new WeakMap<FastifyRequest, { id: string; expiresAt: number }>()
     const refusedCookies = new WeakSet<FastifyRequest>()
-    app.addHook('onSend', async (request, reply) => {
-      await counting.get(request)
+    const finishAnswer = (request: FastifyRequest, reply: FastifyReply): void => {
       const renew = renewals.get(request)
       if (renew && reply.statusCode < 400) setSessionCookie(reply, renew.id, renew.expiresAt)
       else if (refusedCookies.has(request)) reply.clearCookie(cookieName, cookieAttributes)
       const wait = retryAfter.get(request)
       if (wait !== undefined && reply.statusCode === 429) reply.header('retry-after', String(wait))
+    }
+    // Callback-style: only a refusal being counted waits; every other answer passes without a promise.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const counted = counting.get(request)
+      if (counted === undefined) {
+        finishAnswer(request, reply)
+        return done(null, payload)
+      }
+      counted.then(() => {
+        finishAnswer(request, reply)
+        done(null, payload)
+      }, done)
     })
 
     function setSessionCookie(reply: FastifyReply, id: string, expiresAt: number): void {
@@ -333,6 +345,9 @@ export const authPlugin = fp(
       reply.setCookie(cookieName, id, { ...cookieAttributes, maxAge, signed: true })
     }
 
+    // While a token is kept verified its payload is the same frozen object on every request: so is its
+    // operator (read-only), instead of claims, sets and an object built again per request.
+    const bearerOperators = new WeakMap<JWTPayload, Operator>()
     async function fromBearer(request: FastifyRequest, value: string): Promise<Operator> {
       const token = bearerPattern.exec(value)?.[1]
       if (token === undefined) {
@@ -344,8 +359,12 @@ export const authPlugin = fp(
       }
       try {
         const payload = await verifier.verify(token)
-        const claims = operatorClaims(payload, claimNames)
-        return toOperator(claims, 'bearer', (payload.exp ?? 0) * 1000)
+        let operator = bearerOperators.get(payload)
+        if (operator === undefined) {
+          operator = toOperator(operatorClaims(payload, claimNames), 'bearer', (payload.exp ?? 0) * 1000)
+          bearerOperators.set(payload, operator)
+        }
+        return operator
       } catch (err) {
         if (!(err instanceof TokenRefused)) throw err
         if (err.reason === 'jwks_unavailable') {
