@@ -152,8 +152,9 @@ declare module 'fastify' {
 }
 
 /**
- * Cluster mode: how long a cookie session looked up is answered from this replica's memory. A revocation
- * elsewhere reaches this replica over Redis pub/sub at once; this bounds it should that message be lost.
+ * How long a cookie session looked up is answered from this replica's memory. A revocation on this replica
+ * takes effect at once; one elsewhere (cluster mode) reaches it over Redis pub/sub at once, and this bounds it
+ * should that message be lost.
  */
 const COOKIE_RECENT_MS = 1000
 
@@ -252,8 +253,8 @@ export const authPlugin = fp(
     const sessions = new CookieSessions(store, {
       ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
       idleMs,
-      // In cluster mode a lookup is a Redis round trip: at most one per cookie session per second.
-      ...(redis === null ? {} : { recentMs: COOKIE_RECENT_MS }),
+      // A lookup is a Redis round trip in cluster mode, a copy of the record in memory: one per session per second.
+      recentMs: COOKIE_RECENT_MS,
       sealer,
       ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
       onRefresh: (outcome, sub, err) => {
