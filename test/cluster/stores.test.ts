@@ -282,6 +282,24 @@ test('audit log: records wait to share a write; a read on the same replica write
   assert.equal((await b.recent({ limit: 1 }))[0]?.requestId, 'req-3', 'flush() (at shutdown) writes them')
 })
 
+test('audit log: records made during writes in flight are each written once, in order', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  const command = await connection(t, 'command')
+  const a = new RedisAuditLog({ command, keys, capacity: 10_000, log, flushMs: 1 })
+  for (let i = 0; i < 1200; i++) {
+    a.record(audit(i, 'k1', 'u1'))
+    // Bursts between turns: some arrive while a pipeline is in flight, one passes the batch size at once.
+    if (i % 7 === 0) await new Promise((resolve) => setImmediate(resolve))
+  }
+  await a.flush()
+  assert.equal(await command.xlen(keys.audit), 1200)
+  const ids = (await a.recent({ limit: 1200 })).map((r) => r.requestId)
+  assert.deepEqual(
+    ids,
+    Array.from({ length: 1200 }, (_, i) => `req-${1199 - i}`),
+  )
+})
+
 test('audit log: records made while Redis is unreachable are written when it returns', async (t) => {
   const prefix = prefixFor(t)
   const keys = clusterKeys(prefix)
