@@ -20,9 +20,15 @@ import {
   TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
+import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
-import { type CookieSessionStore, MemoryCookieStore, type RevocationListener } from './cookie-store.ts'
+import {
+  type CookieSessionRecord,
+  type CookieSessionStore,
+  MemoryCookieStore,
+  type RevocationListener,
+} from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
@@ -157,6 +163,8 @@ declare module 'fastify' {
  * should that message be lost.
  */
 const COOKIE_RECENT_MS = 1000
+/** Signed cookies kept verified: one per person active in the last hours, for thousands of people. */
+const CHECKED_COOKIES_MAX = 10_000
 
 const roleFor: Record<Access, Role> = { read: 'viewer', write: 'operator', admin: 'admin' }
 const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/i
@@ -380,16 +388,28 @@ export const authPlugin = fp(
       }
     }
 
+    // Cookies whose signature verified (by hash): the HMAC once per cookie, not per request.
+    const checkedCookies = new CheckedCookies(CHECKED_COOKIES_MAX)
+    const cookieOperators = new WeakMap<CookieSessionRecord, Operator>()
     /** Unsigns the cookie (any secret of the list) and checks its server-side session. */
     async function fromCookie(request: FastifyRequest, raw: string): Promise<Operator> {
-      const unsigned = app.unsignCookie(raw)
-      if (!unsigned.valid || unsigned.value === null) {
-        refusedCookies.add(request)
-        throw refuse(request, 'cookie_invalid', new InvalidCredential('session cookie is not valid'))
+      const digest = checkedCookies.digest(raw)
+      const known = checkedCookies.get(digest)
+      let unsigned: ReturnType<typeof app.unsignCookie> | undefined
+      let lookup: () => ReturnType<CookieSessions['check']>
+      if (known !== undefined) lookup = () => sessions.check(known)
+      else {
+        unsigned = app.unsignCookie(raw)
+        const id = unsigned.valid ? unsigned.value : null
+        if (id === null) {
+          refusedCookies.add(request)
+          throw refuse(request, 'cookie_invalid', new InvalidCredential('session cookie is not valid'))
+        }
+        lookup = () => sessions.resolve(id)
       }
       let check: Awaited<ReturnType<CookieSessions['resolve']>>
       try {
-        check = await sessions.resolve(unsigned.value)
+        check = await lookup()
       } catch (err) {
         // During a known Redis outage (logged once by the cluster) every cookie request would repeat it.
         if (app.cluster?.health.down) request.log.debug({ err }, 'cookie session store failed')
@@ -397,6 +417,7 @@ export const authPlugin = fp(
         throw refuse(request, 'store_unavailable', new StoreUnavailable('cookie sessions', { cause: err }))
       }
       if (!check.ok) {
+        checkedCookies.forget(digest)
         refusedCookies.add(request)
         const why: Record<CookieRefusalReason, string> = {
           cookie_invalid: 'session cookie is not valid',
@@ -406,8 +427,16 @@ export const authPlugin = fp(
         }
         throw refuse(request, check.reason, new InvalidCredential(why[check.reason]))
       }
-      if (unsigned.renew) renewals.set(request, { id: unsigned.value, expiresAt: check.record.expiresAt })
-      return toOperator(check.record, 'cookie', check.record.expiresAt, check.idHash)
+      if (unsigned?.renew && unsigned.value !== null)
+        renewals.set(request, { id: unsigned.value, expiresAt: check.record.expiresAt })
+      else if (unsigned !== undefined) checkedCookies.set(digest, check.idHash, check.record.expiresAt)
+      // The recent-session cache hands out the same record for a second: so is its operator built once.
+      let operator = cookieOperators.get(check.record)
+      if (operator === undefined) {
+        operator = toOperator(check.record, 'cookie', check.record.expiresAt, check.idHash)
+        cookieOperators.set(check.record, operator)
+      }
+      return operator
     }
 
     async function authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator> {
