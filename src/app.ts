@@ -82,8 +82,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   app.decorate('config', config)
   // First of all hooks, so every answer carries it, refusals by auth or load shedding included.
-  app.addHook('onRequest', async (request, reply) => {
+  // Hooks every request passes are callback-style: an async one costs a promise and a microtask each time.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header(REQUEST_ID_HEADER, request.id)
+    done()
   })
 
   app.setErrorHandler((err, request, reply) => answerError(app, err as Error, request, reply))

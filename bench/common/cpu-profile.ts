@@ -1,7 +1,10 @@
 /**
  * Summarises a V8 CPU profile (`node --cpu-prof`, or the `profile` probe): the functions with the most self
- * time, and self and inclusive time by package (or by file of this project), as shares of the busy time
- * (idle samples left out).
+ * time, self and inclusive time by package (or by file of this project), and inclusive time by function of
+ * this project (`src/`, `dist/`), as shares of the busy time (idle samples left out). A callback-style hook
+ * calls the next one itself, so its inclusive time holds the rest of the request's chain: read its self time.
+ * V8 samples wall time: on a busy machine a syscall that wakes a peer (a socket write on loopback) often
+ * loses the CPU there, so native write shares are upper bounds.
  *
  *   npx tsx bench/common/cpu-profile.ts <file.cpuprofile> [top=30]
  */
@@ -40,6 +43,7 @@ for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n
 const self = new Map<number, number>()
 // Inclusive: a sample counts for every package or file on its stack (once each).
 const inclusive = new Map<string, number>()
+const ownInclusive = new Map<string, number>()
 let total = 0
 profile.samples.forEach((id, i) => {
   const dt = profile.timeDeltas[i] ?? 0
@@ -49,11 +53,16 @@ profile.samples.forEach((id, i) => {
   self.set(id, (self.get(id) ?? 0) + dt)
   total += dt
   const owners = new Set<string>()
+  const own = new Set<string>()
   for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
-    const { url, functionName } = (byId.get(at) as ProfileNode).callFrame
-    owners.add(owner(url, functionName))
+    const { url, functionName, lineNumber } = (byId.get(at) as ProfileNode).callFrame
+    const where = owner(url, functionName)
+    owners.add(where)
+    if (where.startsWith('src/') || where.startsWith('dist/'))
+      own.add(`${functionName || '(anonymous)'} ${where}:${lineNumber + 1}`)
   }
   for (const o of owners) inclusive.set(o, (inclusive.get(o) ?? 0) + dt)
+  for (const f of own) ownInclusive.set(f, (ownInclusive.get(f) ?? 0) + dt)
 })
 const byFunction = new Map<string, number>()
 const byOwner = new Map<string, number>()
@@ -74,3 +83,4 @@ const show = (title: string, m: Map<string, number>): void => {
 show('self time by function', byFunction)
 show('self time by package or file', byOwner)
 show('inclusive time by package or file (its callees included)', inclusive)
+show("inclusive time by function of this project's code", ownInclusive)

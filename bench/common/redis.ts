@@ -39,6 +39,15 @@ export async function commandsProcessed(redis: Redis): Promise<number> {
   return Number(/total_commands_processed:(\d+)/.exec(info)?.[1] ?? 0)
 }
 
+/**
+ * INFO total_reads_processed: the socket reads Redis made, about one per round trip of any client (a pipeline
+ * that arrives in one read counts once).
+ */
+export async function readsProcessed(redis: Redis): Promise<number> {
+  const info = await redis.info('stats')
+  return Number(/total_reads_processed:(\d+)/.exec(info)?.[1] ?? 0)
+}
+
 /** Calls per command (INFO commandstats); commands run inside scripts are counted under their own names. */
 export async function commandStats(redis: Redis): Promise<Record<string, number>> {
   const info = await redis.info('commandstats')

@@ -22,6 +22,9 @@ app.all('/desktop/:kasmId/mcp/*', (request, reply) =>
 )
 await app.listen({ port: 0, host: '127.0.0.1' })
 
+// A graceful exit, so a `--cpu-prof` profile (run.ts --profile) is written.
+process.once('SIGTERM', () => void app.close().then(() => process.exit(0)))
+
 serve({
   info: () => ({ port: (app.server.address() as { port: number }).port, pid: process.pid }),
 })

@@ -21,7 +21,7 @@ import { Child } from '../common/ipc.ts'
 import { NginxServer } from '../common/nginx.ts'
 import { freePort, logger, machine, readFlags, writeResult } from '../common/orchestrator.ts'
 import { cpuOf } from '../common/proc.ts'
-import { type BenchRedis, commandDelta, commandStats, startRedis } from '../common/redis.ts'
+import { type BenchRedis, commandDelta, commandStats, readsProcessed, startRedis } from '../common/redis.ts'
 import { benchBearer, benchCookie, type GatewayProcess, startGateway } from './gateway.ts'
 import { closedLoop, fixedRate, quantile, type Shot } from './load.ts'
 
@@ -160,6 +160,8 @@ interface Row {
   p99: number
   redisCommandsPerReq: number | null
   sentCommandsPerReq: number | null
+  /** Socket reads Redis made per request at the fixed rate: its round trips (background work included). */
+  roundTripsPerReq: number | null
   failed: number
   firstFailure: string | null
 }
@@ -200,9 +202,12 @@ async function measure(
   if (route === 'attachment') await c.runtime.call('reset')
   const rate = route === 'attachment' ? opts.attachmentRate : opts.rate
   const timed = () => fixedRate(c.origin, make, rate, ms)
+  const reads0 = c.redis ? await readsProcessed(c.redis.client) : 0
   const { result: rated, sent } = c.redis
     ? await sentCommands(c.redis.client, timed)
     : { result: await timed(), sent: null }
+  // Less the bench's own: MONITOR and the INFO that reads the count.
+  const reads = c.redis ? (await readsProcessed(c.redis.client)) - reads0 - 2 : null
   const total = loop.ok + loop.failed
   const row: Row = {
     contestant: c.name,
@@ -213,6 +218,7 @@ async function measure(
     p99: quantile(rated.latencies, 0.99),
     redisCommandsPerReq: c.redis ? commands / Math.max(1, total) : null,
     sentCommandsPerReq: sent === null ? null : sent / Math.max(1, rated.ok + rated.failed),
+    roundTripsPerReq: reads === null ? null : Math.max(0, reads) / Math.max(1, rated.ok + rated.failed),
     failed: loop.failed + rated.failed,
     firstFailure: loop.firstFailure ?? rated.firstFailure,
   }
@@ -264,7 +270,11 @@ export async function main(argv: string[]): Promise<void> {
           pids: () => [rt.pid],
         })
       } else if (group === 'bare') {
-        const bare = new Child('proxy/bare-proxy.ts', { BENCH_UPSTREAM: rt.url })
+        const bare = new Child(
+          'proxy/bare-proxy.ts',
+          { BENCH_UPSTREAM: rt.url },
+          opts.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`],
+        )
         cleanups.push(() => bare.stop())
         const info = await bare.call<{ port: number; pid: number }>('info')
         const origin = `http://127.0.0.1:${info.port}`
@@ -384,6 +394,7 @@ function median(rows: Row[]): Row {
     p99: mid((r) => r.p99),
     redisCommandsPerReq: first.redisCommandsPerReq === null ? null : mid((r) => r.redisCommandsPerReq),
     sentCommandsPerReq: first.sentCommandsPerReq === null ? null : mid((r) => r.sentCommandsPerReq),
+    roundTripsPerReq: first.roundTripsPerReq === null ? null : mid((r) => r.roundTripsPerReq),
     failed: rows.reduce((n, r) => n + r.failed, 0),
     firstFailure: rows.find((r) => r.firstFailure !== null)?.firstFailure ?? null,
   }
@@ -398,7 +409,7 @@ function render(opts: Options, argv: string[], results: Map<RouteName, Row[]>): 
     `Command: \`npm run bench -- proxy ${argv.join(' ')}\`; ${machine()}, load average at the end ${loadAverage()}.`,
     `Closed loop: ${opts.connections} connections, ${opts.seconds} s per phase after ${opts.warmupSeconds} s of warm-up; latency at ${opts.rate} req/s (attachments ${opts.attachmentRate} req/s) for ${opts.seconds} s; ${opts.rounds} round(s) interleaving the contestants, each figure the median over rounds.`,
     'Ratios are to the bare Fastify proxy of the same run (throughput, CPU per request); "+p50" is the p50 over the direct runtime at the fixed rate.',
-    'Redis commands per request: INFO commandstats over the closed loop (commands scripts run included). Sent per request: what the gateway sent Redis at the fixed rate (MONITOR, commands inside scripts excluded; pipelined commands count one each, so this bounds round trips from above).',
+    "Redis commands per request: INFO commandstats over the closed loop (commands scripts run included). Sent per request: what the gateway sent Redis at the fixed rate (MONITOR, commands inside scripts excluded; pipelined commands count one each, so this bounds round trips from above). Round trips per request: the socket reads Redis made at the fixed rate (INFO total_reads_processed; a pipeline read at once counts once; the gateway's background work included).",
     '',
   ]
   const targets: string[] = []
@@ -407,25 +418,25 @@ function render(opts: Options, argv: string[], results: Map<RouteName, Row[]>): 
     const direct = rows.find((r) => r.group === 'direct')
     lines.push(`## ${route}`, '')
     lines.push(
-      '| contestant | req/s | x bare | CPU µs/req | x bare | p50 ms | p99 ms | +p50 ms | Redis cmds/req | sent/req | failed |',
+      '| contestant | req/s | x bare | CPU µs/req | x bare | p50 ms | p99 ms | +p50 ms | Redis cmds/req | sent/req | round trips/req | failed |',
     )
-    lines.push('|---|---|---|---|---|---|---|---|---|---|---|')
+    lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|')
     for (const r of rows) {
       const tx = bare ? r.reqPerS / bare.reqPerS : Number.NaN
       const cx = bare ? r.cpuUsPerReq / bare.cpuUsPerReq : Number.NaN
       const added = direct ? r.p50 - direct.p50 : Number.NaN
       lines.push(
-        `| ${r.contestant} | ${f(r.reqPerS)} | ${f(tx, 2)} | ${f(r.cpuUsPerReq)} | ${f(cx, 2)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(added, 2)} | ${r.redisCommandsPerReq === null ? '-' : f(r.redisCommandsPerReq, 2)} | ${r.sentCommandsPerReq === null ? '-' : f(r.sentCommandsPerReq, 2)} | ${r.failed}${r.firstFailure ? ` (${r.firstFailure})` : ''} |`,
+        `| ${r.contestant} | ${f(r.reqPerS)} | ${f(tx, 2)} | ${f(r.cpuUsPerReq)} | ${f(cx, 2)} | ${f(r.p50, 2)} | ${f(r.p99, 2)} | ${f(added, 2)} | ${r.redisCommandsPerReq === null ? '-' : f(r.redisCommandsPerReq, 2)} | ${r.sentCommandsPerReq === null ? '-' : f(r.sentCommandsPerReq, 2)} | ${r.roundTripsPerReq === null ? '-' : f(r.roundTripsPerReq, 2)} | ${r.failed}${r.firstFailure ? ` (${r.firstFailure})` : ''} |`,
       )
       if (r.group === 'embedded' || r.group === 'redis') {
         const checks = [
           `throughput ${f(tx, 2)}x ${tx >= 0.8 ? 'met' : 'NOT met'}`,
           `CPU ${f(cx, 2)}x ${cx <= 1.3 ? 'met' : 'NOT met'}`,
           `+p50 ${f(added, 2)} ms ${added <= 1 ? 'met' : 'NOT met'}`,
-          ...(r.sentCommandsPerReq === null
+          ...(r.roundTripsPerReq === null
             ? []
             : [
-                `Redis sent ${f(r.sentCommandsPerReq, 2)}/req ${r.sentCommandsPerReq <= 1 ? 'met' : 'NOT met'}`,
+                `Redis round trips ${f(r.roundTripsPerReq, 2)}/req ${r.roundTripsPerReq <= 1 ? 'met' : 'NOT met'}`,
               ]),
         ]
         targets.push(`- ${route}, ${r.contestant}: ${checks.join('; ')}`)

@@ -28,9 +28,11 @@ export const auditPlugin = fp(
     // Fastify refuses an object default (it would be shared by every request): null, then one per request.
     app.decorateRequest('auditDetail', null as unknown as AuditDetail)
     app.decorateRequest('auditStartedAt', 0)
-    app.addHook('onRequest', async (request) => {
+    // Callback-style, as every hook each request passes: no promise per request.
+    app.addHook('onRequest', (request, _reply, done) => {
       request.auditDetail = {}
       request.auditStartedAt = performance.now()
+      done()
     })
     app.addHook('onError', async (request, _reply, error) => {
       if (request.auditDetail) request.auditDetail.error ??= toErrorBody(error).body.error
@@ -54,9 +56,15 @@ export const auditPlugin = fp(
       }
       return { ...record, team }
     }
-    app.addHook('onResponse', async (request, reply) =>
-      write(request, await withTeam(buildRecord(request, reply, base), request.auditDetail)),
-    )
+    app.addHook('onResponse', (request, reply, done) => {
+      const record = buildRecord(request, reply, base)
+      // Reads are not recorded: they finish here, without a promise.
+      if (record === null) return done()
+      withTeam(record, request.auditDetail).then((withIt) => {
+        write(request, withIt)
+        done()
+      }, done)
+    })
     // A client that goes away mid-request (an upload given up) gets no response, so no onResponse either.
     app.addHook('onRequestAbort', async (request) =>
       write(request, await withTeam(buildRecord(request, null, base), request.auditDetail)),

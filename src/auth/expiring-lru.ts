@@ -8,8 +8,8 @@ export class ExpiringLru<V> {
 
   constructor(
     private readonly max: number,
-    /** The clock (tests); default Date.now. */
-    private readonly now: () => number = Date.now,
+    /** The clock (tests); default Date.now, read when called (so a mocked Date is the clock too). */
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
   /** The value while `now() < until`, marked most recently used; undefined otherwise. */

@@ -1,6 +1,7 @@
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
+import type { JWTPayload } from 'jose'
 import { Counter } from 'prom-client'
 import {
   CsrfRefused,
@@ -12,9 +13,10 @@ import {
   Unauthenticated,
 } from '../errors.ts'
 import { storesPlugin } from '../stores/plugin.ts'
+import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
-import type { RevocationListener } from './cookie-store.ts'
+import type { CookieSessionRecord, RevocationListener } from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
@@ -143,10 +145,13 @@ declare module 'fastify' {
 }
 
 /**
- * Cluster mode: how long a cookie session looked up is answered from this replica's memory. A revocation
- * elsewhere reaches this replica over Redis pub/sub at once; this bounds it should that message be lost.
+ * How long a cookie session looked up is answered from this replica's memory. A revocation on this replica
+ * takes effect at once; one elsewhere (cluster mode) reaches it over Redis pub/sub at once, and this bounds it
+ * should that message be lost.
  */
 const COOKIE_RECENT_MS = 1000
+/** Signed cookies kept verified: one per person active in the last hours, for thousands of people. */
+const CHECKED_COOKIES_MAX = 10_000
 
 const roleFor: Record<Access, Role> = { read: 'viewer', write: 'operator', admin: 'admin' }
 const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/i
@@ -238,8 +243,8 @@ export const authPlugin = fp(
     const sessions = new CookieSessions(store, {
       ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
       idleMs,
-      // In cluster mode a lookup is a Redis round trip: at most one per cookie session per second.
-      ...(stores.shared ? { recentMs: COOKIE_RECENT_MS } : {}),
+      // A lookup is a Redis round trip in cluster mode, a copy of the record in memory: one per session per second.
+      recentMs: COOKIE_RECENT_MS,
       sealer,
       ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
       onRefresh: (outcome, sub, err) => {
@@ -306,13 +311,24 @@ export const authPlugin = fp(
     // a refused cookie is cleared so the browser stops sending it.
     const renewals = new WeakMap<FastifyRequest, { id: string; expiresAt: number }>()
     const refusedCookies = new WeakSet<FastifyRequest>()
-    app.addHook('onSend', async (request, reply) => {
-      await counting.get(request)
+    const finishAnswer = (request: FastifyRequest, reply: FastifyReply): void => {
       const renew = renewals.get(request)
       if (renew && reply.statusCode < 400) setSessionCookie(reply, renew.id, renew.expiresAt)
       else if (refusedCookies.has(request)) reply.clearCookie(cookieName, cookieAttributes)
       const wait = retryAfter.get(request)
       if (wait !== undefined && reply.statusCode === 429) reply.header('retry-after', String(wait))
+    }
+    // Callback-style: only a refusal being counted waits; every other answer passes without a promise.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const counted = counting.get(request)
+      if (counted === undefined) {
+        finishAnswer(request, reply)
+        return done(null, payload)
+      }
+      counted.then(() => {
+        finishAnswer(request, reply)
+        done(null, payload)
+      }, done)
     })
 
     function setSessionCookie(reply: FastifyReply, id: string, expiresAt: number): void {
@@ -320,6 +336,9 @@ export const authPlugin = fp(
       reply.setCookie(cookieName, id, { ...cookieAttributes, maxAge, signed: true })
     }
 
+    // While a token is kept verified its payload is the same frozen object on every request: so is its
+    // operator (read-only), instead of claims, sets and an object built again per request.
+    const bearerOperators = new WeakMap<JWTPayload, Operator>()
     async function fromBearer(request: FastifyRequest, value: string): Promise<Operator> {
       const token = bearerPattern.exec(value)?.[1]
       if (token === undefined) {
@@ -331,8 +350,12 @@ export const authPlugin = fp(
       }
       try {
         const payload = await verifier.verify(token)
-        const claims = operatorClaims(payload, claimNames)
-        return toOperator(claims, 'bearer', (payload.exp ?? 0) * 1000)
+        let operator = bearerOperators.get(payload)
+        if (operator === undefined) {
+          operator = toOperator(operatorClaims(payload, claimNames), 'bearer', (payload.exp ?? 0) * 1000)
+          bearerOperators.set(payload, operator)
+        }
+        return operator
       } catch (err) {
         if (!(err instanceof TokenRefused)) throw err
         if (err.reason === 'jwks_unavailable') {
@@ -347,16 +370,28 @@ export const authPlugin = fp(
       }
     }
 
+    // Cookies whose signature verified (by hash): the HMAC once per cookie, not per request.
+    const checkedCookies = new CheckedCookies(CHECKED_COOKIES_MAX)
+    const cookieOperators = new WeakMap<CookieSessionRecord, Operator>()
     /** Unsigns the cookie (any secret of the list) and checks its server-side session. */
     async function fromCookie(request: FastifyRequest, raw: string): Promise<Operator> {
-      const unsigned = app.unsignCookie(raw)
-      if (!unsigned.valid || unsigned.value === null) {
-        refusedCookies.add(request)
-        throw refuse(request, 'cookie_invalid', new InvalidCredential('session cookie is not valid'))
+      const digest = checkedCookies.digest(raw)
+      const known = checkedCookies.get(digest)
+      let unsigned: ReturnType<typeof app.unsignCookie> | undefined
+      let lookup: () => ReturnType<CookieSessions['check']>
+      if (known !== undefined) lookup = () => sessions.check(known)
+      else {
+        unsigned = app.unsignCookie(raw)
+        const id = unsigned.valid ? unsigned.value : null
+        if (id === null) {
+          refusedCookies.add(request)
+          throw refuse(request, 'cookie_invalid', new InvalidCredential('session cookie is not valid'))
+        }
+        lookup = () => sessions.resolve(id)
       }
       let check: Awaited<ReturnType<CookieSessions['resolve']>>
       try {
-        check = await sessions.resolve(unsigned.value)
+        check = await lookup()
       } catch (err) {
         // During a known Redis outage (logged once by the cluster) every cookie request would repeat it.
         if (stores.down()) request.log.debug({ err }, 'cookie session store failed')
@@ -364,6 +399,7 @@ export const authPlugin = fp(
         throw refuse(request, 'store_unavailable', new StoreUnavailable('cookie sessions', { cause: err }))
       }
       if (!check.ok) {
+        checkedCookies.forget(digest)
         refusedCookies.add(request)
         const why: Record<CookieRefusalReason, string> = {
           cookie_invalid: 'session cookie is not valid',
@@ -373,8 +409,16 @@ export const authPlugin = fp(
         }
         throw refuse(request, check.reason, new InvalidCredential(why[check.reason]))
       }
-      if (unsigned.renew) renewals.set(request, { id: unsigned.value, expiresAt: check.record.expiresAt })
-      return toOperator(check.record, 'cookie', check.record.expiresAt, check.idHash)
+      if (unsigned?.renew && unsigned.value !== null)
+        renewals.set(request, { id: unsigned.value, expiresAt: check.record.expiresAt })
+      else if (unsigned !== undefined) checkedCookies.set(digest, check.idHash, check.record.expiresAt)
+      // The recent-session cache hands out the same record for a second: so is its operator built once.
+      let operator = cookieOperators.get(check.record)
+      if (operator === undefined) {
+        operator = toOperator(check.record, 'cookie', check.record.expiresAt, check.idHash)
+        cookieOperators.set(check.record, operator)
+      }
+      return operator
     }
 
     async function authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator> {

@@ -25,7 +25,8 @@ export class RecentCookieSessions {
   readonly #now: () => number
 
   constructor(options: RecentCookieSessionsOptions) {
-    this.#now = options.now ?? Date.now
+    // Read when called, like every other clock of the cookie sessions (a mocked Date included).
+    this.#now = options.now ?? (() => Date.now())
     this.#entries = new ExpiringLru(options.max, this.#now)
     this.#ttlMs = options.ttlMs
   }

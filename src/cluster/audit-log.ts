@@ -12,19 +12,31 @@ export interface RedisAuditLogOptions {
   readonly log: FastifyBaseLogger
   /** Records held while Redis is unreachable, written when it returns; the oldest go first. Default 1000. */
   readonly pendingMax?: number
+  /** How long a record waits for others to share its write (ms). Default {@link FLUSH_MS}. */
+  readonly flushMs?: number
 }
 
 const PAGE = 500
 
 /**
+ * Records are written at most this long after they are made, together: under load a write request costs
+ * its rate-limit round trip and a small share of one pipeline, instead of a round trip of its own.
+ */
+const FLUSH_MS = 100
+/** Records that are written at once, without waiting out {@link FLUSH_MS}. */
+const BATCH_MAX = 500
+
+/**
  * The cluster's {@link AuditLog}: one capped Redis stream shared by every replica, newest read first.
- * `record` never waits: records go out in one pipeline per event-loop turn. While Redis is down they are
- * held (bounded) and written when it returns, in order; every record is also in the replica's log anyway.
+ * `record` never waits: records go out in one pipeline at most {@link FLUSH_MS} after the first of them (a
+ * read on this replica writes what is pending first, so it sees its own records). While Redis is down they
+ * are held (bounded) and written when it returns, in order; every record is also in the replica's log anyway.
  */
 export class RedisAuditLog implements AuditLog {
   readonly #o: RedisAuditLogOptions
   readonly #pending: string[] = []
-  #scheduled = false
+  #timer: NodeJS.Timeout | null = null
+  #writing: Promise<void> | null = null
   #dropped = 0
 
   constructor(options: RedisAuditLogOptions) {
@@ -42,7 +54,16 @@ export class RedisAuditLog implements AuditLog {
     this.#schedule()
   }
 
+  /** Writes every pending record now (those of a write in flight included): before a read, and at shutdown. */
+  async flush(): Promise<void> {
+    this.#cancel()
+    await this.#writing
+    this.#cancel()
+    if (this.#pending.length > 0) await this.#write()
+  }
+
   async recent(query: AuditQuery): Promise<AuditRecord[]> {
+    await this.flush()
     const out: AuditRecord[] = []
     let end = '+'
     // Filters match few records at times: page back through the (capped) stream until enough are found.
@@ -72,19 +93,43 @@ export class RedisAuditLog implements AuditLog {
   }
 
   #schedule(): void {
-    if (this.#scheduled || this.#pending.length === 0) return
-    this.#scheduled = true
-    setImmediate(() => void this.#flush())
-  }
-
-  async #flush(): Promise<void> {
-    const { command, keys, capacity, log } = this.#o
-    const batch = this.#pending.splice(0, this.#pending.length)
-    if (command.status !== 'ready') {
-      this.#pending.unshift(...batch)
-      this.#scheduled = false
+    if (this.#writing !== null || this.#pending.length === 0) return
+    if (this.#pending.length >= BATCH_MAX) {
+      this.#cancel()
+      void this.#write()
       return
     }
+    if (this.#timer !== null) return
+    this.#timer = setTimeout(() => {
+      this.#timer = null
+      void this.#write()
+    }, this.#o.flushMs ?? FLUSH_MS)
+    // flush() at shutdown writes what is left; a timer must not hold the process.
+    this.#timer.unref()
+  }
+
+  #cancel(): void {
+    if (this.#timer === null) return
+    clearTimeout(this.#timer)
+    this.#timer = null
+  }
+
+  #write(): Promise<void> {
+    const writing = this.#send().then((written) => {
+      this.#writing = null
+      // Records made meanwhile; after a failure the next record or reconnection retries, not a loop.
+      if (written) this.#schedule()
+    })
+    this.#writing = writing
+    return writing
+  }
+
+  /** One pipeline of every pending record; false when some are kept for a retry (Redis down, a refusal). */
+  async #send(): Promise<boolean> {
+    const { command, keys, capacity, log } = this.#o
+    if (this.#pending.length === 0) return true
+    if (command.status !== 'ready') return false
+    const batch = this.#pending.splice(0, this.#pending.length)
     const pipeline = command.pipeline()
     for (const json of batch) pipeline.xadd(keys.audit, 'MAXLEN', '~', capacity, '*', 'r', json)
     let retry: string[] = batch
@@ -100,10 +145,8 @@ export class RedisAuditLog implements AuditLog {
     } catch (err) {
       this.#pending.unshift(...retry)
       log.warn({ err, pending: this.#pending.length }, 'audit records not written; kept for retry')
-      this.#scheduled = false
-      return // retried on the next record or reconnect, not in a loop
+      return false
     }
-    this.#scheduled = false
-    this.#schedule()
+    return true
   }
 }

@@ -55,16 +55,17 @@ export const lingeringClosePlugin = fp(
       restartReading(socket)
     }
 
-    app.addHook('onSend', async (request, reply, payload) => {
+    // Callback-style: every answer passes here, and an async hook would cost each a promise.
+    app.addHook('onSend', (request, reply, payload, done) => {
       const raw = request.raw
-      if (raw.complete || !hasBody(raw)) return payload
+      if (raw.complete || !hasBody(raw)) return done(null, payload)
       const socket = raw.socket as LingeringSocket
-      if (socket[ARMED]) return payload
+      if (socket[ARMED]) return done(null, payload)
       socket[ARMED] = true
       reply.header('connection', 'close')
       // node:http calls destroySoon() once this answer is written (Connection: close): linger instead.
       socket.destroySoon = () => linger(socket, raw)
-      return payload
+      done(null, payload)
     })
     // A lingering client must not hold the shutdown (the server waits for its sockets before onClose).
     app.addHook('preClose', async () => {

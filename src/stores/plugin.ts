@@ -101,6 +101,10 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
   const env = cluster.env
   const down = (): boolean => cluster.health.down
   const { redis: command, keys, feed } = cluster
+  // One capped stream (GATEWAY_AUDIT_RECORDS) shared by every replica, records batched for up to 100 ms.
+  const audit = new RedisAuditLog({ command, keys, capacity: env.GATEWAY_AUDIT_RECORDS, log: cluster.log })
+  // The last requests' records are written before the connections close (the cluster's onClose runs later).
+  app.addHook('onClose', () => audit.flush())
   return {
     shared: true,
     replicaId: cluster.replicaId,
@@ -112,8 +116,7 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     loginAttempts: new RedisLoginAttemptStore(command, keys.loginAttempt),
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
-    // One capped stream (GATEWAY_AUDIT_RECORDS) shared by every replica.
-    audit: new RedisAuditLog({ command, keys, capacity: env.GATEWAY_AUDIT_RECORDS, log: cluster.log }),
+    audit,
     // A hash per session, changes published to every replica.
     board: new RedisBoard({ command, feed, keys }),
     bus: cluster.bus,

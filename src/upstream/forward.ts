@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { performance } from 'node:perf_hooks'
-import { pipeline, type Readable } from 'node:stream'
+import type { Readable, Transform } from 'node:stream'
 import type { FastifyReplyFromHooks } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { BadRequest } from '../errors.ts'
@@ -114,9 +114,8 @@ export function forward(
         request.log.warn({ kasmId: session.kasmId, route, where }, 'session runtime echoed its token; masked')
       }
       rep.headers(answerHeaders(target.answer, status, res.headers, echo, echoed('header')))
-      // Every body goes through the mask (same length, so Content-Length and ranges stay true); pipeline()
-      // ends the answer with an error if the runtime's body breaks, and stops the upstream if the client leaves.
-      rep.send(pipeline(res.stream, echo.masker(echoed('body')), () => {}))
+      // Every body goes through the mask (same length, so Content-Length and ranges stay true).
+      rep.send(relay(res.stream, echo.masker(echoed('body'))))
     },
     onError: (_rep, { error }) => {
       // The client went away (an upload aborted mid-way): its own doing, not the runtime's. Nobody reads the
@@ -138,6 +137,20 @@ export function forward(
     options.contentType = body.contentType
   }
   return reply.from(url.href, options)
+}
+
+/**
+ * Pipes `source` through `mask` and returns `mask`, what `stream.pipeline()` would do for these two, without
+ * its AbortController and the DOMException it builds at the end of every answer (4% of the proxy's CPU). A
+ * runtime body that breaks destroys the mask with its error, so Fastify cuts the client's answer short; the
+ * mask closing first (Fastify destroys it when the client leaves) stops the runtime's answer.
+ */
+function relay(source: Readable, mask: Transform): Transform {
+  source.on('error', (err) => mask.destroy(err))
+  mask.once('close', () => {
+    if (!source.readableEnded) source.destroy()
+  })
+  return source.pipe(mask)
 }
 
 function isStream(body: JsonBody | Readable): body is Readable {

@@ -106,6 +106,22 @@ export function joinSegments(segments: readonly string[]): string {
   return segments.map((s) => encodeURIComponent(s)).join('/')
 }
 
+/** Session bases parsed so far (one per runtime; a request parses only its own path). Never mutated. */
+const bases = new Map<string, URL>()
+/** More bases than sessions a replica serves at once: past it the map starts over. */
+const BASES_MAX = 4096
+
+function parsedBase(base: string): URL {
+  let url = bases.get(base)
+  if (url === undefined) {
+    // A base without its trailing slash would resolve a relative path against its parent directory.
+    url = new URL(base.endsWith('/') ? base : `${base}/`)
+    if (bases.size >= BASES_MAX) bases.clear()
+    bases.set(base, url)
+  }
+  return url
+}
+
 /**
  * The absolute upstream URL for a validated relative path (no leading slash) and an encoded query string
  * (without `?`, may be empty). Throws if the result would leave the session's base, which validated paths
@@ -115,8 +131,7 @@ export function upstreamUrl(base: string, relativePath: string, query: string): 
   if (relativePath.startsWith('/') || relativePath.includes('\\')) {
     throw new Error('upstream path must be relative')
   }
-  // A base without its trailing slash would resolve a relative path against its parent directory.
-  const baseUrl = new URL(base.endsWith('/') ? base : `${base}/`)
+  const baseUrl = parsedBase(base)
   const url = new URL(relativePath, baseUrl)
   if (url.origin !== baseUrl.origin || !url.pathname.startsWith(baseUrl.pathname)) {
     throw new Error('upstream path leaves the session base')

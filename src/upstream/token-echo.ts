@@ -27,9 +27,23 @@ function spellings(token: string): string[] {
   return [...new Set([token, json, json.replaceAll('/', '\\/')])]
 }
 
+/** Multiplier of the rolling hash over {@link PIECE}-character windows (32-bit, wrapping). */
+const HASH_BASE = 31
+
+/** The rolling hash of `text.slice(from, from + n)`, the way {@link TokenEcho.inHeader} rolls it. */
+function windowHash(text: string, from: number, n: number): number {
+  let h = 0
+  for (let i = from; i < from + n; i++) h = (Math.imul(h, HASH_BASE) + text.charCodeAt(i)) | 0
+  return h
+}
+
 /** One token's echo finder; get it with {@link tokenEcho} (built once per token). */
 export class TokenEcho {
   readonly #pieces: ReadonlySet<string>
+  /** Rolling hashes of {@link #pieces}: a header is scanned without a substring per position. */
+  readonly #pieceHashes: ReadonlySet<number>
+  /** HASH_BASE ** (pieceLength - 1), what the character leaving the window weighs. */
+  readonly #leaving: number
   readonly #pieceLength: number
   readonly #spellings: readonly string[]
   readonly #patterns: readonly Buffer[]
@@ -41,6 +55,10 @@ export class TokenEcho {
     for (let i = 0; i + this.#pieceLength <= token.length; i++)
       pieces.add(token.slice(i, i + this.#pieceLength))
     this.#pieces = pieces
+    this.#pieceHashes = new Set([...pieces].map((p) => windowHash(p, 0, p.length)))
+    let leaving = 1
+    for (let i = 1; i < this.#pieceLength; i++) leaving = Math.imul(leaving, HASH_BASE)
+    this.#leaving = leaving
     this.#spellings = token.length >= MIN_MASKED ? spellings(token) : []
     this.#patterns = this.#spellings.map((s) => Buffer.from(s, 'latin1'))
     this.#longest = Math.max(0, ...this.#patterns.map((p) => p.length))
@@ -49,9 +67,15 @@ export class TokenEcho {
   /** Whether a header value holds the token or any {@link PIECE}-character piece of it. */
   inHeader(value: string): boolean {
     const n = this.#pieceLength
-    if (n === 0) return false
-    for (let i = 0; i + n <= value.length; i++) if (this.#pieces.has(value.slice(i, i + n))) return true
-    return false
+    if (n === 0 || value.length < n) return false
+    // Every header of every answer is scanned: a hash per window, a substring only where a hash matches.
+    let h = windowHash(value, 0, n)
+    for (let i = 0; ; i++) {
+      if (this.#pieceHashes.has(h) && this.#pieces.has(value.slice(i, i + n))) return true
+      if (i + n >= value.length) return false
+      const out = Math.imul(value.charCodeAt(i), this.#leaving)
+      h = (Math.imul(h - out, HASH_BASE) + value.charCodeAt(i + n)) | 0
+    }
   }
 
   /** `text` with every echo masked, and how many there were. */

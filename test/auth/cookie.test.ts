@@ -96,6 +96,8 @@ test('tampered, unsigned, foreign-signed and unknown cookies are 401 and cleared
     'signed with another secret': sign(id, 'another-cookie-secret-0123456789abcdef'),
     'unknown id, validly signed': sign('x'.repeat(43), COOKIE_SECRET),
   }
+  // The real cookie's signature is verified and kept (by hash) first: none of its variants may ride on it.
+  assert.equal((await call(`${gw.url}/auth/me`, { headers: { cookie } })).status, 200)
   for (const [what, v] of Object.entries(bad)) {
     const res = await call(`${gw.url}/auth/me`, {
       headers: { cookie: `krg_session=${encodeURIComponent(v)}` },
@@ -265,6 +267,12 @@ test('secret rotation: a cookie signed with the old secret still works after "ne
   assert.equal(res.status, 200)
   const renewed = decodeURIComponent(cookiePair(res).slice('krg_session='.length))
   assert.equal(unsign(renewed, NEW).value, signedNew.value, 're-signed with the new secret')
+  // Every answer to the old cookie re-signs it, until the browser holds the new one.
+  const again = await call(`${gw.url}/auth/me`, { headers: { cookie: oldCookie } })
+  assert.equal(
+    unsign(decodeURIComponent(cookiePair(again).slice('krg_session='.length)), NEW).value,
+    signedNew.value,
+  )
   const dropped = `krg_session=${encodeURIComponent(sign(signedNew.value!, 'retired-secret-0123456789abcdefghij'))}`
   assert.equal((await call(`${gw.url}/auth/me`, { headers: { cookie: dropped } })).status, 401)
 })

@@ -41,9 +41,10 @@ test('the proxy bench runs every contestant end to end, a read and an upload, wi
       assert.ok(row, `${route}: a row for ${name}`)
       const cells = row.split('|').map((c) => c.trim())
       assert.ok(Number(cells[2]) > 0, `${route} ${name}: requests answered (${row})`)
-      assert.equal(cells[11], '0', `${route} ${name}: no failed request (${row})`)
+      assert.equal(cells[12], '0', `${route} ${name}: no failed request (${row})`)
       // Redis figures exactly where Redis is used.
       assert.equal(cells[9] !== '-', name.includes('redis'), `${route} ${name}: Redis column (${row})`)
+      assert.equal(cells[11] !== '-', name.includes('redis'), `${route} ${name}: round trips column (${row})`)
     }
   }
   assert.match(report, /## Targets/)

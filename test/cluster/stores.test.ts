@@ -257,6 +257,49 @@ test('audit log: records from every replica in one capped stream, newest first, 
   assert.ok(len >= 200 && len < 600, `capped near 200 (${len})`)
 })
 
+test('audit log: records wait to share a write; a read on the same replica writes them first', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  // A window no test waits out: only flush() and reads can write these records.
+  const a = new RedisAuditLog({
+    command: await connection(t, 'command'),
+    keys,
+    capacity: 100,
+    log,
+    flushMs: 60_000,
+  })
+  const b = new RedisAuditLog({ command: await connection(t, 'command'), keys, capacity: 100, log })
+  a.record(audit(1, 'k1', 'u1'))
+  a.record(audit(2, 'k1', 'u1'))
+  assert.deepEqual(await b.recent({ limit: 5 }), [], 'not written yet')
+  assert.deepEqual(
+    (await a.recent({ limit: 5 })).map((r) => r.requestId),
+    ['req-2', 'req-1'],
+    'the replica that made them reads them',
+  )
+  assert.equal((await b.recent({ limit: 5 })).length, 2, 'written by that read, for every replica')
+  a.record(audit(3, 'k1', 'u1'))
+  await a.flush()
+  assert.equal((await b.recent({ limit: 1 }))[0]?.requestId, 'req-3', 'flush() (at shutdown) writes them')
+})
+
+test('audit log: records made during writes in flight are each written once, in order', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  const command = await connection(t, 'command')
+  const a = new RedisAuditLog({ command, keys, capacity: 10_000, log, flushMs: 1 })
+  for (let i = 0; i < 1200; i++) {
+    a.record(audit(i, 'k1', 'u1'))
+    // Bursts between turns: some arrive while a pipeline is in flight, one passes the batch size at once.
+    if (i % 7 === 0) await new Promise((resolve) => setImmediate(resolve))
+  }
+  await a.flush()
+  assert.equal(await command.xlen(keys.audit), 1200)
+  const ids = (await a.recent({ limit: 1200 })).map((r) => r.requestId)
+  assert.deepEqual(
+    ids,
+    Array.from({ length: 1200 }, (_, i) => `req-${1199 - i}`),
+  )
+})
+
 test('audit log: records made while Redis is unreachable are written when it returns', async (t) => {
   const prefix = prefixFor(t)
   const keys = clusterKeys(prefix)

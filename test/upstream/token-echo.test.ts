@@ -52,6 +52,37 @@ test('headers: the token or any 8-character piece of it is found, other values a
   assert.equal(tokenEcho(new Secret('short')).inHeader('a short one'), true)
 })
 
+test('headers: a piece is found at every place of any value, as a substring search would', () => {
+  const token = '0123456789abcdefghij'
+  const echo = tokenEcho(new Secret(token))
+  const pieces = new Set<string>()
+  for (let i = 0; i + 8 <= token.length; i++) pieces.add(token.slice(i, i + 8))
+  const bySearch = (value: string): boolean => [...pieces].some((p) => value.includes(p))
+  // Deterministic values: pieces at the start, the end and inside, near misses, non-Latin-1 characters.
+  const fillers = [
+    '',
+    'x',
+    'W/"',
+    '€',
+    '\u{1F600}',
+    'abcdefgh',
+    '0123456',
+    '789abcdef'.split('').reverse().join(''),
+  ]
+  let checked = 0
+  for (const before of fillers)
+    for (const after of fillers) {
+      for (const piece of pieces) {
+        assert.equal(echo.inHeader(`${before}${piece}${after}`), true, `${before}|${piece}|${after}`)
+        const missed = `${piece.slice(0, 7)}_${piece.slice(7)}`
+        const value = `${before}${missed}${after}`
+        assert.equal(echo.inHeader(value), bySearch(value), value)
+        checked += 2
+      }
+    }
+  assert.ok(checked > 1000)
+})
+
 test('events: text masking counts every echo', () => {
   const echo = new TokenEcho(TOKEN)
   const { text: out, echoes } = echo.maskText(`${TOKEN} and ${TOKEN}`)
