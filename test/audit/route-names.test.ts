@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { type AuditCase, assertAuditNames } from '../helpers/audit-records.ts'
 import { startGateway } from '../helpers/gateway.ts'
+import { bearer } from '../helpers/jwt.ts'
 
 test('each audited route records under its own name, refused before the handler or not', async (t) => {
   const gw = await startGateway()
@@ -32,6 +34,32 @@ test('each audited route records under its own name, refused before the handler 
     ['POST', '/desktop/k1/mcp/messages', ['k1', 'messages']],
   ]
   await assertAuditNames(gw.url, cases)
+})
+
+test('writes refused by the body limit and the rate limit keep their route names', async (t) => {
+  const gw = await startGateway({ GATEWAY_MAX_JSON_BYTES: '1024', GATEWAY_RATE_LIMIT_MAX: '2' })
+  t.after(() => gw.close())
+  const headers = { authorization: `Bearer ${await bearer({ sub: 'bob', roles: ['operator'] })}` }
+  const records = await assertAuditNames(
+    gw.url,
+    [
+      // Refused while parsing, before the rate limit (preHandler) counts it.
+      ['POST', '/desktop/k1/mcp/messages', ['k1', 'messages'], JSON.stringify({ text: 'x'.repeat(4096) })],
+      ['POST', '/desktop/k1/mcp/actions', ['k1', 'actions']],
+      ['POST', '/desktop/k1/mcp/actions', ['k1', 'actions']],
+      ['POST', '/desktop/k1/mcp/requests/q1/cancel', ['k1', 'requests/cancel']],
+    ],
+    { headers },
+  )
+  assert.deepEqual(
+    records.map((r) => r && [r.sub, r.outcome, r.status, r.error]),
+    [
+      ['bob', 'refused', 413, 'payload_too_large'],
+      ['bob', 'refused', 404, 'session_not_found'],
+      ['bob', 'refused', 404, 'session_not_found'],
+      ['bob', 'refused', 429, 'rate_limited'],
+    ],
+  )
 })
 
 test('a write no route serves is recorded under /desktop/ and admin/ only, as unknown', async (t) => {
