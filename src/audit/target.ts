@@ -25,8 +25,9 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 /**
  * The target of a request, or null when the audit does not record it. A route that names itself (route
  * `config.audit`) gives the name, and its `:kasmId` parameter the session. A request no route names (none
- * matched, a 404) is recorded only when it writes under `/desktop/` (route `unknown`, the session from the URL)
- * or `<basePath>admin/` (route `admin/unknown`): every write there leaves a record, even one no route serves.
+ * matched, a 404; or a route that declares no name) is recorded only when it writes under `/desktop/` (route
+ * `unknown`, the session from the URL) or `<basePath>admin/` (route `admin/unknown`): every write there leaves a
+ * record, even one no route serves, and a write route that forgot its name shows up as `unknown`.
  */
 export function auditTarget(request: FastifyRequest, basePath: string): AuditTarget | null {
   const name = request.routeOptions.config.audit
