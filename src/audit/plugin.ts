@@ -17,9 +17,10 @@ declare module 'fastify' {
 }
 
 /**
- * Decorates `app.audit` and records every write under `/desktop/` and `/admin/`, forwarded or refused, in
- * one onResponse hook: refusals by auth, rate limit or body limit happen before any route and are recorded
- * from the URL. Each record is also an info log line `{audit: record}`.
+ * Decorates `app.audit` and records, in one onResponse hook, every request of a route that names itself in
+ * its `config.audit` (see target.ts), forwarded or refused: refusals by auth, rate limit or body limit happen
+ * before the handler but after routing, so they carry the route's name; and every write under `/desktop/` or
+ * `<base>admin/` that no route serves. Each record is also an info log line `{audit: record}`.
  */
 export const auditPlugin = fp(
   async (app) => {
@@ -79,7 +80,7 @@ function buildRecord(
   reply: FastifyReply | null,
   basePath: string,
 ): AuditRecord | null {
-  const target = auditTarget(request.method, request.url, basePath)
+  const target = auditTarget(request, basePath)
   if (target === null) return null
   const detail: AuditDetail = request.auditDetail ?? {}
   const status = reply === null ? 499 : reply.statusCode

@@ -25,7 +25,11 @@ export interface AuditRecord {
    */
   team?: string | null
   method: string
-  /** The v1 route name (`messages`, `actions`, `attachments`, `runs/messages`, …) or the admin route. */
+  /**
+   * The name the route gives in its config: the v1 route name (`messages`, `actions`, `attachments`,
+   * `requests/cancel`, …), the admin or the `auth/…` route; `unknown` or `admin/unknown` for a write no route
+   * serves.
+   */
   route: string
   /** The client's idempotency key, when the route has one. */
   key?: string

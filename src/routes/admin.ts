@@ -31,6 +31,8 @@ const notificationsQuerySchema = z
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Authenticated before the body is read: an anonymous PUT with a broken body is 401, never 400.
   const onRequest = app.requireAccess('admin')
+  // Every change is audited (reads are not), refusals by requireAccess included.
+  const sessionsAudit = { audit: 'admin/sessions' }
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
@@ -75,9 +77,8 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   // Launch through the gateway: it mints the messaging token, Kasm starts the session with it, the session is
   // registered under Kasm's id. The token never appears in the answer.
-  app.post('/admin/sessions', { onRequest }, async (request, reply) => {
+  app.post('/admin/sessions', { onRequest, config: sessionsAudit }, async (request, reply) => {
     const operator = operatorOf(request)
-    request.auditDetail.route = 'admin/sessions'
     request.auditDetail.action = 'launch'
     if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
       throw new BadRequest('body must be a JSON object {image_id | image, user_id?, team, environment?}')
@@ -102,14 +103,13 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.put<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { onRequest },
+    { onRequest, config: sessionsAudit },
     async (request, reply) => {
       const operator = operatorOf(request)
       const id = kasmIdSchema.safeParse(request.params.kasmId)
       if (!id.success) throw new BadRequest(`kasmId: ${formatIssues(id.error)}`)
       const kasmId = id.data
       request.auditDetail.kasmId = kasmId
-      request.auditDetail.route = 'admin/sessions'
       if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
         throw new BadRequest('body must be a JSON object {upstream?, team, messagingToken, lifecycle?}')
       const body = adminBodySchema.safeParse(request.body)
@@ -139,10 +139,9 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { onRequest },
+    { onRequest, config: sessionsAudit },
     async (request, reply) => {
       const operator = operatorOf(request)
-      request.auditDetail.route = 'admin/sessions'
       request.auditDetail.action = 'delete'
       const session = await app.sessions.get(request.params.kasmId)
       if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
@@ -164,10 +163,9 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Nothing is deleted automatically: an admin decides, and the deletion is audited.
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/unreadable-sessions/:kasmId',
-    { onRequest },
+    { onRequest, config: { audit: 'admin/unreadable-sessions' } },
     async (request, reply) => {
       const operator = operatorOf(request)
-      request.auditDetail.route = 'admin/unreadable-sessions'
       request.auditDetail.action = 'delete'
       const record = (await app.sessions.unreadable()).find((s) => s.kasmId === request.params.kasmId)
       if (record === undefined || !seesRecord(operator, record.team)) throw new SessionNotFound()

@@ -38,11 +38,13 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
   // operator.
   const bearerOnly = async (request: FastifyRequest) => void (await app.auth.authenticate(request, 'bearer'))
   const anyCredential = async (request: FastifyRequest) => void (await app.auth.authenticate(request))
+  // Starting and ending a cookie session are audited; `auth/me` is a read.
+  const sessionAudit = { audit: 'auth/session' }
   const cookieWrite = async (request: FastifyRequest) =>
     app.auth.checkCsrf(request, await app.auth.authenticate(request, 'cookie'))
 
   // A browser's EventSource cannot send a bearer: the UI trades its token for an HttpOnly cookie here.
-  app.post('/auth/session', { onRequest: bearerOnly }, async (request, reply) => {
+  app.post('/auth/session', { onRequest: bearerOnly, config: sessionAudit }, async (request, reply) => {
     const operator = request.operator!
     const session = await app.auth.cookies.start(reply, toClaims(operator), operator.expiresAt)
     return reply.code(201).send(me(session))
@@ -50,7 +52,7 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/auth/me', { onRequest: anyCredential }, async (request) => me(request.operator!))
 
-  app.delete('/auth/session', { onRequest: cookieWrite }, async (request, reply) => {
+  app.delete('/auth/session', { onRequest: cookieWrite, config: sessionAudit }, async (request, reply) => {
     await app.auth.cookies.end(request, reply)
     return reply.code(204).send()
   })

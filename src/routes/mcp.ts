@@ -24,6 +24,8 @@ export async function mcpRoutes(app: FastifyInstance): Promise<void> {
       exposeHeadRoute: false,
       // Authenticated before the body is parsed: an anonymous request gets 401, not 413/415, and is never read.
       onRequest: app.requireAccess(route.access),
+      // Writes are audited under the route's name; reads are not.
+      config: route.access === 'write' ? { audit: route.name } : {},
       handler: (request, reply) => handleV1(app, route, request, reply),
     })
   }

@@ -15,6 +15,15 @@ interface LoginQuery {
   prompt?: string
 }
 
+/**
+ * `auth/login` is audited only as the demo's one-time link: starting a sign-in at the IdP is not recorded,
+ * only its outcome at `auth/callback`.
+ */
+const loginAudit = {
+  audit: (request: FastifyRequest) =>
+    /(?:^|&)ticket=/.test(request.url.split('?')[1] ?? '') ? 'auth/login' : null,
+}
+
 /** How long the browser binding of a sign-in lives: as long as a login attempt. */
 const BINDING_MAX_AGE_S = 600
 
@@ -63,7 +72,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     throw err
   }
 
-  app.get<{ Querystring: LoginQuery }>('/auth/login', async (request, reply) => {
+  app.get<{ Querystring: LoginQuery }>('/auth/login', { config: loginAudit }, async (request, reply) => {
     const { ticket, prompt } = request.query
     if (typeof ticket === 'string') return ticketSignIn(request, reply, ticket)
     if (signIn === null) throw new SignInNotConfigured()
@@ -91,7 +100,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     return reply.header('referrer-policy', 'no-referrer').redirect(base, 303)
   }
 
-  app.get('/auth/callback', async (request, reply) => {
+  app.get('/auth/callback', { config: { audit: 'auth/callback' } }, async (request, reply) => {
     request.auditDetail.action = 'sign_in'
     if (signIn === null) throw new SignInNotConfigured()
     app.auth.assertSignInAllowed(request)
@@ -118,7 +127,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     return reply.redirect(done.returnTo, 303)
   })
 
-  app.post('/auth/logout', async (request, reply) => {
+  app.post('/auth/logout', { config: { audit: 'auth/logout' } }, async (request, reply) => {
     request.auditDetail.action = 'sign_out'
     // Signed out already (or never signed in): nothing to end, the answer is the same.
     const operator = await signedIn(request)
@@ -131,28 +140,32 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/auth/logged-out', async (_request, reply) => app.pages.send(reply, signedOut()))
 
-  app.post<{ Body: URLSearchParams | undefined }>('/auth/backchannel-logout', async (request, reply) => {
-    request.auditDetail.action = 'backchannel_logout'
-    if (signIn === null) throw new SignInNotConfigured()
-    app.auth.assertSignInAllowed(request)
-    const token = request.body instanceof URLSearchParams ? request.body.getAll('logout_token') : []
-    if (token.length !== 1 || token[0] === '') {
-      return refused(request, new LogoutTokenInvalid('send exactly one logout_token form field'))
-    }
-    let whom: { sid?: string; sub?: string }
-    try {
-      whom = await signIn.logoutToken(token[0] ?? '')
-    } catch (err) {
-      return refused(request, err)
-    }
-    if (whom.sub !== undefined) request.auditDetail.sub = whom.sub
-    const ended =
-      whom.sid !== undefined
-        ? await app.auth.revokeIdpSession(whom.sid)
-        : await app.auth.revokeCookieSessions(whom.sub ?? '')
-    request.log.info({ sub: whom.sub, ended }, 'back-channel logout')
-    return reply.code(200).send({ ended })
-  })
+  app.post<{ Body: URLSearchParams | undefined }>(
+    '/auth/backchannel-logout',
+    { config: { audit: 'auth/backchannel-logout' } },
+    async (request, reply) => {
+      request.auditDetail.action = 'backchannel_logout'
+      if (signIn === null) throw new SignInNotConfigured()
+      app.auth.assertSignInAllowed(request)
+      const token = request.body instanceof URLSearchParams ? request.body.getAll('logout_token') : []
+      if (token.length !== 1 || token[0] === '') {
+        return refused(request, new LogoutTokenInvalid('send exactly one logout_token form field'))
+      }
+      let whom: { sid?: string; sub?: string }
+      try {
+        whom = await signIn.logoutToken(token[0] ?? '')
+      } catch (err) {
+        return refused(request, err)
+      }
+      if (whom.sub !== undefined) request.auditDetail.sub = whom.sub
+      const ended =
+        whom.sid !== undefined
+          ? await app.auth.revokeIdpSession(whom.sid)
+          : await app.auth.revokeCookieSessions(whom.sub ?? '')
+      request.log.info({ sub: whom.sub, ended }, 'back-channel logout')
+      return reply.code(200).send({ ended })
+    },
+  )
 
   /** The operator of a valid session cookie, or null (never throws: sign-in pages work signed out). */
   async function signedIn(request: FastifyRequest) {

@@ -69,7 +69,6 @@ export async function handleV1(
   const params = request.params as Record<string, string | undefined>
   const kasmId = params.kasmId
   if (!isKasmId(kasmId)) throw new SessionNotFound()
-  noteAudit(request, { kasmId, route: route.name })
 
   if (route.sessionTokenOnly) throw new SessionTokenOnly()
   const body = bodyFor(route, request)

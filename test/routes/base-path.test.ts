@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { request } from 'undici'
-import { auditTarget } from '../../src/audit/target.ts'
 import { ConfigError, loadConfig } from '../../src/config.ts'
+import { assertAuditNames } from '../helpers/audit-records.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 
@@ -48,16 +48,22 @@ test('GATEWAY_BASE_PATH moves the console, auth and admin routes; v1 routes and 
   assert.equal(bare.headers.location, '/gateway/')
 })
 
-test('audit records admin writes under the base path and ignores the same path outside it', () => {
-  assert.deepEqual(auditTarget('PUT', '/gateway/admin/sessions/k1', '/gateway/'), {
-    kasmId: 'k1',
-    route: 'admin/sessions',
-  })
-  assert.equal(auditTarget('PUT', '/admin/sessions/k1', '/gateway/'), null)
-  assert.deepEqual(auditTarget('POST', '/desktop/k1/mcp/messages', '/gateway/'), {
-    kasmId: 'k1',
-    route: 'messages',
-  })
+test('audit records admin writes under the base path and ignores the same path outside it', async (t) => {
+  const gw = await startGateway({ GATEWAY_BASE_PATH: '/gateway/' })
+  t.after(() => gw.close())
+  await assertAuditNames(
+    gw.url,
+    [
+      ['PUT', '/gateway/admin/sessions/k1', ['k1', 'admin/sessions']],
+      ['POST', '/gateway/admin/nothing-here', [null, 'admin/unknown']],
+      ['PUT', '/admin/sessions/k1', null],
+      ['POST', '/admin/nothing-here', null],
+      ['POST', '/gateway/desktop/k1/mcp/messages', null],
+      ['POST', '/desktop/k1/mcp/messages', ['k1', 'messages']],
+      ['POST', '/desktop/k1/mcp/nothing-here', ['k1', 'unknown']],
+    ],
+    { basePath: '/gateway/' },
+  )
 })
 
 test('a bad GATEWAY_BASE_PATH stops the boot naming the variable', () => {
