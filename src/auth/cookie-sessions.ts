@@ -76,16 +76,17 @@ const RECENT_MAX = 10_000
  * person's roles and teams, and a refused refresh ends the session on every replica.
  */
 export class CookieSessions {
+  private readonly store: CookieSessionStore
+  private readonly options: CookieSessionsOptions
   readonly #sealer: Sealer
   readonly #refreshing = new Set<Promise<void>>()
   readonly #recent: RecentCookieSessions | null
   /** Stops hearing revocations for {@link #recent}. */
   readonly #hearing: Promise<() => void> | null
 
-  constructor(
-    private readonly store: CookieSessionStore,
-    private readonly options: CookieSessionsOptions,
-  ) {
+  constructor(store: CookieSessionStore, options: CookieSessionsOptions) {
+    this.store = store
+    this.options = options
     this.#sealer = options.sealer ?? inProcess
     const ttlMs = options.recentMs ?? 0
     this.#recent = ttlMs > 0 ? new RecentCookieSessions({ ttlMs, max: RECENT_MAX }) : null

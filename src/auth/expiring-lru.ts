@@ -4,13 +4,15 @@
  * memory of the credential caches (verified bearers, recent cookie sessions).
  */
 export class ExpiringLru<V> {
+  private readonly max: number
+  /** The clock (tests); default Date.now, read when called (so a mocked Date is the clock too). */
+  private readonly now: () => number
   readonly #entries = new Map<string, { value: V; until: number }>()
 
-  constructor(
-    private readonly max: number,
-    /** The clock (tests); default Date.now, read when called (so a mocked Date is the clock too). */
-    private readonly now: () => number = () => Date.now(),
-  ) {}
+  constructor(max: number, now: () => number = () => Date.now()) {
+    this.max = max
+    this.now = now
+  }
 
   /** The value while `now() < until`, marked most recently used; undefined otherwise. */
   get(key: string): V | undefined {

@@ -30,13 +30,11 @@ export type TokenRefusalReason =
  * terms and never echoes the token or its claims.
  */
 export class TokenRefused extends Error {
+  readonly reason: TokenRefusalReason
   override readonly name = 'TokenRefused'
-  constructor(
-    readonly reason: TokenRefusalReason,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
+  constructor(reason: TokenRefusalReason, message: string, options?: { cause?: unknown }) {
     super(message, options)
+    this.reason = reason
   }
 }
 

@@ -15,10 +15,12 @@ interface Ticket {
  * replica), by hash like cookie sessions, and deleted on first use whatever the outcome.
  */
 export class LoginTickets {
+  private readonly ttlMs: number
   readonly #tickets = new Map<string, Ticket>()
   readonly #sweeper: NodeJS.Timeout
 
-  constructor(private readonly ttlMs = LOGIN_TICKET_TTL_MS) {
+  constructor(ttlMs = LOGIN_TICKET_TTL_MS) {
+    this.ttlMs = ttlMs
     this.#sweeper = setInterval(() => this.#sweep(), 60_000)
     this.#sweeper.unref()
   }

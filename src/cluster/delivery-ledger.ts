@@ -19,10 +19,13 @@ const RECENT = 1000
  * record: the next owner sends it again only if the record says the last attempt certainly failed.
  */
 export class RedisDeliveryLedger implements DeliveryLedger {
-  constructor(
-    readonly command: Redis,
-    readonly keys: ClusterKeys,
-  ) {}
+  readonly command: Redis
+  readonly keys: ClusterKeys
+
+  constructor(command: Redis, keys: ClusterKeys) {
+    this.command = command
+    this.keys = keys
+  }
 
   #key(key: string, kasmId: string): string {
     return this.keys.notifyDelivery(kasmId, createHash('sha256').update(key).digest('hex').slice(0, 32))

@@ -3,10 +3,13 @@ import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
 
 /** The cluster's {@link LoginAttemptStore}: the callback may reach any replica. GETDEL makes each one-time. */
 export class RedisLoginAttemptStore implements LoginAttemptStore {
-  constructor(
-    private readonly redis: Redis,
-    private readonly keyOf: (key: string) => string,
-  ) {}
+  private readonly redis: Redis
+  private readonly keyOf: (key: string) => string
+
+  constructor(redis: Redis, keyOf: (key: string) => string) {
+    this.redis = redis
+    this.keyOf = keyOf
+  }
 
   async put(key: string, value: string, ttlMs: number): Promise<void> {
     await this.redis.set(this.keyOf(key), value, 'PX', ttlMs)

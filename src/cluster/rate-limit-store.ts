@@ -35,14 +35,17 @@ interface Waiting {
  * per Redis latency instead of one per request. A request with nothing in flight is sent at once.
  */
 class CoalescingStore implements FastifyRateLimitStore {
+  private readonly redis: Redis & AddCommand
+  private readonly prefix: string
+  private readonly windowMs: number
   readonly #waiting = new Map<string, Waiting>()
   readonly #inFlight = new Set<string>()
 
-  constructor(
-    private readonly redis: Redis & AddCommand,
-    private readonly prefix: string,
-    private readonly windowMs: number,
-  ) {}
+  constructor(redis: Redis & AddCommand, prefix: string, windowMs: number) {
+    this.redis = redis
+    this.prefix = prefix
+    this.windowMs = windowMs
+  }
 
   incr(key: string, callback: Callback, timeWindow?: number): void {
     const k = this.prefix + key

@@ -15,15 +15,17 @@ const CATCH_UP_ROUNDS = 100
  * While `inStep` its state is the session's (see {@link HubSession.stepped}) and its own fields are unused.
  */
 class HubViewer<P> extends ViewerCursor implements Subscription {
+  readonly session: HubSession<P>
+  readonly subscriber: Subscriber
+  readonly servedRun: string | null
   offset: P
   inStep = false
 
-  constructor(
-    readonly session: HubSession<P>,
-    readonly subscriber: Subscriber,
-    readonly servedRun: string | null,
-  ) {
+  constructor(session: HubSession<P>, subscriber: Subscriber, servedRun: string | null) {
     super()
+    this.session = session
+    this.subscriber = subscriber
+    this.servedRun = servedRun
     this.offset = session.broker.origin
   }
 
@@ -53,6 +55,9 @@ class HubViewer<P> extends ViewerCursor implements Subscription {
 
 /** A session watched on this replica: its viewers and the replica's one broker subscription to it. */
 class HubSession<P> implements BrokerListener<P> {
+  readonly hub: Hub<P>
+  readonly broker: Broker<P>
+  readonly kasmId: string
   readonly viewers = new Set<HubViewer<P>>()
   /** Viewers whose join is in flight: the session stays watched while they catch up. */
   pending = 0
@@ -66,11 +71,10 @@ class HubSession<P> implements BrokerListener<P> {
    */
   readonly stepped = new ViewerCursor()
 
-  constructor(
-    readonly hub: Hub<P>,
-    readonly broker: Broker<P>,
-    readonly kasmId: string,
-  ) {
+  constructor(hub: Hub<P>, broker: Broker<P>, kasmId: string) {
+    this.hub = hub
+    this.broker = broker
+    this.kasmId = kasmId
     this.cursor = broker.origin
   }
 

@@ -14,9 +14,12 @@ export interface StreamSlots {
 
 /** {@link StreamSlots} of one process. */
 export class MemoryStreamSlots implements StreamSlots {
+  readonly max: number
   readonly #held = new Map<string, number>()
 
-  constructor(readonly max: number) {}
+  constructor(max: number) {
+    this.max = max
+  }
 
   async take(sub: string): Promise<boolean> {
     const held = this.#held.get(sub) ?? 0

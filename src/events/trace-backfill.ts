@@ -196,11 +196,14 @@ export class TraceBackfill {
 
 /** The events of a fill, at most `maxBytes` as stored: past it the oldest go, so the newest part is kept. */
 class FillBuffer {
+  readonly maxBytes: number
   readonly #events: Delivery[] = []
   #first = 0
   #bytes = 0
 
-  constructor(readonly maxBytes: number) {}
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes
+  }
 
   push(d: Delivery): void {
     this.#events.push(d)

@@ -60,9 +60,12 @@ export function matchesQuery(record: DeliveryRecord, query: DeliveryQuery): bool
 
 /** The deliveries of this replica, the most recent `capacity` of them (a Map keeps insertion order). */
 export class MemoryDeliveryLedger implements DeliveryLedger {
+  readonly capacity: number
   readonly #records = new Map<string, DeliveryRecord>()
 
-  constructor(readonly capacity = 10_000) {}
+  constructor(capacity = 10_000) {
+    this.capacity = capacity
+  }
 
   async claim(key: string, record: DeliveryRecord): Promise<DeliveryRecord | null> {
     const known = this.#records.get(key)

@@ -42,6 +42,8 @@ const HEALTH: ReadonlySet<string> = new Set(['live', 'not_up', 'token_refused', 
 
 /** One watched session on this replica: its fold, its bus subscription and its listeners. */
 class SummaryWatch implements Subscriber {
+  readonly kasmId: string
+  readonly log: FastifyBaseLogger
   readonly fold = new SummaryFold()
   readonly listeners = new Set<SummaryListener>()
   health: UpstreamHealth = 'unknown'
@@ -53,10 +55,9 @@ class SummaryWatch implements Subscriber {
   #revision = -1
   #publishedActivity = 0
 
-  constructor(
-    readonly kasmId: string,
-    readonly log: FastifyBaseLogger,
-  ) {
+  constructor(kasmId: string, log: FastifyBaseLogger) {
+    this.kasmId = kasmId
+    this.log = log
     this.publication = { kasmId, summary: this.fold.snapshot(), health: this.health }
     this.#revision = this.fold.revision
   }

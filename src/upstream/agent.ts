@@ -47,11 +47,13 @@ export function createGuardedAgent(env: Env, policy: UrlPolicy): Agent {
  * marked with {@link GUARDED_HEADER} goes through the guarded agent, everything else through the trusted one.
  */
 export class TrustRouter extends Dispatcher {
-  constructor(
-    readonly trusted: Dispatcher,
-    readonly guarded: Dispatcher,
-  ) {
+  readonly trusted: Dispatcher
+  readonly guarded: Dispatcher
+
+  constructor(trusted: Dispatcher, guarded: Dispatcher) {
     super()
+    this.trusted = trusted
+    this.guarded = guarded
   }
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {

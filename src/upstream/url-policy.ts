@@ -39,9 +39,11 @@ export const ADDRESS_REFUSED = 'ERR_KRG_ADDRESS_REFUSED'
 
 /** A connection the policy refused; `code` is {@link ADDRESS_REFUSED}. */
 export class AddressRefused extends Error {
+  readonly refusal: Refusal
   readonly code = ADDRESS_REFUSED
-  constructor(readonly refusal: Refusal) {
+  constructor(refusal: Refusal) {
     super(refusal.reason)
+    this.refusal = refusal
   }
 }
 

@@ -253,6 +253,8 @@ async function getStatus(url: string): Promise<number> {
  * reconnects to the next live replica with `Last-Event-ID`. Records every event id it got.
  */
 export class RoamingViewer {
+  readonly kasmId: string
+  readonly token: string
   /** `run:seq` of every event, in arrival order (duplicates included, so a test can see them). */
   readonly ids: string[] = []
   reconnects = 0
@@ -261,12 +263,9 @@ export class RoamingViewer {
   #at: number
   readonly #servers: () => string[]
 
-  constructor(
-    readonly kasmId: string,
-    readonly token: string,
-    servers: () => string[],
-    start: number,
-  ) {
+  constructor(kasmId: string, token: string, servers: () => string[], start: number) {
+    this.kasmId = kasmId
+    this.token = token
     this.#servers = servers
     this.#at = start
   }

@@ -5,11 +5,13 @@ import type { Transition } from '../../src/summary/types.ts'
 
 /** A trace the way the runtime writes it: seq, type, ts and one payload field named after the type. */
 class Trace {
+  readonly run: string
+  readonly start: number
   seq = 0
-  constructor(
-    readonly run = 'run-1',
-    readonly start = Date.parse('2026-09-16T14:00:00Z'),
-  ) {}
+  constructor(run = 'run-1', start = Date.parse('2026-09-16T14:00:00Z')) {
+    this.run = run
+    this.start = start
+  }
   event(type: string, payload?: unknown, field = type): FoldInput {
     const seq = ++this.seq
     const ts = new Date(this.start + seq * 1000).toISOString()

@@ -27,11 +27,15 @@ const statePattern = /^[A-Za-z0-9_-]{22,128}$/
 
 /** Login attempts keyed by the hash of their `state`, sealed at rest (the PKCE verifier is in there). */
 export class LoginAttempts {
-  constructor(
-    private readonly store: LoginAttemptStore,
-    private readonly sealer: Sealer,
-    private readonly ttlMs = LOGIN_ATTEMPT_TTL_MS,
-  ) {}
+  private readonly store: LoginAttemptStore
+  private readonly sealer: Sealer
+  private readonly ttlMs: number
+
+  constructor(store: LoginAttemptStore, sealer: Sealer, ttlMs = LOGIN_ATTEMPT_TTL_MS) {
+    this.store = store
+    this.sealer = sealer
+    this.ttlMs = ttlMs
+  }
 
   /** Stores the attempt and returns its fresh `state`. */
   async start(attempt: LoginAttempt): Promise<string> {

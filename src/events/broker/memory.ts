@@ -21,6 +21,8 @@ type Stored = BrokerDelivery<number>
  * evict the oldest event of the whole process when its total budget is passed.
  */
 class SessionLog {
+  readonly capacity: number
+  readonly maxBytes: number
   run: string | null = null
   closed: Stored | null = null
   lastSeq = 0
@@ -33,10 +35,9 @@ class SessionLog {
   #start = 0
   #count = 0
 
-  constructor(
-    readonly capacity: number,
-    readonly maxBytes: number,
-  ) {
+  constructor(capacity: number, maxBytes: number) {
+    this.capacity = capacity
+    this.maxBytes = maxBytes
     this.#ring = new Array<Stored | undefined>(capacity)
     this.#sizes = new Float64Array(capacity)
   }
