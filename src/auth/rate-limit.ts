@@ -35,7 +35,7 @@ export async function registerRateLimit(app: FastifyInstance, options: RateLimit
     keyGenerator: rateLimitKey,
     allowList: (request) => unlimited.has(request.routeOptions.url ?? ''),
     skipOnError: true,
-    // Shared counters, at one round trip per operator at a time however many of their requests arrive.
+    // Shared counters, leased by each replica a few units at a time: no round trip per request.
     ...(options.store ? { store: options.store } : {}),
     errorResponseBuilder: (_request, context) => new RateLimited(String(Math.ceil(context.ttl / 1000))),
   })

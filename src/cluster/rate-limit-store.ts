@@ -2,58 +2,98 @@ import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/
 import type { Redis } from 'ioredis'
 
 /**
- * KEYS: counter. ARGV: how many requests to add, window ms. Returns the count after them and the ms left in
- * the window (the window starts with its first request, as @fastify/rate-limit's own Redis store does).
+ * KEYS: counter. ARGV: units wanted, the window's budget, window ms. Hands out up to the units wanted of what
+ * is left of the budget (never beyond it) and returns the count after them, the units granted and the ms left
+ * in the window (the window starts with its first lease, as @fastify/rate-limit's own Redis store starts it
+ * with its first request).
  */
-const add = `
-local current = redis.call('INCRBY', KEYS[1], ARGV[1])
+const lease = `
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local grant = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - used)
+if grant > 0 then used = redis.call('INCRBY', KEYS[1], grant) else grant = 0 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  ttl = tonumber(ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  ttl = tonumber(ARGV[3])
 end
-return {current, ttl}
+return {used, grant, ttl}
 `
 
-interface AddCommand {
-  krgRateLimitAdd(key: string, count: number, windowMs: number): Promise<[number, number]>
+interface LeaseCommand {
+  krgRateLimitLease(
+    key: string,
+    want: number,
+    max: number,
+    windowMs: number,
+  ): Promise<[number, number, number]>
 }
 
 type Callback = (error: Error | null, result?: { current: number; ttl: number }) => void
 
-/** Requests of one key waiting for the round trip in flight to end. */
-interface Waiting {
-  callbacks: Callback[]
-  windowMs: number
+/**
+ * A replica holds at most this share of a window's budget unused: with R replicas an operator may be refused
+ * up to R × max / LEASE_SHARE requests early in a window, and is never admitted beyond the budget.
+ */
+const LEASE_SHARE = 50
+/** Past this many keys, windows that ended are forgotten (at most once a second). */
+const SWEEP_AT = 1024
+
+/** One key's part of the current window on this replica. */
+interface Quota {
+  /** When the window ends (Date.now() scale), from the counter's TTL at the last lease. */
+  windowEnd: number
+  /** The place in the window's count of the next unit this replica holds. */
+  place: number
+  /** Units leased and not used yet. */
+  left: number
+  /** The size of the next lease: doubles with each lease of the window, up to the cap. */
+  next: number
+  /** Redis granted less than was asked: the window's budget is spent, refused here until it ends. */
+  spent: boolean
+  /** Requests waiting for the lease in flight. */
+  waiting: Callback[]
+  inFlight: boolean
 }
 
 /**
- * @fastify/rate-limit's counters in Redis, shared by every replica, at one round trip per key at a time: while
- * a key's increment is in flight, the requests of that key that arrive wait and are added together in the
- * next one (INCRBY n), each answered with its own place in the count. The count stays exact (the limit is
- * never exceeded, the same requests are refused as one at a time); a busy operator's burst costs a round trip
- * per Redis latency instead of one per request. A request with nothing in flight is sent at once.
+ * @fastify/rate-limit's counters in Redis, shared by every replica, without a round trip per request: each
+ * replica leases units of an operator's window budget (1, then 2, 4, … up to max / {@link LEASE_SHARE}) and
+ * answers from them in process; the requests that arrive while a lease is in flight wait for it and are
+ * served from it (a burst asks for as many units as it holds). The budget is never exceeded: Redis counts
+ * the units handed out. What a replica holds unused when the window ends lapses, so a busy operator spread
+ * over replicas may be refused a little early. Once Redis has granted less than asked the window is spent,
+ * and requests are refused here until it ends, without asking again.
  */
-class CoalescingStore implements FastifyRateLimitStore {
-  private readonly redis: Redis & AddCommand
-  private readonly prefix: string
-  private readonly windowMs: number
-  readonly #waiting = new Map<string, Waiting>()
-  readonly #inFlight = new Set<string>()
+class LeasingStore implements FastifyRateLimitStore {
+  readonly #quotas = new Map<string, Quota>()
+  readonly #redis: Redis & LeaseCommand
+  readonly #prefix: string
+  readonly #windowMs: number
+  #sweptAt = 0
 
-  constructor(redis: Redis & AddCommand, prefix: string, windowMs: number) {
-    this.redis = redis
-    this.prefix = prefix
-    this.windowMs = windowMs
+  constructor(redis: Redis & LeaseCommand, prefix: string, windowMs: number) {
+    this.#redis = redis
+    this.#prefix = prefix
+    this.#windowMs = windowMs
   }
 
-  incr(key: string, callback: Callback, timeWindow?: number): void {
-    const k = this.prefix + key
-    const waiting = this.#waiting.get(k)
-    if (waiting === undefined)
-      this.#waiting.set(k, { callbacks: [callback], windowMs: timeWindow ?? this.windowMs })
-    else waiting.callbacks.push(callback)
-    if (!this.#inFlight.has(k)) this.#send(k)
+  incr(key: string, callback: Callback, timeWindow?: number, max?: number): void {
+    const k = this.#prefix + key
+    const now = Date.now()
+    let quota = this.#quotas.get(k)
+    if (quota !== undefined && now >= quota.windowEnd && !quota.inFlight) {
+      this.#quotas.delete(k)
+      quota = undefined
+    }
+    if (quota === undefined) {
+      if (this.#quotas.size >= SWEEP_AT) this.#sweep(now)
+      quota = { windowEnd: 0, place: 0, left: 0, next: 1, spent: false, waiting: [], inFlight: false }
+      this.#quotas.set(k, quota)
+    }
+    const budget = max ?? Number.POSITIVE_INFINITY
+    if (!quota.inFlight && this.#answer(quota, callback, budget, now)) return
+    quota.waiting.push(callback)
+    if (!quota.inFlight) this.#lease(k, quota, timeWindow ?? this.#windowMs, budget)
   }
 
   child(routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
@@ -61,41 +101,74 @@ class CoalescingStore implements FastifyRateLimitStore {
     // plugin passes the route as `routeInfo` (store/RedisStore.js), which its typings do not say.
     const { method, url } = (routeOptions as unknown as { routeInfo: { method: string; url: string } })
       .routeInfo
-    return new CoalescingStore(this.redis, `${this.prefix}${method}${url}-`, this.windowMs)
+    return new LeasingStore(this.#redis, `${this.#prefix}${method}${url}-`, this.#windowMs)
   }
 
-  #send(k: string): void {
-    const waiting = this.#waiting.get(k)
-    if (waiting === undefined) return
-    this.#waiting.delete(k)
-    this.#inFlight.add(k)
-    const { callbacks, windowMs } = waiting
-    this.redis
-      .krgRateLimitAdd(k, callbacks.length, windowMs)
-      .then(
-        ([current, ttl]) => {
-          const first = current - callbacks.length + 1
-          for (const [i, cb] of callbacks.entries()) cb(null, { current: first + i, ttl })
-        },
-        (err: Error) => {
-          for (const cb of callbacks) cb(err)
-        },
-      )
-      .finally(() => {
-        this.#inFlight.delete(k)
-        this.#send(k)
-      })
+  /** Answers from what this replica holds; false when a lease is needed first. */
+  #answer(quota: Quota, callback: Callback, max: number, now: number): boolean {
+    if (now >= quota.windowEnd) return false
+    const ttl = quota.windowEnd - now
+    if (quota.left > 0) {
+      quota.left--
+      callback(null, { current: quota.place++, ttl })
+      return true
+    }
+    if (quota.spent) {
+      callback(null, { current: max + 1, ttl })
+      return true
+    }
+    return false
+  }
+
+  #lease(k: string, quota: Quota, windowMs: number, max: number): void {
+    const waiting = quota.waiting
+    quota.waiting = []
+    quota.inFlight = true
+    const cap = Number.isFinite(max) ? Math.max(1, Math.ceil(max / LEASE_SHARE)) : 1
+    const want = Math.max(waiting.length, Math.min(quota.next, cap))
+    this.#redis.krgRateLimitLease(k, want, Number.isFinite(max) ? max : 2 ** 53, windowMs).then(
+      ([used, granted, ttl]) => {
+        const now = Date.now()
+        quota.inFlight = false
+        quota.windowEnd = now + ttl
+        quota.place = used - granted + 1
+        quota.left = granted
+        quota.next = Math.min(cap, quota.next * 2)
+        quota.spent = granted < want
+        for (const cb of waiting) if (!this.#answer(quota, cb, max, now)) quota.waiting.push(cb)
+        // Those that came meanwhile (and any the lease could not serve: its window ended in flight).
+        const later = quota.waiting
+        quota.waiting = []
+        for (const cb of later) if (!this.#answer(quota, cb, max, now)) quota.waiting.push(cb)
+        if (quota.waiting.length > 0) {
+          if (now >= quota.windowEnd) Object.assign(quota, { next: 1, spent: false, left: 0 })
+          this.#lease(k, quota, windowMs, max)
+        }
+      },
+      (err: Error) => {
+        // Forgotten, so the next request asks again; those waiting now pass (skipOnError).
+        this.#quotas.delete(k)
+        for (const cb of waiting) cb(err)
+        for (const cb of quota.waiting) cb(err)
+      },
+    )
+  }
+
+  #sweep(now: number): void {
+    if (now - this.#sweptAt < 1000) return
+    this.#sweptAt = now
+    for (const [k, q] of this.#quotas) if (now >= q.windowEnd && !q.inFlight) this.#quotas.delete(k)
   }
 }
 
 /** The store class for @fastify/rate-limit's `store` option: counters under `nameSpace` on `redis`. */
-export function coalescingRateLimitStore(redis: Redis, nameSpace: string): FastifyRateLimitStoreCtor {
-  const r = redis as Redis & Partial<AddCommand>
-  if (!r.krgRateLimitAdd) redis.defineCommand('krgRateLimitAdd', { numberOfKeys: 1, lua: add })
-  return class extends CoalescingStore {
+export function leasingRateLimitStore(redis: Redis, nameSpace: string): FastifyRateLimitStoreCtor {
+  const r = redis as Redis & Partial<LeaseCommand>
+  if (!r.krgRateLimitLease) redis.defineCommand('krgRateLimitLease', { numberOfKeys: 1, lua: lease })
+  return class extends LeasingStore {
     constructor(options: { timeWindow?: number | string }) {
       super(
-        redis as Redis & AddCommand,
+        redis as Redis & LeaseCommand,
         nameSpace,
         typeof options.timeWindow === 'number' ? options.timeWindow : 60_000,
       )

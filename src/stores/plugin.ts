@@ -17,7 +17,7 @@ import { RedisStaleSessions } from '../cluster/kasm-stale.ts'
 import { clusterKeys } from '../cluster/keys.ts'
 import { RedisLoginAttemptStore } from '../cluster/login-attempts.ts'
 import type { Cluster } from '../cluster/plugin.ts'
-import { coalescingRateLimitStore } from '../cluster/rate-limit-store.ts'
+import { leasingRateLimitStore } from '../cluster/rate-limit-store.ts'
 import { Resealer } from '../cluster/reseal.ts'
 import { RedisSessionStore } from '../cluster/session-store.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../events/memory-bus.ts'
@@ -168,11 +168,11 @@ async function redisSessionStore(app: FastifyInstance, cluster: Cluster): Promis
 }
 
 /**
- * Rate-limit counters follow the command connection (`app.redis`), shared by every replica at one round trip
- * per operator at a time. The auth plugin's own tests build it beside an `app.redis` and no cluster.
+ * Rate-limit counters follow the command connection (`app.redis`), shared by every replica, each leasing
+ * units of an operator's budget a few at a time (no round trip per request). The auth plugin's own tests build it beside an `app.redis` and no cluster.
  */
 function sharedRateLimit(app: FastifyInstance): Stores['rateLimit'] {
   const redis = app.hasDecorator('redis') ? app.getDecorator<Redis | null>('redis') : null
   if (!redis) return null
-  return coalescingRateLimitStore(redis, clusterKeys(app.config.env.GATEWAY_REDIS_PREFIX).rateLimit)
+  return leasingRateLimitStore(redis, clusterKeys(app.config.env.GATEWAY_REDIS_PREFIX).rateLimit)
 }

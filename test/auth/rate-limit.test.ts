@@ -139,7 +139,44 @@ test('with app.redis a burst of one operator shares round trips and is still cou
   const statuses = burst.map((r) => r.statusCode)
   assert.equal(statuses.filter((s) => s === 200).length, 4, `5 in all, one before the burst: ${statuses}`)
   assert.equal(statuses.filter((s) => s === 429).length, 16)
-  assert.equal(await redis.get(`${prefix}rl:op:alice`), '21', 'every request counted once')
-  await until('the monitor saw the increments', () => sent > 0)
+  assert.equal(await redis.get(`${prefix}rl:op:alice`), '5', 'the budget handed out, never beyond it')
+  await until('the monitor saw the leases', () => sent > 0)
   assert.ok(sent < 20, `${sent} round trips for 20 requests`)
+})
+
+test('with app.redis a busy operator costs a lease per few requests, and replicas never admit beyond the budget', async (t) => {
+  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
+  const monitor = await redis.monitor()
+  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
+  t.after(async () => {
+    monitor.disconnect()
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    await redis.quit()
+  })
+  // A budget of 500: each replica leases 1, 2, 4, … up to 10 units (a fiftieth) at a time.
+  const [a, b] = [await redisReplica(t, redis, prefix, 500), await redisReplica(t, redis, prefix, 500)]
+  const alice = auth(await bearer({ sub: 'alice' }))
+  let sent = 0
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source !== 'lua' && args.some((x) => x.startsWith(`${prefix}rl:`))) sent++
+  })
+  let admitted = 0
+  for (let i = 0; i < 200; i++)
+    if ((await a.inject({ url: '/t/read', headers: alice })).statusCode === 200) admitted++
+  assert.equal(admitted, 200)
+  await until('the monitor saw the leases', () => sent > 0)
+  assert.ok(sent <= 30, `${sent} round trips for 200 requests one after another`)
+  // Both replicas at once, far past the budget: never more than 500 admitted in all, and at most what the
+  // two may hold unused (10 units each) fewer.
+  const burst = await Promise.all(
+    Array.from({ length: 600 }, (_, i) => (i % 2 === 0 ? a : b).inject({ url: '/t/read', headers: alice })),
+  )
+  admitted += burst.filter((r) => r.statusCode === 200).length
+  assert.ok(admitted <= 500, `${admitted} admitted of a budget of 500`)
+  assert.ok(admitted >= 480, `${admitted} admitted: at most the units two replicas hold are lost`)
+  assert.ok(Number(await redis.get(`${prefix}rl:op:alice`)) <= 500, 'Redis never hands out beyond the budget')
+  const refused = burst.find((r) => r.statusCode === 429)
+  assert.ok(refused, 'the rest refused')
+  assert.ok(Number(refused.headers['retry-after']) > 0, 'with the time left in the window')
 })
