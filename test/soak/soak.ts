@@ -74,7 +74,13 @@ async function main(): Promise<number> {
   let emitting = true
   const emitters: Promise<void>[] = []
   try {
-    const env = clusterTestEnv(uniquePrefix(), { REDIS_URL: redis.url, LOG_LEVEL: 'warn' })
+    // Every viewer is one operator's: its stream cap and request budget must not be what ends its streams.
+    const env = clusterTestEnv(uniquePrefix(), {
+      REDIS_URL: redis.url,
+      LOG_LEVEL: 'warn',
+      GATEWAY_MAX_STREAMS_PER_OPERATOR: String(SESSIONS * VIEWERS * 2),
+      GATEWAY_RATE_LIMIT_MAX: '1000000',
+    })
     for (let i = 0; i < REPLICAS; i++) replicas.push(null)
     await Promise.all(
       replicas.map(async (_, i) => {
