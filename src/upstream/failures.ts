@@ -95,6 +95,19 @@ export function transportFailure(err: unknown): Failure {
   return { error: err instanceof Error ? err : new Error(String(err)) }
 }
 
+/**
+ * A body that broke off before its end (read whole before it is sent, so nothing reached the client yet): a
+ * lost connection is the runtime unreachable, anything else (fewer bytes than its Content-Length) a bad answer.
+ */
+export function bodyFailure(err: unknown): Failure {
+  const failure = transportFailure(err)
+  if (failure.reason !== undefined) return failure
+  return {
+    error: new UpstreamBadAnswer('a body that ended before its length', { cause: err }),
+    reason: 'bad_answer',
+  }
+}
+
 function isJson(headers: IncomingHttpHeaders): boolean {
   const type = headers['content-type']
   return typeof type === 'string' && /^application\/(?:[\w.+-]+\+)?json\b/i.test(type.trim())

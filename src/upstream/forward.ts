@@ -8,7 +8,7 @@ import type { Session } from '../sessions/types.ts'
 import { GUARDED_HEADER } from './agent.ts'
 import { type AnswerRequest, answerHeaders } from './answer-policy.ts'
 import type { JsonBody } from './body.ts'
-import { answerFailure, type Failure, transportFailure } from './failures.ts'
+import { answerFailure, bodyFailure, type Failure, transportFailure } from './failures.ts'
 import { upstreamRequestHeaders } from './headers.ts'
 import { upstreamUrl } from './paths.ts'
 import { tokenEcho } from './token-echo.ts'
@@ -113,9 +113,18 @@ export function forward(
         app.upstream.tokenEchoes.inc({ where })
         request.log.warn({ kasmId: session.kasmId, route, where }, 'session runtime echoed its token; masked')
       }
-      rep.headers(answerHeaders(target.answer, status, res.headers, echo, echoed('header')))
-      // Every body goes through the mask (same length, so Content-Length and ranges stay true).
-      rep.send(relay(res.stream, echo.masker(echoed('body'))))
+      const headers = answerHeaders(target.answer, status, res.headers, echo, echoed('header'))
+      // Every body goes through the mask (same length, so Content-Length and ranges stay true). A small one
+      // (the JSON API's answers, most run files) is read whole and sent as one buffer: no stream per answer,
+      // and a runtime that breaks off mid-body gets the client a 502 instead of a truncated answer.
+      if (isSmall(request.method, status, res.headers)) {
+        readWhole(res.stream).then(
+          (whole) => rep.headers(headers).send(echo.maskBody(whole, echoed('body'))),
+          (err: unknown) => fail(bodyFailure(err), status),
+        )
+        return
+      }
+      rep.headers(headers).send(relay(res.stream, echo.masker(echoed('body'))))
     },
     onError: (_rep, { error }) => {
       // The client went away (an upload aborted mid-way): its own doing, not the runtime's. Nobody reads the
@@ -151,6 +160,26 @@ function relay(source: Readable, mask: Transform): Transform {
     if (!source.readableEnded) source.destroy()
   })
   return source.pipe(mask)
+}
+
+/** Bodies up to this many bytes (by their Content-Length) are read whole before they are sent. */
+const SMALL_BODY = 64 * 1024
+
+/** Whether an answer has a body of a known length of at most {@link SMALL_BODY}. */
+function isSmall(method: string, status: number, headers: IncomingHttpHeaders): boolean {
+  if (method === 'HEAD' || status === 204 || status === 304) return false
+  const length = Number(headers['content-length'])
+  return Number.isInteger(length) && length >= 0 && length <= SMALL_BODY
+}
+
+/** The whole of a (small) body; rejects with the stream's error when it breaks off. */
+function readWhole(stream: Readable): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    stream.on('data', (chunk: Buffer) => chunks.push(chunk))
+    stream.once('error', reject)
+    stream.once('end', () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)))
+  })
 }
 
 function isStream(body: JsonBody | Readable): body is Readable {

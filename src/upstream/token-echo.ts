@@ -98,6 +98,31 @@ export class TokenEcho {
   masker(onEcho: () => void): Transform {
     return new BodyMask(this.#patterns, this.#longest, onEcho)
   }
+
+  /** A whole body with every echo masked: `body` itself when there is none, else a masked copy. */
+  maskBody(body: Buffer, onEcho: () => void): Buffer {
+    return maskEchoes(body, false, this.#patterns, onEcho)
+  }
+}
+
+/**
+ * `buf` with every spelling in `patterns` overwritten by {@link MASK_BYTE}, `onEcho` called once per echo. A
+ * buffer the caller was handed (`owned` false) is never written into: it is copied once, on the first echo.
+ */
+function maskEchoes(buf: Buffer, owned: boolean, patterns: readonly Buffer[], onEcho: () => void): Buffer {
+  let out = buf
+  let copied = owned
+  for (const pattern of patterns) {
+    for (let at = out.indexOf(pattern); at !== -1; at = out.indexOf(pattern, at + pattern.length)) {
+      if (!copied) {
+        out = Buffer.from(out)
+        copied = true
+      }
+      out.fill(MASK_BYTE, at, at + pattern.length)
+      onEcho()
+    }
+  }
+  return out
 }
 
 class BodyMask extends Transform {
@@ -119,19 +144,14 @@ class BodyMask extends Transform {
       callback(null, chunk)
       return
     }
-    let buf = this.#tail === null ? chunk : Buffer.concat([this.#tail, chunk])
-    let copied = this.#tail !== null
-    for (const pattern of this.#patterns) {
-      for (let at = buf.indexOf(pattern); at !== -1; at = buf.indexOf(pattern, at + pattern.length)) {
-        // Never write into a buffer the stream was handed: copy once, on the first echo.
-        if (!copied) {
-          buf = Buffer.from(buf)
-          copied = true
-        }
-        buf.fill(MASK_BYTE, at, at + pattern.length)
-        this.#onEcho()
-      }
-    }
+    // A chunk the stream was handed is never written into; a concatenation with the tail is ours.
+    const joined = this.#tail !== null
+    const buf = maskEchoes(
+      joined ? Buffer.concat([this.#tail as Buffer, chunk]) : chunk,
+      joined,
+      this.#patterns,
+      this.#onEcho,
+    )
     const keep = Math.min(this.#hold, buf.length)
     this.#tail = keep === 0 ? null : buf.subarray(buf.length - keep)
     callback(null, buf.subarray(0, buf.length - keep))

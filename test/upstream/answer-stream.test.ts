@@ -91,3 +91,64 @@ test('a body echoing the token across chunks is masked when relayed chunk by chu
   assert.equal(res.status, 200)
   assert.equal(res.text, `before ${'*'.repeat(MESSAGING_TOKEN.length)} after`)
 })
+
+test('a small body (read whole) that breaks mid-answer is a 502 with none of its headers; the next is served', async (t) => {
+  const setup = await startProxy(t)
+  setup.echo.handler = (req, res) => {
+    res.writeHead(200, {
+      'content-type': 'text/plain',
+      'content-length': '4096',
+      'content-disposition': 'attachment; filename="half.log"',
+    })
+    res.write(Buffer.alloc(1000, 0x61))
+    setImmediate(() => req.socket.destroy())
+  }
+  const broken = await send(setup.gw.url, {
+    path: '/desktop/k1/mcp/artifacts/r1/half.log',
+    headers: { authorization: setup.auth.viewer },
+  })
+  assert.equal(broken.status, 502)
+  assert.equal(JSON.parse(broken.text).error, 'upstream_unreachable')
+  assert.equal(broken.headers['content-disposition'], undefined, 'no header of the answer that broke off')
+
+  // Fewer bytes than its Content-Length, then the connection closed cleanly: not passed on as whole either.
+  setup.echo.handler = (req, res) => {
+    req.socket.end('HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 100\r\n\r\nshort')
+    res.destroy()
+  }
+  const short = await send(setup.gw.url, {
+    path: '/desktop/k1/mcp/artifacts/r1/half.log',
+    headers: { authorization: setup.auth.viewer },
+  })
+  assert.equal(short.status, 502)
+  assert.match(JSON.parse(short.text).error, /^upstream_(unreachable|bad_answer)$/)
+
+  setup.echo.handler = (_req, answer) => {
+    answer.writeHead(200, { 'content-type': 'text/plain', 'content-length': '5' })
+    answer.end('whole')
+  }
+  const next = await send(setup.gw.url, {
+    path: '/desktop/k1/mcp/artifacts/r1/half.log',
+    headers: { authorization: setup.auth.viewer },
+  })
+  assert.equal(next.status, 200)
+  assert.equal(next.text, 'whole')
+})
+
+test('a small body echoing the token across chunks is masked when read whole', async (t) => {
+  const setup = await startProxy(t)
+  const cut = 10
+  const body = `before ${MESSAGING_TOKEN} after`
+  setup.echo.handler = (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(Buffer.byteLength(body)) })
+    res.write(`before ${MESSAGING_TOKEN.slice(0, cut)}`)
+    setTimeout(() => res.end(`${MESSAGING_TOKEN.slice(cut)} after`), 20)
+  }
+  const res = await send(setup.gw.url, {
+    path: '/desktop/k1/mcp/artifacts/r1/small.log',
+    headers: { authorization: setup.auth.viewer },
+  })
+  assert.equal(res.status, 200)
+  assert.equal(res.text, `before ${'*'.repeat(MESSAGING_TOKEN.length)} after`)
+  assert.equal(res.headers['content-length'], String(Buffer.byteLength(body)))
+})
