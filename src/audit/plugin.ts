@@ -45,31 +45,40 @@ export const auditPlugin = fp(
       request.log.info({ audit: record }, 'audit')
     }
     const base = app.config.basePath
-    /** The record with its session's team, which an admin limited to teams filters on. */
-    const withTeam = async (
-      record: AuditRecord | null,
+    /**
+     * The record with its session's team, which an admin limited to teams filters on: at once when the route
+     * resolved the session (the usual write), else looked up.
+     */
+    const withTeam = (
+      record: AuditRecord,
       detail: AuditDetail | null,
-    ): Promise<AuditRecord | null> => {
-      if (record === null) return null
-      let team: string | null = detail?.team ?? null
-      if (team === null && record.kasmId !== null) {
-        team = (await app.sessions.get(record.kasmId).catch(() => undefined))?.team ?? null
-      }
-      return { ...record, team }
+    ): AuditRecord | Promise<AuditRecord> => {
+      const team = detail?.team ?? null
+      if (team !== null || record.kasmId === null) return { ...record, team }
+      return app.sessions.get(record.kasmId).then(
+        (session) => ({ ...record, team: session?.team ?? null }),
+        () => ({ ...record, team: null }),
+      )
     }
     app.addHook('onResponse', (request, reply, done) => {
       const record = buildRecord(request, reply, base)
-      // Reads are not recorded: they finish here, without a promise.
+      // Reads are not recorded: they finish here, without a promise; so do writes whose team is known.
       if (record === null) return done()
-      withTeam(record, request.auditDetail).then((withIt) => {
+      const complete = withTeam(record, request.auditDetail)
+      if (!(complete instanceof Promise)) {
+        write(request, complete)
+        return done()
+      }
+      complete.then((withIt) => {
         write(request, withIt)
         done()
       }, done)
     })
     // A client that goes away mid-request (an upload given up) gets no response, so no onResponse either.
-    app.addHook('onRequestAbort', async (request) =>
-      write(request, await withTeam(buildRecord(request, null, base), request.auditDetail)),
-    )
+    app.addHook('onRequestAbort', async (request) => {
+      const record = buildRecord(request, null, base)
+      if (record !== null) write(request, await withTeam(record, request.auditDetail))
+    })
   },
   { name: 'audit', dependencies: ['sessions', 'stores'] },
 )
