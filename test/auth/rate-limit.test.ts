@@ -91,6 +91,30 @@ async function redisReplica(
 }
 
 /**
+ * A connection to the test Redis (REDIS_TEST_URL) with a key prefix of its own (removed with `t.after`), and
+ * `roundTrips()`: from the call on, how many commands on rate-limit keys clients sent (not those scripts ran).
+ */
+async function monitoredRedis(t: TestContext) {
+  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
+  const monitor = await redis.monitor()
+  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
+  t.after(async () => {
+    monitor.disconnect()
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length > 0) await redis.del(...keys)
+    await redis.quit()
+  })
+  const roundTrips = () => {
+    const sent = { count: 0 }
+    monitor.on('monitor', (_time: string, args: string[], source: string) => {
+      if (source !== 'lua' && args.some((x) => x.startsWith(`${prefix}rl:`))) sent.count++
+    })
+    return sent
+  }
+  return { redis, prefix, roundTrips }
+}
+
+/**
  * Two replicas sharing a real Redis (REDIS_TEST_URL) share each operator's budget. Built from the real
  * metrics and auth plugins with `app.redis` decorated the way src/cluster/plugin.ts does.
  */
@@ -116,23 +140,12 @@ test('with app.redis the budget is shared across replicas', async (t) => {
 })
 
 test('with app.redis a burst of one operator shares round trips and is still counted exactly', async (t) => {
-  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
-  const monitor = await redis.monitor()
-  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
-  t.after(async () => {
-    monitor.disconnect()
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    await redis.quit()
-  })
+  const { redis, prefix, roundTrips } = await monitoredRedis(t)
   const app = await redisReplica(t, redis, prefix, 5)
   const alice = auth(await bearer({ sub: 'alice' }))
   // Verified once, so the burst reaches the limit together.
   assert.equal((await app.inject({ url: '/t/read', headers: alice })).statusCode, 200)
-  let sent = 0
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source !== 'lua' && args.some((a) => a.startsWith(`${prefix}rl:`))) sent++
-  })
+  const sent = roundTrips()
   const burst = await Promise.all(
     Array.from({ length: 20 }, () => app.inject({ url: '/t/read', headers: alice })),
   )
@@ -140,33 +153,22 @@ test('with app.redis a burst of one operator shares round trips and is still cou
   assert.equal(statuses.filter((s) => s === 200).length, 4, `5 in all, one before the burst: ${statuses}`)
   assert.equal(statuses.filter((s) => s === 429).length, 16)
   assert.equal(await redis.get(`${prefix}rl:op:alice`), '5', 'the budget handed out, never beyond it')
-  await until('the monitor saw the leases', () => sent > 0)
-  assert.ok(sent < 20, `${sent} round trips for 20 requests`)
+  await until('the monitor saw the leases', () => sent.count > 0)
+  assert.ok(sent.count < 20, `${sent.count} round trips for 20 requests`)
 })
 
 test('with app.redis a busy operator costs a lease per few requests, and replicas never admit beyond the budget', async (t) => {
-  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
-  const monitor = await redis.monitor()
-  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
-  t.after(async () => {
-    monitor.disconnect()
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    await redis.quit()
-  })
+  const { redis, prefix, roundTrips } = await monitoredRedis(t)
   // A budget of 500: each replica leases 1, 2, 4, … up to 10 units (a fiftieth) at a time.
   const [a, b] = [await redisReplica(t, redis, prefix, 500), await redisReplica(t, redis, prefix, 500)]
   const alice = auth(await bearer({ sub: 'alice' }))
-  let sent = 0
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source !== 'lua' && args.some((x) => x.startsWith(`${prefix}rl:`))) sent++
-  })
+  const sent = roundTrips()
   let admitted = 0
   for (let i = 0; i < 200; i++)
     if ((await a.inject({ url: '/t/read', headers: alice })).statusCode === 200) admitted++
   assert.equal(admitted, 200)
-  await until('the monitor saw the leases', () => sent > 0)
-  assert.ok(sent <= 30, `${sent} round trips for 200 requests one after another`)
+  await until('the monitor saw the leases', () => sent.count > 0)
+  assert.ok(sent.count <= 30, `${sent.count} round trips for 200 requests one after another`)
   // Both replicas at once, far past the budget: never more than 500 admitted in all, and at most what the
   // two may hold unused (10 units each) fewer.
   const burst = await Promise.all(
