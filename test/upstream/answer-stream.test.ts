@@ -22,6 +22,24 @@ function startRead(origin: string, authorization: string): Promise<IncomingMessa
   })
 }
 
+/** The gateway is fine after a broken answer: the same route answers in full. */
+async function servedAgain(
+  setup: Awaited<ReturnType<typeof startProxy>>,
+  file: string,
+  headers: Record<string, string>,
+): Promise<void> {
+  setup.echo.handler = (_req, answer) => {
+    answer.writeHead(200, { 'content-type': 'text/plain', ...headers })
+    answer.end('whole')
+  }
+  const next = await send(setup.gw.url, {
+    path: `/desktop/k1/mcp/artifacts/r1/${file}`,
+    headers: { authorization: setup.auth.viewer },
+  })
+  assert.equal(next.status, 200)
+  assert.equal(next.text, 'whole')
+}
+
 test('a runtime body that breaks mid-answer cuts the client answer short; the next request is served', async (t) => {
   const setup = await startProxy(t)
   setup.echo.handler = (req, res) => {
@@ -44,17 +62,7 @@ test('a runtime body that breaks mid-answer cuts the client answer short; the ne
   assert.equal(outcome, 'aborted')
   assert.ok(received < 100_000, `the client got ${received} bytes`)
 
-  // The gateway is fine afterwards: the same route answers in full.
-  setup.echo.handler = (_req, answer) => {
-    answer.writeHead(200, { 'content-type': 'text/plain' })
-    answer.end('whole')
-  }
-  const next = await send(setup.gw.url, {
-    path: '/desktop/k1/mcp/artifacts/r1/big.log',
-    headers: { authorization: setup.auth.viewer },
-  })
-  assert.equal(next.status, 200)
-  assert.equal(next.text, 'whole')
+  await servedAgain(setup, 'big.log', {})
 })
 
 test('a client that leaves mid-answer stops the upstream answer', async (t) => {
@@ -123,16 +131,7 @@ test('a small body (read whole) that breaks mid-answer is a 502 with none of its
   assert.equal(short.status, 502)
   assert.match(JSON.parse(short.text).error, /^upstream_(unreachable|bad_answer)$/)
 
-  setup.echo.handler = (_req, answer) => {
-    answer.writeHead(200, { 'content-type': 'text/plain', 'content-length': '5' })
-    answer.end('whole')
-  }
-  const next = await send(setup.gw.url, {
-    path: '/desktop/k1/mcp/artifacts/r1/half.log',
-    headers: { authorization: setup.auth.viewer },
-  })
-  assert.equal(next.status, 200)
-  assert.equal(next.text, 'whole')
+  await servedAgain(setup, 'half.log', { 'content-length': '5' })
 })
 
 test('a small body echoing the token across chunks is masked when read whole', async (t) => {
