@@ -49,6 +49,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
         'KasmGatewayUpstreamTokenRefused',
         'KasmGatewayEventReadersFailing',
         'KasmGatewaySlowViewersDropped',
+        'KasmGatewaySocketTakeoverFallback',
         'KasmGatewayRedisDown',
         'KasmGateway5xxRate',
         'KasmGatewayDown',
@@ -65,6 +66,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
     assert.match(byName.get('KasmGateway5xxRate')?.expr ?? '', /> 0\.05$/)
     assert.match(byName.get('KasmGatewayRedisDown')?.expr ?? '', /krg_degraded/)
     assert.match(byName.get('KasmGatewayUpstreamTokenRefused')?.expr ?? '', /reason="token_refused"/)
+    assert.match(byName.get('KasmGatewaySocketTakeoverFallback')?.expr ?? '', /path="fallback"/)
     // Prometheus' own templating in the descriptions survives helm's.
     assert.match(
       byName.get('KasmGateway5xxRate')?.annotations.description ?? '',
