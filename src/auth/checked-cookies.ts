@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { credentialDigest } from './credential-digest.ts'
 import { ExpiringLru } from './expiring-lru.ts'
 
 /**
@@ -18,7 +18,7 @@ export class CheckedCookies {
 
   /** The key of a signed cookie value. */
   digest(signed: string): string {
-    return createHash('sha256').update(signed).digest('base64url')
+    return credentialDigest(signed)
   }
 
   /** The session id hash of a cookie checked before, or undefined. */

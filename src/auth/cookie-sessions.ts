@@ -1,7 +1,8 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { Secret } from '../sessions/secret.ts'
 import type { OperatorClaims } from './claims.ts'
 import type { CookieSessionRecord, CookieSessionStore, RevocationListener } from './cookie-store.ts'
+import { credentialDigest } from './credential-digest.ts'
 import type { IdpTokens } from './oidc/client.ts'
 import { RecentCookieSessions } from './recent-cookies.ts'
 import { inProcess, type Sealer } from './sealer.ts'
@@ -24,7 +25,7 @@ export function newSessionId(): string {
 
 /** What the server stores instead of the id: its SHA-256 (base64url), so a store dump cannot sign anyone in. */
 export function hashSessionId(id: string): string {
-  return createHash('sha256').update(id).digest('base64url')
+  return credentialDigest(id)
 }
 
 /** What a sign-in at the identity provider adds to a new cookie session. */

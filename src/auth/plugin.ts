@@ -12,7 +12,6 @@ import {
   TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
-import { storesPlugin } from '../stores/plugin.ts'
 import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
@@ -224,8 +223,6 @@ export const authPlugin = fp(
 
     await app.register(fastifyCookie, { secret: secrets.cookieSecrets, hook: 'onRequest' })
 
-    // Built alone (its own tests), auth brings the composition root with it.
-    if (!app.hasPlugin('stores')) await app.register(storesPlugin)
     const stores = app.stores
     const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
     const store = stores.cookies
@@ -523,5 +520,5 @@ export const authPlugin = fp(
       store: stores.rateLimit,
     })
   },
-  { name: 'auth', dependencies: ['metrics'] },
+  { name: 'auth', dependencies: ['metrics', 'stores'] },
 )

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto'
 import type { JWTPayload } from 'jose'
+import { credentialDigest as digest } from './credential-digest.ts'
 import { ExpiringLru } from './expiring-lru.ts'
 
 /** Options of {@link VerifiedTokens}. */
@@ -46,8 +46,4 @@ export class VerifiedTokens {
   get size(): number {
     return this.#entries.size
   }
-}
-
-function digest(token: string): string {
-  return createHash('sha256').update(token).digest('base64url')
 }

@@ -136,14 +136,12 @@ class LeasingStore implements FastifyRateLimitStore {
         quota.next = Math.min(cap, quota.next * 2)
         quota.spent = granted < want
         for (const cb of waiting) if (!this.#answer(quota, cb, max, now)) quota.waiting.push(cb)
-        // Those that came meanwhile (and any the lease could not serve: its window ended in flight).
+        // Those that came meanwhile.
         const later = quota.waiting
         quota.waiting = []
         for (const cb of later) if (!this.#answer(quota, cb, max, now)) quota.waiting.push(cb)
-        if (quota.waiting.length > 0) {
-          if (now >= quota.windowEnd) Object.assign(quota, { next: 1, spent: false, left: 0 })
-          this.#lease(k, quota, windowMs, max)
-        }
+        // Requests the lease could not cover, the budget not spent: the next, larger lease serves them.
+        if (quota.waiting.length > 0) this.#lease(k, quota, windowMs, max)
       },
       (err: Error) => {
         // Forgotten, so the next request asks again; those waiting now pass (skipOnError).

@@ -169,7 +169,8 @@ async function redisSessionStore(app: FastifyInstance, cluster: Cluster): Promis
 
 /**
  * Rate-limit counters follow the command connection (`app.redis`), shared by every replica, each leasing
- * units of an operator's budget a few at a time (no round trip per request). The auth plugin's own tests build it beside an `app.redis` and no cluster.
+ * units of an operator's budget a few at a time (no round trip per request). The rate-limit tests build it
+ * beside an `app.redis` and no cluster.
  */
 function sharedRateLimit(app: FastifyInstance): Stores['rateLimit'] {
   const redis = app.hasDecorator('redis') ? app.getDecorator<Redis | null>('redis') : null

@@ -7,6 +7,7 @@ import { buildApp } from '../../src/app.ts'
 import { authPlugin } from '../../src/auth/plugin.ts'
 import { loadConfig } from '../../src/config.ts'
 import { metricsPlugin } from '../../src/metrics/plugin.ts'
+import { storesPlugin } from '../../src/stores/plugin.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 import { waitFor as until } from '../helpers/wait.ts'
 import { auth, call, startAuthGateway } from './harness.ts'
@@ -83,6 +84,7 @@ async function redisReplica(
   app.decorate('config', config)
   app.decorate('redis', redis)
   await app.register(metricsPlugin)
+  await app.register(storesPlugin)
   await app.register(authPlugin)
   app.get('/t/read', { onRequest: app.requireAccess('read') }, async () => 'ok')
   await app.ready()
@@ -181,4 +183,19 @@ test('with app.redis a busy operator costs a lease per few requests, and replica
   const refused = burst.find((r) => r.statusCode === 429)
   assert.ok(refused, 'the rest refused')
   assert.ok(Number(refused.headers['retry-after']) > 0, 'with the time left in the window')
+})
+
+test('with app.redis unreachable the limit lets requests through: it protects capacity, it is not auth', async (t) => {
+  // Nothing listens on port 1: every lease fails at once (no retry, no offline queue).
+  const redis = new Redis('redis://127.0.0.1:1', {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  })
+  t.after(() => redis.disconnect())
+  const app = await redisReplica(t, redis, `krg-test-${randomBytes(6).toString('hex')}:`, 1)
+  const alice = auth(await bearer({ sub: 'alice' }))
+  for (let i = 0; i < 3; i++)
+    assert.equal((await app.inject({ url: '/t/read', headers: alice })).statusCode, 200)
 })
