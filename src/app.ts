@@ -13,6 +13,7 @@ import { eventsPlugin } from './events/plugin.ts'
 import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
 import { parseTrustProxy, REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.ts'
+import { lazyChildLogger } from './http/request-logger.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -69,6 +70,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       maxParamLength: 3072,
     },
     requestIdHeader: false,
+    childLoggerFactory: lazyChildLogger,
     return503OnClosing: true,
     // The router's own refusals (a URL that does not decode, a parameter over maxParamLength) would answer in
     // Fastify's shape, quoting the URL: ours instead, through the same error handler as every other error.

@@ -1,13 +1,17 @@
 /**
- * A map of at most `max` entries, each with the instant it stops being answered: the least recently used
- * entry goes first when it is full, an entry past its instant is dropped when next asked for. The bounded
- * memory of the credential caches (verified bearers, recent cookie sessions).
+ * A map of at most `max` entries, each with the instant it stops being answered: an entry past its instant
+ * is dropped when next asked for, and the least recently used goes first when the map is full. Nearly: an
+ * entry refreshed fewer than `max / 2` insertions ago keeps its place when used again, so it may go before
+ * one inserted after it and not used since. The bounded memory of the credential caches (verified bearers,
+ * recent cookie sessions).
  */
 export class ExpiringLru<V> {
   private readonly max: number
   /** The clock (tests); default Date.now, read when called (so a mocked Date is the clock too). */
   private readonly now: () => number
-  readonly #entries = new Map<string, { value: V; until: number }>()
+  readonly #entries = new Map<string, { value: V; until: number; touched: number }>()
+  /** Counts insertions and refreshes: an entry's `touched` says how far from the young end it is. */
+  #clock = 0
 
   constructor(max: number, now: () => number = () => Date.now()) {
     this.max = max
@@ -18,10 +22,17 @@ export class ExpiringLru<V> {
   get(key: string): V | undefined {
     const entry = this.#entries.get(key)
     if (entry === undefined) return undefined
-    this.#entries.delete(key)
-    if (this.now() >= entry.until) return undefined
-    // Re-inserted: the most recently used is last, the eviction takes the first.
-    this.#entries.set(key, entry)
+    if (this.now() >= entry.until) {
+      this.#entries.delete(key)
+      return undefined
+    }
+    // Re-inserted (the most recently used is last, the eviction takes the first) only once it is in the
+    // older half: a hot entry is asked for on every request, and moving it each time cost a delete and a set.
+    if (this.#clock - entry.touched >= this.max / 2) {
+      this.#entries.delete(key)
+      entry.touched = ++this.#clock
+      this.#entries.set(key, entry)
+    }
     return entry.value
   }
 
@@ -29,7 +40,7 @@ export class ExpiringLru<V> {
   set(key: string, value: V, until: number): void {
     if (this.max <= 0) return
     this.#entries.delete(key)
-    this.#entries.set(key, { value, until })
+    this.#entries.set(key, { value, until, touched: ++this.#clock })
     if (this.#entries.size > this.max) this.#entries.delete(this.#entries.keys().next().value as string)
   }
 

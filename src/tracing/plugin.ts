@@ -26,8 +26,8 @@ export interface UpstreamSpan {
 
 /** What the routes use of tracing; every method is cheap and safe with tracing off. */
 export interface Tracing {
-  /** Starts the span of `request`'s call to a runtime, a child of the request's span. */
-  upstream(request: FastifyRequest, name: string, url: URL): UpstreamSpan
+  /** Starts the span of `request`'s call to a runtime (absolute `href`), a child of the request's span. */
+  upstream(request: FastifyRequest, name: string, href: string): UpstreamSpan
   /**
    * For a hijacked response (an event stream), which no onResponse reaches: ends the request's span when
    * `socket` closes. Keeps only the span, so the request stays collectable.
@@ -118,7 +118,9 @@ function endServerSpan(span: Span, status: number): void {
 
 function liveTracing(): Tracing {
   return {
-    upstream(request, name, url) {
+    upstream(request, name, href) {
+      // Parsed only here: with tracing off no request pays for it.
+      const url = new URL(href)
       const parent = request.traceSpan?.context ?? context.active()
       const span = tracer().startSpan(
         name,

@@ -81,13 +81,28 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? (value.length === 1 ? value[0] : undefined) : value
 }
 
-/** The media type without parameters, lower case; undefined when absent or not `type/subtype`. */
-function essence(contentType: string | undefined): string | undefined {
-  const value = contentType?.split(';', 1)[0]?.trim().toLowerCase()
+/** The media type without parameters, lower case; undefined when not `type/subtype`. */
+function parseEssence(contentType: string): string | undefined {
+  const value = contentType.split(';', 1)[0]?.trim().toLowerCase()
   return value !== undefined &&
     /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/.test(value)
     ? value
     : undefined
+}
+
+/** Content-Type values seen in answers and their essence: a runtime sends a handful, over and over. */
+const essences = new Map<string, string | undefined>()
+/** Past this many distinct values (a runtime making them up) the map starts over. */
+const ESSENCES_MAX = 256
+
+/** {@link parseEssence}, once per distinct header value; undefined when absent. */
+function essence(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined
+  if (essences.has(contentType)) return essences.get(contentType)
+  const value = parseEssence(contentType)
+  if (essences.size >= ESSENCES_MAX) essences.clear()
+  essences.set(contentType, value)
+  return value
 }
 
 function isJson(type: string | undefined): boolean {

@@ -145,7 +145,7 @@ export function forward(
     options.body = body.raw
     options.contentType = body.contentType
   }
-  return reply.from(url.href, options)
+  return reply.from(url, options)
 }
 
 /**

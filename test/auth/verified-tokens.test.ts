@@ -44,6 +44,17 @@ test('the least recently used token goes first when the cache is full', () => {
   assert.equal(cache.get('c')?.sub, 'c')
 })
 
+test('a token used on every request stays however many others come and go', () => {
+  const cache = new VerifiedTokens({ max: 4, clockToleranceS: 0, now: () => 0 })
+  cache.add('hot', { sub: 'hot', exp })
+  for (let i = 0; i < 50; i++) {
+    cache.add(`cold-${i}`, { sub: 'cold', exp })
+    assert.equal(cache.get('hot')?.sub, 'hot', `after ${i + 1} others`)
+    assert.ok(cache.size <= 4)
+  }
+  assert.equal(cache.get('cold-0'), undefined, 'the cold ones went instead')
+})
+
 test('the verifier answers a repeated token from the cache, and still refuses every bad one each time', async () => {
   const verifier = createTokenVerifier({
     secret: TEST_JWT_SECRET,

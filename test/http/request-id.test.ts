@@ -15,6 +15,9 @@ test('new request ids are UUIDv7: distinct, and in time order across millisecond
   const earlier = newRequestId(ms)
   const later = newRequestId(ms + 1)
   assert.ok(earlier < later, `${earlier} < ${later}`)
+  // Within one millisecond the counter keeps them in the order they were made.
+  const [first, second] = [newRequestId(ms), newRequestId(ms)]
+  assert.ok(first < second, `${first} < ${second}`)
   assert.equal(earlier.slice(0, 13).replace('-', ''), ms.toString(16).padStart(12, '0'), 'ms first')
 })
 
