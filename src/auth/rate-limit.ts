@@ -35,6 +35,14 @@ export async function registerRateLimit(app: FastifyInstance, options: RateLimit
     keyGenerator: rateLimitKey,
     allowList: (request) => unlimited.has(request.routeOptions.url ?? ''),
     skipOnError: true,
+    // An answer within the budget says nothing of it: with leases (cluster mode) a replica's count is not
+    // the operator's, and three headers on every answer cost more than a client reading them gains. A 429
+    // says how long to wait (Retry-After) and the budget (X-RateLimit-Limit, -Remaining, -Reset).
+    addHeadersOnExceeding: {
+      'x-ratelimit-limit': false,
+      'x-ratelimit-remaining': false,
+      'x-ratelimit-reset': false,
+    },
     // Shared counters, leased by each replica a few units at a time: no round trip per request.
     ...(options.store ? { store: options.store } : {}),
     errorResponseBuilder: (_request, context) => new RateLimited(String(Math.ceil(context.ttl / 1000))),

@@ -17,7 +17,10 @@ test('the rate limit is per operator: one is limited (429, Retry-After), the oth
   const alice = auth(await bearer({ sub: 'alice' }))
   const bob = auth(await bearer({ sub: 'bob' }))
   for (let i = 0; i < 3; i++) {
-    assert.equal((await call(`${gw.url}/t/read`, { headers: alice })).status, 200, `alice ${i}`)
+    const ok = await call(`${gw.url}/t/read`, { headers: alice })
+    assert.equal(ok.status, 200, `alice ${i}`)
+    for (const name of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'])
+      assert.equal(ok.headers[name], undefined, `no ${name} within the budget`)
   }
   const limited = await call(`${gw.url}/t/write`, { method: 'POST', headers: alice })
   assert.equal(limited.status, 429)
@@ -25,6 +28,8 @@ test('the rate limit is per operator: one is limited (429, Retry-After), the oth
   assert.match(String(limited.body.message), /retry after \d+ seconds/)
   const retryAfter = Number(limited.headers['retry-after'])
   assert.ok(retryAfter > 0 && retryAfter <= 60, `Retry-After ${limited.headers['retry-after']}`)
+  assert.equal(limited.headers['x-ratelimit-limit'], '3')
+  assert.equal(limited.headers['x-ratelimit-remaining'], '0')
   assert.equal(gw.reached.get('write') ?? 0, 0, 'the limited write never reached the route')
 
   // Same client address, another operator: its own budget.
