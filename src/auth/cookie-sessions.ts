@@ -153,12 +153,21 @@ export class CookieSessions {
     return this.check(hashSessionId(id))
   }
 
-  /** Checks a session by its id hash (for long-lived streams) and records the use. */
-  async check(idHash: string): Promise<CookieCheck> {
+  /**
+   * {@link check} answered from the sessions looked up within the last `recentMs` alone, without a promise;
+   * undefined when the store must be asked.
+   */
+  checkRecent(idHash: string): CookieCheck | undefined {
     const recent = this.#recent?.get(idHash)
     // Looked up (and its use recorded) within the last `recentMs`: only the clock can have ended it since.
-    if (recent !== undefined)
-      return this.#judge(idHash, recent, Date.now()) ?? { ok: true, idHash, record: recent }
+    if (recent === undefined) return undefined
+    return this.#judge(idHash, recent, Date.now()) ?? { ok: true, idHash, record: recent }
+  }
+
+  /** Checks a session by its id hash (for long-lived streams) and records the use. */
+  async check(idHash: string): Promise<CookieCheck> {
+    const recent = this.checkRecent(idHash)
+    if (recent !== undefined) return recent
     const stored = await this.store.get(idHash)
     if (stored === null) return { ok: false, reason: 'cookie_invalid' }
     if (stored.state === 'revoked') return { ok: false, reason: 'cookie_revoked' }

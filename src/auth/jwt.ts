@@ -69,6 +69,8 @@ const JWKS_REVERIFY_MS = 60_000
 /** Verifies a compact JWT and returns its payload, or throws {@link TokenRefused}. */
 export interface TokenVerifier {
   verify(token: string): Promise<JWTPayload>
+  /** The payload of a token verified before and still within its `exp`, without a promise; else undefined. */
+  known(token: string): JWTPayload | undefined
 }
 
 // Symmetric algorithms and `none` must never be paired with public keys: that is the HS/RS confusion.
@@ -137,6 +139,7 @@ export function createTokenVerifier(options: TokenVerifierOptions): TokenVerifie
   }
 
   return {
+    known: (token) => verified.get(token),
     async verify(token) {
       const known = verified.get(token)
       if (known !== undefined) return known

@@ -44,6 +44,10 @@ test('an address that failed too many sign-ins is refused before its credential 
     429,
   )
   assert.equal(await failures(gw.app, 'signin_rate_limited'), 2)
+  // The good token was verified and kept before: a v1 route knows it without verifying, and still refuses.
+  const known = await call(`${gw.url}/desktop/k1/mcp/inbox`, { headers: { ...attacker, ...good } })
+  assert.equal(known.status, 429)
+  assert.equal(known.body.error, 'signin_rate_limited')
   // Another address behind the same trusted proxy is not affected.
   assert.equal(
     (await call(`${gw.url}/auth/me`, { headers: { ...from('198.51.100.9'), ...good } })).status,
