@@ -62,9 +62,12 @@ const authFailureReasons = {
  */
 export interface GatewayMetrics {
   readonly registry: Registry
+  /** Answered requests and ended streams, summed when scraped (nothing increments it). */
   readonly requests: Counter<'route' | 'method' | 'status'>
   /** Answered requests' durations (to the last byte); event streams go to {@link streamDuration}. */
   readonly requestDuration: Histogram<'route' | 'method' | 'status'>
+  /** Event streams that ended, counted into {@link requests}. */
+  readonly endedStreams: Counter<'route' | 'method' | 'status'>
   /** How long hijacked responses (event streams) stayed open. */
   readonly streamDuration: Histogram<'route'>
   readonly upstreamLatency: Histogram<'route' | 'status'>
@@ -93,6 +96,20 @@ export function createMetrics(): GatewayMetrics {
     labelNames: ['version', 'node'],
     registers: [registry],
   }).set({ version, node: process.version }, 1)
+  const requestDuration = new Histogram({
+    name: 'krg_http_request_duration_seconds',
+    help: 'Time from a request to the last byte of its answer, by matched route, method and status',
+    labelNames: ['route', 'method', 'status'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  })
+  // Not exported itself: its counts are part of krg_http_requests_total.
+  const endedStreams = new Counter({
+    name: 'krg_http_ended_streams',
+    help: 'Event streams ended, by matched route, method and status',
+    labelNames: ['route', 'method', 'status'],
+    registers: [],
+  })
   const metrics: GatewayMetrics = {
     registry,
     requests: new Counter({
@@ -100,14 +117,18 @@ export function createMetrics(): GatewayMetrics {
       help: 'Requests answered by the gateway, by matched route, method and status (event streams when they end)',
       labelNames: ['route', 'method', 'status'],
       registers: [registry],
+      // Summed when scraped from what is counted anyway: answered requests are the duration histogram's
+      // `_count`, so a request costs one labelled update, not two.
+      async collect() {
+        this.reset()
+        const [durations, streams] = await Promise.all([requestDuration.get(), endedStreams.get()])
+        for (const { metricName, labels, value } of durations.values)
+          if (metricName?.endsWith('_count')) this.inc(labels, value)
+        for (const { labels, value } of streams.values) this.inc(labels, value)
+      },
     }),
-    requestDuration: new Histogram({
-      name: 'krg_http_request_duration_seconds',
-      help: 'Time from a request to the last byte of its answer, by matched route, method and status',
-      labelNames: ['route', 'method', 'status'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers: [registry],
-    }),
+    requestDuration,
+    endedStreams,
     streamDuration: new Histogram({
       name: 'krg_http_stream_duration_seconds',
       help: 'How long event streams stayed open, by route (counted when they end)',
@@ -152,7 +173,6 @@ export const metricsPlugin = fp(
         method: request.method,
         status: String(reply.statusCode),
       }
-      metrics.requests.inc(labels)
       metrics.requestDuration.observe(labels, reply.elapsedTime / 1000)
       done()
     })

@@ -25,7 +25,7 @@ export function countWhenClosed(
   app.tracing.endWhenClosed(request, socket, statusCode)
   socket.once('close', () => {
     const responseTime = before + (performance.now() - openedAt)
-    app.metrics.requests.inc({ route, method, status: String(statusCode) })
+    app.metrics.endedStreams.inc({ route, method, status: String(statusCode) })
     app.metrics.streamDuration.observe({ route }, responseTime / 1000)
     app.log.info({ reqId, res: { statusCode }, responseTime, stream: true }, 'request completed')
   })
