@@ -45,8 +45,6 @@ export async function startGateway(opts: {
   profileDir?: string
   /** From source through tsx (no build needed) instead of dist/. */
   tsx?: boolean
-  /** Another build's entry point instead of `dist/server.js` (an A/B of two builds), relative to the root. */
-  entry?: string
 }): Promise<GatewayProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'krg-bench-gateway-'))
   const sessionsFile = join(dir, 'sessions.json')
@@ -82,7 +80,7 @@ export async function startGateway(opts: {
   }
   const args = [
     ...(opts.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`]),
-    ...(opts.tsx ? ['--import', 'tsx', 'src/server.ts'] : [opts.entry ?? 'dist/server.js']),
+    ...(opts.tsx ? ['--import', 'tsx', 'src/server.ts'] : ['dist/server.js']),
   ]
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: root,
