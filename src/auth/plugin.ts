@@ -569,7 +569,7 @@ export const authPlugin = fp(
       }
     })
 
-    await registerRateLimit(app, {
+    registerRateLimit(app, {
       max: env.GATEWAY_RATE_LIMIT_MAX,
       windowMs: env.GATEWAY_RATE_LIMIT_WINDOW_MS,
       store: stores.rateLimit,

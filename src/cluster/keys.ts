@@ -41,7 +41,7 @@ export interface ClusterKeys {
   streamSlots(sub: string): string
   /** Capped stream of audit records. */
   readonly audit: string
-  /** Rate-limit namespace (@fastify/rate-limit appends its own suffix). */
+  /** Rate-limit namespace (the key follows: `op:<sub>`, `ip:<address>`, or a route's own budget's). */
   readonly rateLimit: string
   /** String (sealed) with a TTL: a sign-in waiting for its callback, by the hash of its `state`. */
   loginAttempt(stateHash: string): string

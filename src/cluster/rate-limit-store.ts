@@ -1,11 +1,10 @@
-import type { FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { Redis } from 'ioredis'
+import type { RateLimitCallback, RateLimitStore } from '../auth/rate-limit-store.ts'
 
 /**
  * KEYS: counter. ARGV: units wanted, the window's budget, window ms. Hands out up to the units wanted of what
  * is left of the budget (never beyond it) and returns the count after them, the units granted and the ms left
- * in the window (the window starts with its first lease, as @fastify/rate-limit's own Redis store starts it
- * with its first request).
+ * in the window (the window starts with its first lease, as a window in memory starts with its first request).
  */
 const lease = `
 local used = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -28,8 +27,6 @@ interface LeaseCommand {
   ): Promise<[number, number, number]>
 }
 
-type Callback = (error: Error | null, result?: { current: number; ttl: number }) => void
-
 /**
  * A replica holds at most this share of a window's budget unused: with R replicas an operator may be refused
  * up to R × max / LEASE_SHARE requests early in a window, and is never admitted beyond the budget.
@@ -51,12 +48,12 @@ interface Quota {
   /** Redis granted less than was asked: the window's budget is spent, refused here until it ends. */
   spent: boolean
   /** Requests waiting for the lease in flight. */
-  waiting: Callback[]
+  waiting: RateLimitCallback[]
   inFlight: boolean
 }
 
 /**
- * @fastify/rate-limit's counters in Redis, shared by every replica, without a round trip per request: each
+ * The rate limit's counters in Redis, shared by every replica, without a round trip per request: each
  * replica leases units of an operator's window budget (1, then 2, 4, … up to max / {@link LEASE_SHARE}) and
  * answers from them in process; the requests that arrive while a lease is in flight wait for it and are
  * served from it (a burst asks for as many units as it holds). The budget is never exceeded: Redis counts
@@ -64,20 +61,18 @@ interface Quota {
  * over replicas may be refused a little early. Once Redis has granted less than asked the window is spent,
  * and requests are refused here until it ends, without asking again.
  */
-class LeasingStore implements FastifyRateLimitStore {
+class LeasingStore implements RateLimitStore {
   readonly #quotas = new Map<string, Quota>()
   readonly #redis: Redis & LeaseCommand
   readonly #prefix: string
-  readonly #windowMs: number
   #sweptAt = 0
 
-  constructor(redis: Redis & LeaseCommand, prefix: string, windowMs: number) {
+  constructor(redis: Redis & LeaseCommand, prefix: string) {
     this.#redis = redis
     this.#prefix = prefix
-    this.#windowMs = windowMs
   }
 
-  incr(key: string, callback: Callback, timeWindow?: number, max?: number): void {
+  incr(key: string, windowMs: number, max: number, callback: RateLimitCallback): void {
     const k = this.#prefix + key
     const now = Date.now()
     let quota = this.#quotas.get(k)
@@ -90,22 +85,13 @@ class LeasingStore implements FastifyRateLimitStore {
       quota = { windowEnd: 0, place: 0, left: 0, next: 1, spent: false, waiting: [], inFlight: false }
       this.#quotas.set(k, quota)
     }
-    const budget = max ?? Number.POSITIVE_INFINITY
-    if (!quota.inFlight && this.#answer(quota, callback, budget, now)) return
+    if (!quota.inFlight && this.#answer(quota, callback, max, now)) return
     quota.waiting.push(callback)
-    if (!quota.inFlight) this.#lease(k, quota, timeWindow ?? this.#windowMs, budget)
-  }
-
-  child(routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
-    // The same key space as @fastify/rate-limit's Redis store gives a route with a budget of its own; the
-    // plugin passes the route as `routeInfo` (store/RedisStore.js), which its typings do not say.
-    const { method, url } = (routeOptions as unknown as { routeInfo: { method: string; url: string } })
-      .routeInfo
-    return new LeasingStore(this.#redis, `${this.#prefix}${method}${url}-`, this.#windowMs)
+    if (!quota.inFlight) this.#lease(k, quota, windowMs, max)
   }
 
   /** Answers from what this replica holds; false when a lease is needed first. */
-  #answer(quota: Quota, callback: Callback, max: number, now: number): boolean {
+  #answer(quota: Quota, callback: RateLimitCallback, max: number, now: number): boolean {
     if (now >= quota.windowEnd) return false
     const ttl = quota.windowEnd - now
     if (quota.left > 0) {
@@ -159,17 +145,9 @@ class LeasingStore implements FastifyRateLimitStore {
   }
 }
 
-/** The store class for @fastify/rate-limit's `store` option: counters under `nameSpace` on `redis`. */
-export function leasingRateLimitStore(redis: Redis, nameSpace: string): FastifyRateLimitStoreCtor {
+/** The rate limit's counters under `nameSpace` on `redis`, leased (see {@link LeasingStore}). */
+export function leasingRateLimitStore(redis: Redis, nameSpace: string): RateLimitStore {
   const r = redis as Redis & Partial<LeaseCommand>
   if (!r.krgRateLimitLease) redis.defineCommand('krgRateLimitLease', { numberOfKeys: 1, lua: lease })
-  return class extends LeasingStore {
-    constructor(options: { timeWindow?: number | string }) {
-      super(
-        redis as Redis & LeaseCommand,
-        nameSpace,
-        typeof options.timeWindow === 'number' ? options.timeWindow : 60_000,
-      )
-    }
-  } as unknown as FastifyRateLimitStoreCtor
+  return new LeasingStore(redis as Redis & LeaseCommand, nameSpace)
 }

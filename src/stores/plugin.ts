@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis'
 import { MemoryAuditLog } from '../audit/memory-log.ts'
 import { MemoryCookieStore } from '../auth/cookie-store.ts'
 import { MemoryLoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import { MemoryRateLimitStore } from '../auth/rate-limit-store.ts'
 import { inProcess } from '../auth/sealer.ts'
 import { MemoryFailureCounter } from '../auth/signin-failures.ts'
 import { RedisAuditLog } from '../cluster/audit-log.ts'
@@ -174,6 +175,6 @@ async function redisSessionStore(app: FastifyInstance, cluster: Cluster): Promis
  */
 function sharedRateLimit(app: FastifyInstance): Stores['rateLimit'] {
   const redis = app.hasDecorator('redis') ? app.getDecorator<Redis | null>('redis') : null
-  if (!redis) return null
+  if (!redis) return new MemoryRateLimitStore()
   return leasingRateLimitStore(redis, clusterKeys(app.config.env.GATEWAY_REDIS_PREFIX).rateLimit)
 }

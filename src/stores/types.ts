@@ -1,7 +1,7 @@
-import type { FastifyRateLimitStoreCtor } from '@fastify/rate-limit'
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import type { Sealer } from '../auth/sealer.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
 import type { LeasedJob, LeasedJobOptions } from '../cluster/job-lease.ts'
@@ -48,8 +48,8 @@ export interface Stores {
   /** The per-operator stream cap: this replica's count, or every replica's. */
   readonly streamSlots: StreamSlots
   readonly presence: Presence
-  /** @fastify/rate-limit's counters when they are shared; null for the plugin's own in-memory store. */
-  readonly rateLimit: FastifyRateLimitStoreCtor | null
+  /** The rate limit's counters: this process's, or leased from Redis (shared by every replica). */
+  readonly rateLimit: RateLimitStore
   /** Sessions the Kasm sync flagged stale (only the Kasm plugin asks, when it is configured). */
   staleSessions(): StaleSessions
   /** Webhook deliveries claimed before sending (only the notify plugin asks, when it is configured). */

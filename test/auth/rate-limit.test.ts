@@ -5,6 +5,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { buildApp } from '../../src/app.ts'
 import { authPlugin } from '../../src/auth/plugin.ts'
+import { MemoryRateLimitStore, type RateLimitCount } from '../../src/auth/rate-limit-store.ts'
 import { loadConfig } from '../../src/config.ts'
 import { metricsPlugin } from '../../src/metrics/plugin.ts'
 import { storesPlugin } from '../../src/stores/plugin.ts'
@@ -203,4 +204,23 @@ test('with app.redis unreachable the limit lets requests through: it protects ca
   const alice = auth(await bearer({ sub: 'alice' }))
   for (let i = 0; i < 3; i++)
     assert.equal((await app.inject({ url: '/t/read', headers: alice })).statusCode, 200)
+})
+
+test('the in-memory counter: a window per key from its first request, a fresh one once it ends', (t) => {
+  t.mock.timers.enable({ apis: ['Date'], now: 1_000_000 })
+  const store = new MemoryRateLimitStore()
+  const counts: Array<RateLimitCount | undefined> = []
+  const count = (key: string) => store.incr(key, 60_000, 2, (err, c) => counts.push(err ? undefined : c))
+  count('op:alice')
+  t.mock.timers.tick(10_000)
+  count('op:alice')
+  count('op:bob')
+  assert.deepEqual(counts, [
+    { current: 1, ttl: 60_000 },
+    { current: 2, ttl: 50_000 },
+    { current: 1, ttl: 60_000 },
+  ])
+  t.mock.timers.tick(50_000)
+  count('op:alice')
+  assert.deepEqual(counts.at(-1), { current: 1, ttl: 60_000 }, 'the window ended: counted afresh')
 })
