@@ -3,6 +3,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { AuthRefusalReason } from '../auth/plugin.ts'
 import type { FailureReason } from '../upstream/failures.ts'
 import { version } from '../version.ts'
+import { LabelledHistogram } from './labelled-histogram.ts'
 
 /** The `reason` label values of `krg_upstream_errors_total`: proxied requests' failures and event streams'. */
 export type UpstreamErrorReason = FailureReason | 'stream_dropped' | 'stream_stalled'
@@ -65,12 +66,12 @@ export interface GatewayMetrics {
   /** Answered requests and ended streams, summed when scraped (nothing increments it). */
   readonly requests: Counter<'route' | 'method' | 'status'>
   /** Answered requests' durations (to the last byte); event streams go to {@link streamDuration}. */
-  readonly requestDuration: Histogram<'route' | 'method' | 'status'>
+  readonly requestDuration: LabelledHistogram<'route' | 'method' | 'status'>
   /** Event streams that ended, counted into {@link requests}. */
   readonly endedStreams: Counter<'route' | 'method' | 'status'>
   /** How long hijacked responses (event streams) stayed open. */
   readonly streamDuration: Histogram<'route'>
-  readonly upstreamLatency: Histogram<'route' | 'status'>
+  readonly upstreamLatency: LabelledHistogram<'route' | 'status'>
   readonly upstreamErrors: Counter<'reason'>
   readonly authFailures: Counter<'reason'>
 }
@@ -96,7 +97,7 @@ export function createMetrics(): GatewayMetrics {
     labelNames: ['version', 'node'],
     registers: [registry],
   }).set({ version, node: process.version }, 1)
-  const requestDuration = new Histogram({
+  const requestDuration = new LabelledHistogram({
     name: 'krg_http_request_duration_seconds',
     help: 'Time from a request to the last byte of its answer, by matched route, method and status',
     labelNames: ['route', 'method', 'status'],
@@ -136,7 +137,7 @@ export function createMetrics(): GatewayMetrics {
       buckets: [1, 10, 60, 300, 900, 1800, 3600, 7200, 14_400, 28_800],
       registers: [registry],
     }),
-    upstreamLatency: new Histogram({
+    upstreamLatency: new LabelledHistogram({
       name: 'krg_upstream_request_duration_seconds',
       help: 'Time until the runtime answered with headers, by v1 route and status',
       labelNames: ['route', 'status'],
