@@ -53,11 +53,16 @@ export const auditPlugin = fp(
       record: AuditRecord,
       detail: AuditDetail | null,
     ): AuditRecord | Promise<AuditRecord> => {
+      // The record is this request's own, not written yet: completed in place.
       const team = detail?.team ?? null
-      if (team !== null || record.kasmId === null) return { ...record, team }
+      record.team = team
+      if (team !== null || record.kasmId === null) return record
       return app.sessions.get(record.kasmId).then(
-        (session) => ({ ...record, team: session?.team ?? null }),
-        () => ({ ...record, team: null }),
+        (session) => {
+          record.team = session?.team ?? null
+          return record
+        },
+        () => record,
       )
     }
     app.addHook('onResponse', (request, reply, done) => {
@@ -111,7 +116,6 @@ function buildRecord(
     requestId: request.id,
     clientIp: request.ip,
     sub: request.operator?.sub ?? detail.sub ?? null,
-    ...(request.operator?.name === undefined ? {} : { name: request.operator.name }),
     kasmId: detail.kasmId ?? target.kasmId,
     method: request.method,
     route: detail.route ?? target.route,
@@ -119,6 +123,7 @@ function buildRecord(
     status,
     latencyMs,
   }
+  if (request.operator?.name !== undefined) record.name = request.operator.name
   if (detail.key !== undefined) record.key = detail.key
   if (detail.run !== undefined) record.run = detail.run
   if (detail.replyTo !== undefined) record.replyTo = detail.replyTo
