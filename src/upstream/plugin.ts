@@ -72,8 +72,10 @@ export const upstreamPlugin = fp<UpstreamPluginOptions>(
     } satisfies Upstream)
     await app.register(replyFrom, {
       undici: new TrustRouter(agent, guardedAgent),
-      // Targets are full per-session URLs, validated by the routes: nothing to cache.
-      disableCache: true,
+      // Its URL cache keeps the parse of each target (full per-session URLs, validated by the routes): a
+      // session's inbox, messages and files are asked for over and over, and a parse per request cost more
+      // than the lookup. Bounded (least recently used first out), so unique paths only churn it.
+      cacheURLs: 1024,
       // Its info lines would log every upstream URL; failures are logged by upstream/forward.ts.
       disableRequestLogging: true,
     })
