@@ -19,8 +19,25 @@ export interface RedisAuditLogOptions {
 const PAGE = 500
 
 /**
- * Records are written at most this long after they are made, together: under load a write request costs
- * its rate-limit round trip and a small share of one pipeline, instead of a round trip of its own.
+ * KEYS: the audit stream. ARGV: its capacity, then one record (JSON) each. Appends them in order, each
+ * trimmed `MAXLEN ~`, and returns how many were written: should one fail (Redis out of memory), the ones
+ * before it are in the stream and the rest are not, so a retry writes none twice.
+ */
+const append = `
+for i = 2, #ARGV do
+  local added = redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'r', ARGV[i])
+  if type(added) == 'table' and added.err then return i - 2 end
+end
+return #ARGV - 1
+`
+
+interface AppendCommand {
+  krgAuditAppend(key: string, capacity: number, ...records: string[]): Promise<number>
+}
+
+/**
+ * Records are written at most this long after they are made, together: under load a write request costs a
+ * small share of one script call, instead of a round trip of its own.
  */
 const FLUSH_MS = 100
 /** Records that are written at once, without waiting out {@link FLUSH_MS}. */
@@ -28,7 +45,7 @@ const BATCH_MAX = 500
 
 /**
  * The cluster's {@link AuditLog}: one capped Redis stream shared by every replica, newest read first.
- * `record` never waits: records go out in one pipeline at most {@link FLUSH_MS} after the first of them (a
+ * `record` never waits: records go out in one script call at most {@link FLUSH_MS} after the first of them (a
  * read on this replica writes what is pending first, so it sees its own records). While Redis is down they
  * are held (bounded) and written when it returns, in order; every record is also in the replica's log anyway.
  */
@@ -41,6 +58,8 @@ export class RedisAuditLog implements AuditLog {
 
   constructor(options: RedisAuditLogOptions) {
     this.#o = options
+    const command = options.command as Redis & Partial<AppendCommand>
+    if (!command.krgAuditAppend) command.defineCommand('krgAuditAppend', { numberOfKeys: 1, lua: append })
     options.command.on('ready', () => this.#schedule())
   }
 
@@ -124,20 +143,22 @@ export class RedisAuditLog implements AuditLog {
     return writing
   }
 
-  /** One pipeline of every pending record; false when some are kept for a retry (Redis down, a refusal). */
+  /**
+   * Every pending record in one script call (one command to encode and one round trip, however many records);
+   * false when some are kept for a retry (Redis down, a refusal).
+   */
   async #send(): Promise<boolean> {
     const { command, keys, capacity, log } = this.#o
     if (this.#pending.length === 0) return true
     if (command.status !== 'ready') return false
     const batch = this.#pending.splice(0, this.#pending.length)
-    const pipeline = command.pipeline()
-    for (const json of batch) pipeline.xadd(keys.audit, 'MAXLEN', '~', capacity, '*', 'r', json)
     let retry: string[] = batch
     try {
-      const results = await pipeline.exec()
-      // Keep only what failed, so a retry writes no record twice.
-      retry = batch.filter((_, i) => results?.[i]?.[0])
-      if (retry.length > 0) throw results?.find(([e]) => e)?.[0]
+      const written = await (command as Redis & AppendCommand).krgAuditAppend(keys.audit, capacity, ...batch)
+      // Keep only what was not written, so a retry writes no record twice.
+      retry = batch.slice(written)
+      if (retry.length > 0)
+        throw new Error(`redis refused an audit record (${written} of ${batch.length} written)`)
       if (this.#dropped > 0) {
         log.warn({ dropped: this.#dropped }, 'audit records dropped while redis was unreachable')
         this.#dropped = 0

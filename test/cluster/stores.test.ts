@@ -282,6 +282,26 @@ test('audit log: records wait to share a write; a read on the same replica write
   assert.equal((await b.recent({ limit: 1 }))[0]?.requestId, 'req-3', 'flush() (at shutdown) writes them')
 })
 
+test('audit log: records Redis refuses are kept, then written once it takes them, none twice', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  const command = await connection(t, 'command')
+  // Not a stream: every XADD of the script fails (WRONGTYPE), and it says none was written.
+  await command.set(keys.audit, 'not a stream')
+  const a = new RedisAuditLog({ command, keys, capacity: 100, log, flushMs: 60_000 })
+  a.record(audit(1, 'k1', 'u1'))
+  a.record(audit(2, 'k1', 'u1'))
+  await a.flush()
+  assert.equal(await command.get(keys.audit), 'not a stream', 'nothing written over it')
+  await command.del(keys.audit)
+  a.record(audit(3, 'k1', 'u1'))
+  await a.flush()
+  assert.deepEqual(
+    (await a.recent({ limit: 10 })).map((r) => r.requestId),
+    ['req-3', 'req-2', 'req-1'],
+  )
+  assert.equal(await command.xlen(keys.audit), 3)
+})
+
 test('audit log: records made during writes in flight are each written once, in order', async (t) => {
   const keys = clusterKeys(prefixFor(t))
   const command = await connection(t, 'command')
