@@ -4,10 +4,12 @@
  * deployment), at 1k and 5k viewers on this machine, in one run. Writes bench/results/events-<date>.md.
  *
  *   npm run bench -- events [--viewers 1000,5000] [--seconds 5] [--rounds 3] [--only raw,gateway,nchan,naive]
+ *                           [--full-load 100000] [--out <file>]
  *
  * Every server under test is a separate process; CPU is read from /proc (user + system), memory as RSS
  * (Node servers after a full GC). Only loopback traffic. See bench/README.md for the method.
  */
+import { writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { Child } from '../common/ipc.ts'
 import { freePort, logger, machine, readFlags, sleep, writeResult } from '../common/orchestrator.ts'
@@ -21,6 +23,8 @@ interface Options {
   only: string[]
   /** Total deliveries per second at full load (events per second = this / viewers). */
   fullLoadDeliveries: number
+  /** Where the report goes instead of bench/results/events-<date>.md. */
+  out?: string
 }
 
 /** A server under test, started for one viewer count. */
@@ -313,13 +317,18 @@ function parseOptions(argv: string[]): Options {
     only: contestants.map((c) => c.name),
     fullLoadDeliveries: 100_000,
   }
-  const flags = readFlags(argv, ['--viewers', '--seconds', '--rounds', '--only', '--full-load'], false)
+  const flags = readFlags(
+    argv,
+    ['--viewers', '--seconds', '--rounds', '--only', '--full-load', '--out'],
+    true,
+  )
   for (const [flag, given] of flags) {
     const value = given ?? ''
     if (flag === '--viewers') o.viewers = value.split(',').map(Number)
     else if (flag === '--seconds') o.seconds = Number(value)
     else if (flag === '--rounds') o.rounds = Number(value)
     else if (flag === '--only') o.only = value.split(',')
+    else if (flag === '--out') o.out = value
     else o.fullLoadDeliveries = Number(value)
   }
   // Bounded: a full run stays under ten minutes.
@@ -425,6 +434,7 @@ export async function main(argv: string[]): Promise<void> {
     '</details>',
     '',
   ].join('\n')
-  const file = writeResult('events', date, report)
+  const file = o.out ?? writeResult('events', date, report)
+  if (o.out !== undefined) writeFileSync(o.out, report)
   process.stdout.write(`\n${table(rows, labels)}\nwritten to ${file}\n`)
 }
