@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import { logRecords, startCluster } from '../cluster/cluster-harness.ts'
 import { openSse, type SseClient } from '../events/helpers.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { waitFor } from '../helpers/wait.ts'
 
 /**
  * What a replica logs while it drains (SIGTERM, cluster mode, real child process): the 503 `shutting_down`
@@ -29,6 +30,11 @@ test('a draining replica logs its 503 shutting_down answers at info, without a s
   assert.ok(viewers.every((v) => v.status === 200))
   const mark = replica.output.length
   replica.child.kill('SIGTERM')
+  // The signal arrives when it arrives: a viewer that came first is served. From the drain's first line on,
+  // new viewers are refused.
+  await waitFor('the drain began', () =>
+    replica.output.slice(mark).some((line) => line.includes('shutting down: draining streams')),
+  )
   const refused: unknown[] = []
   // Until the replica stops listening: every answer meanwhile is the drain's refusal.
   for (;;) {
