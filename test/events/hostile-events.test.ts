@@ -198,11 +198,19 @@ test('memory: a hostile session stays within its byte budget while another sessi
   for (const e of watcher.events) assert.equal(e.data, calm.dataOf(Number(e.id?.split(':').at(-1))))
   assert.equal((await metric(gw.app, 'krg_event_oversize_skipped_total', 'source="stream"')) >= 10, true)
 
-  gc()
-  const after = process.memoryUsage()
-  const grew = after.arrayBuffers + after.heapUsed - (before.arrayBuffers + before.heapUsed)
-  // What the process still holds is about the budgets (6 MiB), not the 135 MiB that went through.
-  assert.ok(grew < 24 * MiB, `memory grew by ${(grew / MiB).toFixed(1)} MiB`)
+  // What the process still holds is about the budgets (6 MiB), not the 135 MiB that went through. Buffers
+  // of the last reads and writes (the test's own sockets and viewers too) are given back over the next
+  // moments, anywhere from 2 to 25 MiB of them at the first look: polled until it settles, and a leak of what
+  // went through never does.
+  let grew = Number.POSITIVE_INFINITY
+  await until('memory to settle within 24 MiB of where it started', () => {
+    gc()
+    const after = process.memoryUsage()
+    grew = after.arrayBuffers + after.heapUsed - (before.arrayBuffers + before.heapUsed)
+    return grew < 24 * MiB
+  }).catch((err: unknown) => {
+    throw new Error(`memory grew by ${(grew / MiB).toFixed(1)} MiB and stayed there`, { cause: err })
+  })
 })
 
 test('cluster mode: the Redis stream of a hostile session is trimmed to its byte budget', async (t) => {
