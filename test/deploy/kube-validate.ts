@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { mkdir, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1'
@@ -96,7 +97,9 @@ export function schemaErrors(manifests: Manifest[]): string[] {
 export async function unknownFieldErrors(manifests: Manifest[]): Promise<string[]> {
   const dir = join(root, 'node_modules/.cache/krg-kube-types')
   await mkdir(dir, { recursive: true })
-  const file = join(dir, `manifests-${process.pid}-${Date.now()}.ts`)
+  // Unique per call: two checks of one process can start in the same millisecond (the chart's tests run
+  // concurrently), and one would read the other's file.
+  const file = join(dir, `manifests-${process.pid}-${randomUUID()}.ts`)
   const lines = [...typeImports]
   const names: string[] = []
   manifests.forEach((m, i) => {
