@@ -131,13 +131,7 @@ async function monitoredRedis(t: TestContext) {
  * metrics and auth plugins with `app.redis` decorated the way src/cluster/plugin.ts does.
  */
 test('with app.redis the budget is shared across replicas', async (t) => {
-  const redis = new Redis(process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 })
-  const prefix = `krg-test-${randomBytes(6).toString('hex')}:`
-  t.after(async () => {
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
-    await redis.quit()
-  })
+  const { redis, prefix } = await monitoredRedis(t)
   const [a, b] = [await redisReplica(t, redis, prefix, 3), await redisReplica(t, redis, prefix, 3)]
   const alice = auth(await bearer({ sub: 'alice' }))
   const statuses: number[] = []
