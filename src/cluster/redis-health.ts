@@ -52,8 +52,16 @@ export class RedisHealth {
     return this.#state
   }
 
-  /** True while Redis is away after the replica had been up: failures that follow from it are expected. */
+  /**
+   * True while Redis is away after the replica had been up: failures that follow from it are expected.
+   * A socket Redis has already closed is a loss too, although ioredis tells of it only a moment later: a
+   * command refused in that moment ("Stream isn't writeable") is part of the outage this reports, not
+   * a failure of its own.
+   */
   get down(): boolean {
+    if (this.#state.kind === 'up') {
+      for (const [role, connection] of this.#connections) if (!usable(connection)) this.#lost(role)
+    }
     return this.#state.kind === 'down'
   }
 
@@ -79,4 +87,9 @@ export class RedisHealth {
     this.#lastError.clear()
     if (was.kind === 'down') this.#log.info({ downMs: Date.now() - was.since }, 'redis available again')
   }
+}
+
+/** Whether a command sent now would be written (ioredis's own test before it refuses one). */
+function usable(connection: Redis): boolean {
+  return connection.status === 'ready' && connection.stream.writable
 }

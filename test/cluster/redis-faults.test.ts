@@ -162,7 +162,7 @@ test('a Redis outage: replicas stay ready but degraded, bearer traffic flows, lo
       messages.includes('redis had lost the session registry; restored it from memory')
         ? ['redis had lost the session registry; restored it from memory']
         : [],
-      `replica ${r.index} warned only of state changes`,
+      `replica ${r.index} warned only of state changes:\n${warnings.map((l) => JSON.stringify(l)).join('\n')}`,
     )
     const outage = warnings.find((l) => String(l.msg).startsWith('redis unavailable'))
     assert.ok(outage?.connection && outage.reason, 'the warning names the connection and the reason')
