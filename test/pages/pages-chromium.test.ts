@@ -135,12 +135,13 @@ test('the human pages, in Chromium: axe-core, dark and light, 390 px, keyboard, 
 })
 
 test('after an IdP on another site, the signed-in page continues by itself and the Strict cookie goes along', async (t) => {
+  // Chromium first, so that it is closed first: servers then close with no browser still connected to them.
+  const browser = await chromiumFor(t)
   // localhost and 127.0.0.1 are different sites: the IdP's redirect to the callback is cross-site.
   const idpPort = await freePort()
   const stack = await startSignInStack(t, {
     idp: { issuer: `http://localhost:${idpPort}`, port: idpPort, host: '127.0.0.1' },
   })
-  const browser = await chromiumFor(t)
   const page = await browser.newPage()
   const cookies: string[] = []
   page.on('request', async (r) => {
