@@ -8,7 +8,11 @@ import { RedisHealth } from '../../src/cluster/redis-health.ts'
 import { REDIS_TEST_URL, until } from './redis-harness.ts'
 
 function connections(t: TestContext): Record<ConnectionRole, Redis> {
-  const settings = { redis: { url: REDIS_TEST_URL }, name: 'krg-health-test', commandTimeoutMs: 1000 }
+  const settings = {
+    redis: { kind: 'url' as const, url: REDIS_TEST_URL },
+    name: 'krg-health-test',
+    commandTimeoutMs: 1000,
+  }
   const opened = {
     command: openConnection(settings, 'command'),
     blocking: openConnection(settings, 'blocking'),
