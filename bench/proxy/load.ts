@@ -6,13 +6,19 @@
 import { performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
 
-/** One request of a phase; `make(n)` builds the n-th (a unique key each, for instance). */
+/** One request of a phase. */
 export interface Shot {
   method: 'GET' | 'POST'
   path: string
   headers: Record<string, string>
   body?: string | Buffer
 }
+
+/**
+ * Builds the next request of a contestant, each different where it must be (a message's key is unique over
+ * all of the contestant's phases, its warm-up and slices included: a repeated one would be an idempotent retry).
+ */
+export type MakeShot = () => Shot
 
 /** What a phase did. `failed` counts transport errors and answers other than 2xx. */
 export interface LoadResult {
@@ -57,18 +63,17 @@ function tally(): LoadResult & { add(failure: string | null): void } {
 /** `connections` requests in flight at all times for `ms`. */
 export async function closedLoop(
   origin: string,
-  make: (n: number) => Shot,
+  make: MakeShot,
   connections: number,
   ms: number,
 ): Promise<LoadResult> {
   const pool = new Pool(origin, { connections })
   const result = tally()
-  let n = 0
   const started = performance.now()
   const end = started + ms
   await Promise.all(
     Array.from({ length: connections }, async () => {
-      while (performance.now() < end) result.add(await send(pool, make(n++)))
+      while (performance.now() < end) result.add(await send(pool, make()))
     }),
   )
   result.seconds = (performance.now() - started) / 1000
@@ -79,7 +84,7 @@ export async function closedLoop(
 /** `rate` requests per second for `ms`, each sent on time whatever the answers before it (an open loop). */
 export async function fixedRate(
   origin: string,
-  make: (n: number) => Shot,
+  make: MakeShot,
   rate: number,
   ms: number,
 ): Promise<LoadResult> {
@@ -93,7 +98,7 @@ export async function fixedRate(
     for (; sent < due; sent++) {
       const t0 = performance.now()
       inFlight.push(
-        send(pool, make(sent)).then((failure) => {
+        send(pool, make()).then((failure) => {
           result.add(failure)
           if (failure === null) result.latencies.push(performance.now() - t0)
         }),

@@ -23,7 +23,7 @@ import { freePort, logger, machine, readFlags, writeResult } from '../common/orc
 import { cpuOf } from '../common/proc.ts'
 import { type BenchRedis, commandDelta, commandStats, readsProcessed, startRedis } from '../common/redis.ts'
 import { benchBearer, benchCookie, type GatewayProcess, startGateway } from './gateway.ts'
-import { closedLoop, fixedRate, quantile, type Shot } from './load.ts'
+import { closedLoop, fixedRate, type MakeShot, quantile } from './load.ts'
 
 const log = logger('proxy')
 const ROUTES = ['inbox', 'messages', 'artifact', 'attachment'] as const
@@ -133,7 +133,7 @@ function shots(
   c: Contestant,
   run: string,
   attachment: { body: Buffer; type: string },
-): (n: number) => Shot {
+): MakeShot {
   const base = { headers: c.headers }
   if (route === 'inbox') return () => ({ ...base, method: 'GET', path: `${c.prefix}inbox` })
   if (route === 'artifact')
@@ -143,11 +143,12 @@ function shots(
     return () => ({ headers, method: 'POST', path: `${c.prefix}attachments`, body: attachment.body })
   }
   const headers = { ...c.headers, 'content-type': 'application/json' }
-  return (n) => ({
+  let n = 0
+  return () => ({
     headers,
     method: 'POST',
     path: `${c.prefix}messages`,
-    body: JSON.stringify({ run, key: `bench-${c.name}-${n}`, text: 'a message from the bench' }),
+    body: JSON.stringify({ run, key: `bench-${c.name}-${n++}`, text: 'a message from the bench' }),
   })
 }
 
@@ -180,24 +181,78 @@ async function sentCommands<T>(redis: Redis, during: () => Promise<T>): Promise<
   }
 }
 
+/** The unmeasured load before each slice. */
+const SLICE_WARMUP_MS = 250
+
+/** A contestant's closed loop, summed over its slices of one round. */
+interface Loop {
+  ok: number
+  failed: number
+  firstFailure: string | null
+  seconds: number
+  cpuS: number
+  /** Redis commands (scripts' own included) over the slices; 0 without Redis. */
+  commands: number
+}
+
+/**
+ * One round of a route's closed loop for every contestant. Each is warmed up, then the `--seconds` are cut
+ * into one-second slices taken in turn (A B C ... A B C ..., the first of each turn moving along; each after a
+ * quarter second of unmeasured load), so that a shared machine speeding up or slowing down meanwhile weighs on
+ * every contestant alike: its ratios are what they would be on a calm one. Contestants that share a runtime
+ * (bearer and cookie of one gateway) share its run.
+ */
+async function closedLoops(
+  opts: Options,
+  route: RouteName,
+  contestants: readonly Contestant[],
+  attachment: { body: Buffer; type: string },
+): Promise<{ loops: Loop[]; makes: MakeShot[] }> {
+  const runs = new Map<Child, string>()
+  for (const c of contestants)
+    if (!runs.has(c.runtime)) runs.set(c.runtime, await c.runtime.call<string>('reset'))
+  const makes = contestants.map((c) => shots(route, c, runs.get(c.runtime) as string, attachment))
+  const loops = contestants.map(
+    (): Loop => ({ ok: 0, failed: 0, firstFailure: null, seconds: 0, cpuS: 0, commands: 0 }),
+  )
+  for (const [i, c] of contestants.entries())
+    await closedLoop(c.origin, makes[i] as MakeShot, opts.connections, opts.warmupSeconds * 1000)
+  const slices = Math.max(1, Math.round(opts.seconds))
+  const sliceMs = (opts.seconds * 1000) / slices
+  for (let s = 0; s < slices; s++) {
+    for (let k = 0; k < contestants.length; k++) {
+      const i = (s + k) % contestants.length
+      const c = contestants[i] as Contestant
+      const loop = loops[i] as Loop
+      // A process that sat idle while the others ran (V8 shrinks an idle heap) starts its slice under load.
+      await closedLoop(c.origin, makes[i] as MakeShot, opts.connections, Math.min(SLICE_WARMUP_MS, sliceMs))
+      const stats0 = c.redis ? await commandStats(c.redis.client) : {}
+      const cpu0 = cpuOf(c.pids())
+      const slice = await closedLoop(c.origin, makes[i] as MakeShot, opts.connections, sliceMs)
+      loop.cpuS += cpuOf(c.pids()) - cpu0
+      if (c.redis) {
+        // The bench's own INFO calls are not the gateway's.
+        const { info: _info, ...delta } = commandDelta(stats0, await commandStats(c.redis.client))
+        loop.commands += Object.values(delta).reduce((a, b) => a + b, 0)
+      }
+      loop.ok += slice.ok
+      loop.failed += slice.failed
+      loop.firstFailure ??= slice.firstFailure
+      loop.seconds += slice.seconds
+    }
+  }
+  return { loops, makes }
+}
+
+/** A contestant's row of one round: its closed loop, then latency and Redis traffic at the fixed rate. */
 async function measure(
   opts: Options,
   route: RouteName,
   c: Contestant,
-  attachment: { body: Buffer; type: string },
+  loop: Loop,
+  make: MakeShot,
 ): Promise<Row> {
-  const run = await c.runtime.call<string>('reset')
-  const make = shots(route, c, run, attachment)
   const ms = opts.seconds * 1000
-  await closedLoop(c.origin, make, opts.connections, opts.warmupSeconds * 1000)
-  const stats0 = c.redis ? await commandStats(c.redis.client) : {}
-  const cpu0 = cpuOf(c.pids())
-  const loop = await closedLoop(c.origin, make, opts.connections, ms)
-  const cpuS = cpuOf(c.pids()) - cpu0
-  const stats1 = c.redis ? await commandStats(c.redis.client) : {}
-  // The bench's own INFO calls are not the gateway's.
-  const { info: _info, ...delta } = commandDelta(stats0, stats1)
-  const commands = Object.values(delta).reduce((a, b) => a + b, 0)
   // Uploads are kept by the runtime: start the latency phase from an empty one.
   if (route === 'attachment') await c.runtime.call('reset')
   const rate = route === 'attachment' ? opts.attachmentRate : opts.rate
@@ -213,10 +268,10 @@ async function measure(
     contestant: c.name,
     group: c.group,
     reqPerS: loop.ok / loop.seconds,
-    cpuUsPerReq: (cpuS * 1e6) / Math.max(1, loop.ok),
+    cpuUsPerReq: (loop.cpuS * 1e6) / Math.max(1, loop.ok),
     p50: quantile(rated.latencies, 0.5),
     p99: quantile(rated.latencies, 0.99),
-    redisCommandsPerReq: c.redis ? commands / Math.max(1, total) : null,
+    redisCommandsPerReq: c.redis ? loop.commands / Math.max(1, total) : null,
     sentCommandsPerReq: sent === null ? null : sent / Math.max(1, rated.ok + rated.failed),
     roundTripsPerReq: reads === null ? null : Math.max(0, reads) / Math.max(1, rated.ok + rated.failed),
     failed: loop.failed + rated.failed,
@@ -352,12 +407,13 @@ export async function main(argv: string[]): Promise<void> {
       }
     }
     log(`${contestants.length} contestants: ${contestants.map((c) => c.name).join(', ')}`)
-    // Rounds interleave the contestants, so the other work of a shared machine spreads over all of them.
+    // Rounds repeat the slices and latency phases; each figure is the median over them.
     const rounds = new Map<RouteName, Row[][]>()
     for (let round = 0; round < opts.rounds; round++) {
       for (const route of opts.routes) {
+        const { loops, makes } = await closedLoops(opts, route, contestants, attachment)
         for (const [i, c] of contestants.entries()) {
-          const row = await measure(opts, route, c, attachment)
+          const row = await measure(opts, route, c, loops[i] as Loop, makes[i] as MakeShot)
           const perContestant = rounds.get(route) ?? contestants.map(() => [])
           perContestant[i]?.push(row)
           rounds.set(route, perContestant)
@@ -407,7 +463,7 @@ function render(opts: Options, argv: string[], results: Map<RouteName, Row[]>): 
     `# Proxy bench, ${new Date().toISOString()}`,
     '',
     `Command: \`npm run bench -- proxy ${argv.join(' ')}\`; ${machine()}, load average at the end ${loadAverage()}.`,
-    `Closed loop: ${opts.connections} connections, ${opts.seconds} s per phase after ${opts.warmupSeconds} s of warm-up; latency at ${opts.rate} req/s (attachments ${opts.attachmentRate} req/s) for ${opts.seconds} s; ${opts.rounds} round(s) interleaving the contestants, each figure the median over rounds.`,
+    `Closed loop: ${opts.connections} connections, ${opts.seconds} s per contestant after ${opts.warmupSeconds} s of warm-up, in slices of about a second taken in turn by the contestants (a machine's drift weighs on all alike); latency at ${opts.rate} req/s (attachments ${opts.attachmentRate} req/s) for ${opts.seconds} s; ${opts.rounds} round(s), each figure the median over rounds.`,
     'Ratios are to the bare Fastify proxy of the same run (throughput, CPU per request); "+p50" is the p50 over the direct runtime at the fixed rate.',
     "Redis commands per request: INFO commandstats over the closed loop (commands scripts run included). Sent per request: what the gateway sent Redis at the fixed rate (MONITOR, commands inside scripts excluded; pipelined commands count one each, so this bounds round trips from above). Round trips per request: the socket reads Redis made at the fixed rate (INFO total_reads_processed; a pipeline read at once counts once; the gateway's background work included).",
     '',
