@@ -22,8 +22,9 @@ export type QueryPolicy = readonly string[] | 'generic'
  * is a 400.
  */
 export function forwardedQuery(query: unknown, policy: QueryPolicy): string {
-  const out = new URLSearchParams()
   if (query === null || typeof query !== 'object') return ''
+  // Made only for a parameter that is forwarded: most requests have none.
+  let out: URLSearchParams | undefined
   let generic = 0
   for (const [name, value] of Object.entries(query as Record<string, unknown>)) {
     if (CREDENTIAL_PARAM.test(name)) continue
@@ -38,7 +39,8 @@ export function forwardedQuery(query: unknown, policy: QueryPolicy): string {
     if (value.length > MAX_VALUE_CHARS || /[\u0000-\u001f\u007f]/.test(value)) {
       throw new BadRequest(`query parameter ${name} is not acceptable`)
     }
+    out ??= new URLSearchParams()
     out.append(name, value)
   }
-  return out.toString()
+  return out === undefined ? '' : out.toString()
 }
