@@ -88,6 +88,10 @@ export class RedisSessionStore implements SessionStore {
     return this.#mirror.get(kasmId)
   }
 
+  peek(kasmId: string): Session | undefined {
+    return this.#isLoaded ? this.#mirror.get(kasmId) : undefined
+  }
+
   async list(): Promise<Session[]> {
     await this.#loadedOrFail()
     return [...this.#mirror.values()]

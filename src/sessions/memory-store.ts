@@ -16,6 +16,10 @@ export class MemorySessionStore implements SessionStore {
     return this.#sessions.get(kasmId)
   }
 
+  peek(kasmId: string): Session | undefined {
+    return this.#sessions.get(kasmId)
+  }
+
   async list(): Promise<Session[]> {
     return [...this.#sessions.values()]
   }

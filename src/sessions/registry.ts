@@ -53,6 +53,11 @@ export class StoreSessionRegistry implements SessionRegistry {
     return session
   }
 
+  resolveHeld(kasmId: string, operator: Operator): Session | undefined {
+    const session = this.#store.peek(kasmId)
+    return session !== undefined && seesTeam(operator, session.team) ? session : undefined
+  }
+
   async get(kasmId: string): Promise<Session | undefined> {
     if (!KASM_ID.test(kasmId)) return undefined
     return this.#store.get(kasmId)

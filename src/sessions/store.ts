@@ -6,6 +6,11 @@ import type { Session, UnreadableSession } from './types.ts'
  */
 export interface SessionStore {
   get(kasmId: string): Promise<Session | undefined>
+  /**
+   * The session as this replica holds it, without waiting; undefined when it is not held here or the store
+   * is not loaded yet (then {@link SessionStore.get} says). The request path asks this first: no promise.
+   */
+  peek(kasmId: string): Session | undefined
   /** Every session, in no particular order. */
   list(): Promise<Session[]>
   /** Stores or replaces the session under its `kasmId`, then notifies subscribers. */

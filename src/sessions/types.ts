@@ -66,6 +66,11 @@ export interface SessionInput {
 export interface SessionRegistry {
   /** The session if it exists and the operator's teams include its team; otherwise SessionNotFound (404). */
   resolve(kasmId: string, operator: import('../auth/operator.ts').Operator): Promise<Session>
+  /**
+   * {@link SessionRegistry.resolve} without waiting, for a session held in memory that the operator may see;
+   * undefined otherwise (then `resolve` answers, refusals included).
+   */
+  resolveHeld(kasmId: string, operator: import('../auth/operator.ts').Operator): Session | undefined
   get(kasmId: string): Promise<Session | undefined>
   list(): Promise<SessionView[]>
   /** Registers or replaces (token rotation) a session; returns its public view. */

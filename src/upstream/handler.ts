@@ -6,9 +6,10 @@ import {
   SessionTokenOnly,
   UnsupportedMediaType,
 } from '../errors.ts'
+import type { Session } from '../sessions/types.ts'
 import type { AnswerRequest } from './answer-policy.ts'
 import { ByteLimit, isJsonBody, type JsonBody } from './body.ts'
-import { forward, noteAudit } from './forward.ts'
+import { forward } from './forward.ts'
 import { isKasmId } from './paths.ts'
 import { forwardedQuery } from './query.ts'
 import type { V1Route } from './routes.ts'
@@ -58,14 +59,15 @@ function answerRequest(route: V1Route, path: string, query: unknown): AnswerRequ
 /**
  * Handles one v1 route after `requireAccess`: validates the session id, refuses session-token-only writes
  * without forwarding them, rebuilds the upstream path and query from validated parts, resolves the session
- * (404 for unknown or foreign ones) and forwards. Fills the audit detail as it learns.
+ * (404 for unknown or foreign ones) and forwards. Fills the audit detail as it learns. A session held in
+ * memory (every one, once the registry is loaded) is resolved without a promise; a refusal is thrown.
  */
-export async function handleV1(
+export function handleV1(
   app: FastifyInstance,
   route: V1Route,
   request: FastifyRequest,
   reply: FastifyReply,
-): Promise<FastifyReply> {
+): FastifyReply | Promise<FastifyReply> {
   const params = request.params as Record<string, string | undefined>
   const kasmId = params.kasmId
   if (!isKasmId(kasmId)) throw new SessionNotFound()
@@ -73,25 +75,32 @@ export async function handleV1(
   if (route.sessionTokenOnly) throw new SessionTokenOnly()
   const body = bodyFor(route, request)
   if (body !== undefined && isJsonBody(body)) {
+    const detail = request.auditDetail
     const key = auditText(body.value.key)
     const run = auditText(body.value.run)
-    const action = route.name === 'actions' ? auditText(body.value.action) : undefined
+    if (key !== undefined) detail.key = key
+    if (run !== undefined) detail.run = run
+    if (route.name === 'actions') {
+      const action = auditText(body.value.action)
+      if (action !== undefined) detail.action = action
+    }
     // A reply's request, so the console can say who answered first; never its values.
-    const replyTo = route.name === 'messages' ? auditText(body.value.reply_to) : undefined
-    noteAudit(request, {
-      ...(key === undefined ? {} : { key }),
-      ...(run === undefined ? {} : { run }),
-      ...(action === undefined ? {} : { action }),
-      ...(replyTo === undefined ? {} : { replyTo }),
-    })
+    if (route.name === 'messages') {
+      const replyTo = auditText(body.value.reply_to)
+      if (replyTo !== undefined) detail.replyTo = replyTo
+    }
     if (route.name === 'actions' && isAck(body.value.action)) throw new SessionTokenOnly()
   }
 
   const path = route.path({ params, url: request.raw.url ?? request.url })
   if (path === undefined) throw new RouteNotFound()
   const query = forwardedQuery(request.query, route.query)
-  const session = await app.sessions.resolve(kasmId, request.operator!)
-  noteAudit(request, { team: session.team })
-  const answer = answerRequest(route, path, request.query)
-  return forward(app, request, reply, { session, route: route.name, path, query, body, answer })
+  const operator = request.operator!
+  const send = (session: Session): FastifyReply => {
+    request.auditDetail.team = session.team
+    const answer = answerRequest(route, path, request.query)
+    return forward(app, request, reply, { session, route: route.name, path, query, body, answer })
+  }
+  const held = app.sessions.resolveHeld(kasmId, operator)
+  return held === undefined ? app.sessions.resolve(kasmId, operator).then(send) : send(held)
 }

@@ -97,6 +97,20 @@ test('session store: a write on one replica reaches the others, the token only e
   const seen = await b.store.get('s1')
   assert.ok(seen?.messagingToken.equals(new Secret('token-one-secret')))
   assert.equal(seen?.version, 1)
+  assert.equal(b.store.peek('s1'), seen, 'held without waiting once heard')
+  // A store not loaded yet holds nothing: the request path then waits for `get`.
+  const unloaded = new RedisSessionStore({
+    command: defineScripts(await connection(t, 'command')),
+    feed: new ChangeFeed(await connection(t, 'subscriber'), log),
+    keys: clusterKeys(prefix),
+    vault: TokenVault.fromBase64url(KEY),
+    replicaId: 'u',
+    log,
+  })
+  assert.equal(unloaded.peek('s1'), undefined)
+  assert.equal((await unloaded.get('s1'))?.version, 1)
+  assert.equal(unloaded.peek('s1')?.version, 1, 'held once loaded')
+  await unloaded.close()
   const raw = await a.command.hget(`${prefix}sessions`, 's1')
   assert.ok(raw && !raw.includes('token-one-secret'))
 
@@ -105,10 +119,12 @@ test('session store: a write on one replica reaches the others, the token only e
   await a.store.put(session('s1', 'token-two-secret', 2))
   await until('replica b heard the rotation', () => heardB.length === 2)
   assert.ok((await b.store.get('s1'))?.messagingToken.equals(new Secret('token-two-secret')))
+  assert.ok(b.store.peek('s1')?.messagingToken.equals(new Secret('token-two-secret')))
 
   assert.equal(await b.store.remove('s1'), true)
   await until('replica a heard the removal', () => heardA.at(-1) === 's1' && heardA.length === 4)
   assert.equal(await a.store.get('s1'), undefined)
+  assert.equal(a.store.peek('s1'), undefined)
   assert.equal(await b.store.remove('s1'), false)
   await a.store.ready()
 })

@@ -124,6 +124,16 @@ test('resolve: a foreign session fails exactly like an unknown or malformed one'
   assert.deepEqual(foreign, malformed)
   assert.deepEqual(foreign, noTeams)
   assert.equal(await registry.get('k1/../k2'), undefined)
+
+  // Without waiting: a held session the operator may see, else nothing (and `resolve` gives the refusal).
+  assert.equal(registry.resolveHeld('k1', operator(['blue']))?.kasmId, 'k1')
+  assert.equal(registry.resolveHeld('k2', operator(['*']))?.kasmId, 'k2')
+  assert.equal(registry.resolveHeld('k2', operator(['blue'])), undefined)
+  assert.equal(registry.resolveHeld('k9', operator(['blue'])), undefined)
+  assert.equal(registry.resolveHeld('k1/../k2', operator(['*'])), undefined)
+  assert.equal(registry.resolveHeld('k1', operator([])), undefined)
+  await registry.remove('k1')
+  assert.equal(registry.resolveHeld('k1', operator(['blue'])), undefined, 'a removed session is not held')
 })
 
 test('onChange hears puts and removals until unsubscribed', async () => {
