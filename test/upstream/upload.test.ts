@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
+import { connect } from 'node:net'
 import { test } from 'node:test'
 import { type Echo, MESSAGING_TOKEN, send, startProxy, waitFor, write } from './support.ts'
 
@@ -47,28 +49,45 @@ test('an upload with Content-Length is streamed through byte for byte', async (t
   assert.equal(got.headers['x-kasm-runtime-session-token'], MESSAGING_TOKEN)
 })
 
-test('a chunked upload reaches the runtime while the client is still sending (never buffered whole)', async (t) => {
-  const { gw, echo, auth } = await startProxy(t, ENV)
-  created(echo)
-  const body = multipart(randomBytes(40 * 1024))
-  const first = body.subarray(0, 8 * 1024)
-  const res = await send(gw.url, {
-    method: 'POST',
-    path: '/desktop/k1/mcp/attachments',
-    headers: { authorization: auth.operator, 'content-type': CT },
-    body: async (req) => {
-      await write(req, first)
-      // The first chunk is upstream before the rest exists: the gateway streams, it does not collect.
-      await waitFor('the first chunk upstream', () => (echo.received[0]?.body.length ?? 0) >= first.length)
-      assert.equal(echo.received[0]!.complete, false)
-      await write(req, body.subarray(first.length))
-    },
+/** How an upload's length is told: by chunks, or by a Content-Length (every browser's FormData). */
+const FRAMINGS = ['chunked', 'content-length'] as const
+
+/** The headers of an upload of `length` bytes in `framing`. */
+function uploadHeaders(
+  auth: string,
+  framing: (typeof FRAMINGS)[number],
+  length: number,
+): Record<string, string> {
+  const headers: Record<string, string> = { authorization: auth, 'content-type': CT }
+  if (framing === 'content-length') headers['content-length'] = String(length)
+  return headers
+}
+
+for (const framing of FRAMINGS) {
+  test(`a ${framing} upload reaches the runtime while the client is still sending (never buffered whole)`, async (t) => {
+    const { gw, echo, auth } = await startProxy(t, ENV)
+    created(echo)
+    const body = multipart(randomBytes(40 * 1024))
+    const first = body.subarray(0, 8 * 1024)
+    const res = await send(gw.url, {
+      method: 'POST',
+      path: '/desktop/k1/mcp/attachments',
+      headers: uploadHeaders(auth.operator, framing, body.length),
+      body: async (req) => {
+        await write(req, first)
+        // The first chunk is upstream before the rest exists: the gateway streams, it does not collect.
+        await waitFor('the first chunk upstream', () => (echo.received[0]?.body.length ?? 0) >= first.length)
+        assert.equal(echo.received[0]!.complete, false)
+        await write(req, body.subarray(first.length))
+      },
+    })
+    assert.equal(res.status, 201)
+    const got = echo.received[0]!
+    assert.deepEqual(got.body, body)
+    if (framing === 'chunked') assert.equal(got.headers['transfer-encoding'], 'chunked')
+    else assert.equal(got.headers['content-length'], String(body.length))
   })
-  assert.equal(res.status, 201)
-  const got = echo.received[0]!
-  assert.deepEqual(got.body, body)
-  assert.equal(got.headers['transfer-encoding'], 'chunked')
-})
+}
 
 test('a Content-Length over the limit is 413 before anything is sent upstream', async (t) => {
   const { gw, echo, auth } = await startProxy(t, ENV)
@@ -111,6 +130,32 @@ test('a chunked upload crossing the limit mid-way aborts the upstream request an
   assert.ok(got.body.length <= MAX + 16 * 1024, `upstream got ${got.body.length} bytes`)
 })
 
+test('bytes past a declared Content-Length never reach the runtime as part of the upload', async (t) => {
+  const { gw, echo, auth } = await startProxy(t, ENV)
+  created(echo)
+  const body = multipart(Buffer.from('the declared file'))
+  // The upload is bounded by its Content-Length, not by a counter: what follows it is another request to
+  // Node's parser, here a malformed one, refused with 400 on a closing connection.
+  const extra = Buffer.alloc(32 * 1024, 0x78)
+  const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
+  const head =
+    'POST /desktop/k1/mcp/attachments HTTP/1.1\r\nHost: gateway\r\n' +
+    `Authorization: ${auth.operator}\r\nContent-Type: ${CT}\r\nContent-Length: ${body.length}\r\n\r\n`
+  socket.end(Buffer.concat([Buffer.from(head), body, extra]))
+  const chunks: Buffer[] = []
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+  socket.on('error', () => {})
+  await once(socket, 'close')
+  assert.match(Buffer.concat(chunks).toString('latin1'), /HTTP\/1\.1 400 .*"error":"bad_request"/s)
+  // Whether the upload got upstream before the refusal cut the connection is a race; what it sent never
+  // went past the declared bytes.
+  assert.ok(echo.received.length <= 1)
+  for (const got of echo.received) {
+    assert.ok(got.body.length <= body.length, `upstream got ${got.body.length} bytes`)
+    assert.deepEqual(got.body, body.subarray(0, got.body.length))
+  }
+})
+
 test('an upload within the limit after a refused one still works (no leaked state)', async (t) => {
   const { gw, echo, auth } = await startProxy(t, ENV)
   created(echo)
@@ -132,40 +177,42 @@ test('an upload within the limit after a refused one still works (no leaked stat
   assert.deepEqual(echo.received[0]!.body, body)
 })
 
-test('a client aborting mid-upload aborts the upstream request and is not counted as a runtime failure', async (t) => {
-  const { gw, echo, auth } = await startProxy(t, ENV)
-  created(echo)
-  await assert.rejects(
-    send(gw.url, {
-      method: 'POST',
-      path: '/desktop/k1/mcp/attachments',
-      headers: { authorization: auth.operator, 'content-type': CT },
-      body: async (req) => {
-        await write(req, Buffer.alloc(8 * 1024, 3))
-        await waitFor('the upload to start upstream', () => (echo.received[0]?.body.length ?? 0) > 0)
-        throw new Error('client gives up')
-      },
-    }),
-  )
-  await waitFor('the upstream request to be cut', () => echo.received[0]?.aborted)
-  assert.equal(echo.received[0]!.complete, false)
-  const errors = await gw.app.metrics.upstreamErrors.get()
-  // Every known reason is exported from the start; none of them moved.
-  assert.deepEqual(
-    errors.values.filter((v) => v.value !== 0),
-    [],
-  )
-  assert.ok(errors.values.length > 0)
-  // No response went out, yet the attempt is on record.
-  const record = await waitFor('the abort to be audited', async () =>
-    (await gw.app.audit.recent({ limit: 10 })).find((r) => r.route === 'attachments'),
-  )
-  assert.deepEqual(
-    [record.outcome, record.status, record.error, record.kasmId, typeof record.sub],
-    ['aborted', 499, 'client_aborted', 'k1', 'string'],
-  )
-  assert.equal((await gw.app.audit.recent({ limit: 10 })).length, 1)
-})
+for (const framing of FRAMINGS) {
+  test(`a client aborting a ${framing} upload mid-way aborts the upstream request and is not counted as a runtime failure`, async (t) => {
+    const { gw, echo, auth } = await startProxy(t, ENV)
+    created(echo)
+    await assert.rejects(
+      send(gw.url, {
+        method: 'POST',
+        path: '/desktop/k1/mcp/attachments',
+        headers: uploadHeaders(auth.operator, framing, MAX),
+        body: async (req) => {
+          await write(req, Buffer.alloc(8 * 1024, 3))
+          await waitFor('the upload to start upstream', () => (echo.received[0]?.body.length ?? 0) > 0)
+          throw new Error('client gives up')
+        },
+      }),
+    )
+    await waitFor('the upstream request to be cut', () => echo.received[0]?.aborted)
+    assert.equal(echo.received[0]!.complete, false)
+    const errors = await gw.app.metrics.upstreamErrors.get()
+    // Every known reason is exported from the start; none of them moved.
+    assert.deepEqual(
+      errors.values.filter((v) => v.value !== 0),
+      [],
+    )
+    assert.ok(errors.values.length > 0)
+    // No response went out, yet the attempt is on record.
+    const record = await waitFor('the abort to be audited', async () =>
+      (await gw.app.audit.recent({ limit: 10 })).find((r) => r.route === 'attachments'),
+    )
+    assert.deepEqual(
+      [record.outcome, record.status, record.error, record.kasmId, typeof record.sub],
+      ['aborted', 499, 'client_aborted', 'k1', 'string'],
+    )
+    assert.equal((await gw.app.audit.recent({ limit: 10 })).length, 1)
+  })
+}
 
 test('a compressed upload is refused (the gateway does not decode bodies)', async (t) => {
   const { gw, echo, auth } = await startProxy(t, ENV)
