@@ -6,8 +6,7 @@ import { PayloadTooLarge } from '../errors.ts'
 /**
  * Request bodies on the v1 write routes. JSON is kept as the exact bytes received (forwarded untouched, so
  * fields this gateway does not know pass through) and also parsed, to read `action` and `key`. Multipart
- * uploads are never parsed or buffered whole: the raw request stream goes upstream, through a byte counter
- * when no Content-Length bounds it.
+ * uploads are never parsed or buffered whole: the raw request stream goes upstream through a byte counter.
  */
 
 /** A JSON request body: the bytes as received and their parse. */
@@ -63,17 +62,6 @@ export function uploadLimit(maxAttachmentBytes: number): number {
   return maxAttachmentBytes + MULTIPART_OVERHEAD_BYTES
 }
 
-/**
- * A multipart upload as {@link registerBodyParsers} hands it on: the request stream itself when its
- * Content-Length (within the limit) bounds it, else that stream through a {@link ByteLimit}.
- */
-export type UploadBody = IncomingMessage | ByteLimit
-
-/** Whether `body` is the upload of `request`, as {@link registerBodyParsers} made it. */
-export function isUploadBody(body: unknown, request: IncomingMessage): body is UploadBody {
-  return body === request || body instanceof ByteLimit
-}
-
 /** Whether a parsed body is a JSON body from {@link registerBodyParsers}. */
 export function isJsonBody(body: unknown): body is JsonBody {
   return (
@@ -83,9 +71,9 @@ export function isJsonBody(body: unknown): body is JsonBody {
 
 /**
  * Replaces every content-type parser of `app` (an encapsulated route plugin) with two: JSON kept raw and
- * parsed (up to `maxJsonBytes`, else 413; not a JSON object: marked invalid), and multipart/form-data returned as
- * an {@link UploadBody} (a Content-Length over the limit: 413 before anything is read). Every other content type
- * gets 415 from Fastify.
+ * parsed (up to `maxJsonBytes`, else 413; not a JSON object: marked invalid), and multipart/form-data returned as the
+ * request stream through a {@link ByteLimit} (a Content-Length over the limit: 413 before anything is read).
+ * Every other content type gets 415 from Fastify.
  */
 export function registerBodyParsers(
   app: FastifyInstance,
@@ -121,13 +109,9 @@ export function registerBodyParsers(
       done(new PayloadTooLarge(String(limit)), undefined)
       return
     }
-    // Node's HTTP parser ends the body at the declared length (what follows is parsed as the next request), so
-    // a length within the limit is the bound: the request streams upstream as it is. A counter in between
-    // cost two stream hops per 64 KiB read, on every upload a browser sends (FormData always has a length).
-    if (declared !== undefined) {
-      done(null, payload)
-      return
-    }
+    // Always a counter in between, also under a Content-Length that already bounds the body: undici destroys
+    // the body it was given when the runtime breaks off, and the request itself destroyed takes the client's
+    // 502 with it (test/upstream/upload.test.ts, a runtime that breaks off an upload).
     const counter = new ByteLimit(limit)
     // Not pipeline(): it would destroy the request on a limit error, and with it the socket the 413 must
     // go out on. Over the limit, the rest is discarded while the 413 is written (with Connection: close).

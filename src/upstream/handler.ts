@@ -8,7 +8,7 @@ import {
 } from '../errors.ts'
 import type { Session } from '../sessions/types.ts'
 import type { AnswerRequest } from './answer-policy.ts'
-import { isJsonBody, isUploadBody, type JsonBody, type UploadBody } from './body.ts'
+import { ByteLimit, isJsonBody, type JsonBody } from './body.ts'
 import { forward } from './forward.ts'
 import { isKasmId } from './paths.ts'
 import { forwardedQuery } from './query.ts'
@@ -33,7 +33,7 @@ function isAck(action: unknown): boolean {
  * The request body in the form `route` needs, or 415. A Content-Encoding is refused too: the gateway forwards
  * bodies as they are and would otherwise hand the runtime compressed bytes without saying so.
  */
-function bodyFor(route: V1Route, request: FastifyRequest): JsonBody | UploadBody | undefined {
+function bodyFor(route: V1Route, request: FastifyRequest): JsonBody | ByteLimit | undefined {
   if (route.body === 'none') return undefined
   const encoding = request.headers['content-encoding']
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity')
@@ -45,7 +45,7 @@ function bodyFor(route: V1Route, request: FastifyRequest): JsonBody | UploadBody
     if (body.invalid !== undefined) throw new BadRequest(body.invalid)
     return body
   }
-  if (route.body === 'multipart' && isUploadBody(body, request.raw)) return body
+  if (route.body === 'multipart' && body instanceof ByteLimit) return body
   throw new UnsupportedMediaType(request.headers['content-type'] ?? 'none')
 }
 

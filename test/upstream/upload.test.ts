@@ -134,8 +134,8 @@ test('bytes past a declared Content-Length never reach the runtime as part of th
   const { gw, echo, auth } = await startProxy(t, ENV)
   created(echo)
   const body = multipart(Buffer.from('the declared file'))
-  // The upload is bounded by its Content-Length, not by a counter: what follows it is another request to
-  // Node's parser, here a malformed one, refused with 400 on a closing connection.
+  // Node's parser ends the body at its Content-Length: what follows is another request to it, here a
+  // malformed one, refused with 400 on a closing connection.
   const extra = Buffer.alloc(32 * 1024, 0x78)
   const socket = connect(Number(new URL(gw.url).port), '127.0.0.1')
   const head =
@@ -211,6 +211,28 @@ for (const framing of FRAMINGS) {
       ['aborted', 499, 'client_aborted', 'k1', 'string'],
     )
     assert.equal((await gw.app.audit.recent({ limit: 10 })).length, 1)
+  })
+}
+
+for (const framing of FRAMINGS) {
+  test(`a runtime that breaks off a ${framing} upload mid-way gets the client a 502, not a dropped connection`, async (t) => {
+    const { gw, echo, auth } = await startProxy(t, ENV)
+    const res = await send(gw.url, {
+      method: 'POST',
+      path: '/desktop/k1/mcp/attachments',
+      headers: uploadHeaders(auth.operator, framing, MAX),
+      body: async (req) => {
+        await write(req, Buffer.alloc(8 * 1024, 5))
+        await waitFor('the upload to start upstream', () => (echo.received[0]?.body.length ?? 0) > 0)
+        // The runtime goes away with the upload half read.
+        await echo.close()
+        for (let sent = 8 * 1024; sent < MAX && !req.destroyed; sent += 8 * 1024) {
+          await write(req, Buffer.alloc(8 * 1024, 5))
+        }
+      },
+    })
+    assert.equal(res.status, 502, res.text)
+    assert.equal(JSON.parse(res.text).error, 'upstream_unreachable', res.text)
   })
 }
 
