@@ -24,6 +24,13 @@ const NOT_A_SHUTDOWN: closeWithGrace.AllEvents[] = [
   'beforeExit',
 ]
 
+/** Listen failures an operator fixes with PORT or HOST, said in one line instead of a stack. */
+const LISTEN_REFUSALS: Record<string, string> = {
+  EADDRINUSE: 'the address is in use',
+  EACCES: 'not permitted (a port under 1024 needs privileges)',
+  EADDRNOTAVAIL: 'no such address on this host',
+}
+
 /**
  * The only file that starts anything: reads config once, builds the app, listens, and drains on SIGTERM.
  * Run node on it directly (not through npm) in production so signals arrive.
@@ -55,9 +62,10 @@ async function main(): Promise<void> {
   app.server.keepAliveTimeout = 65_000
 
   const demo = config.demo ? await startDemo(app, demoSignIn) : undefined
-  await app.listen({ port: config.env.PORT, host: config.env.HOST })
-  if (demo) demo.announce(app)
-
+  // The signal handlers go in before the listen starts, not after it: "Server listening" is the line an
+  // orchestrator (or a test) may answer with a SIGTERM at once, and one arriving between that line and the
+  // handlers would take Node's default and kill the process without a drain.
+  const listening = app.listen({ port: config.env.PORT, host: config.env.HOST })
   const grace = config.env.GATEWAY_SHUTDOWN_GRACE_MS
   closeWithGrace(
     {
@@ -68,6 +76,8 @@ async function main(): Promise<void> {
       onSecondSignal: (signal) => app.log.error({ signal }, 'second signal during the drain; exiting'),
     },
     async ({ signal }) => {
+      // A signal during the listen drains once it is done: closing a server mid-listen leaves it bound.
+      await listening.catch(() => undefined)
       app.log.info({ signal }, 'shutting down: draining streams')
       const startedAt = Date.now()
       // Stop taking viewers (and fail /readyz), release the reader leases, then end the streams spread over
@@ -82,6 +92,15 @@ async function main(): Promise<void> {
       app.log.info({ signal, durationMs: Date.now() - startedAt }, 'shutdown complete')
     },
   )
+  await listening.catch((err: NodeJS.ErrnoException) => {
+    const why = LISTEN_REFUSALS[err.code ?? '']
+    if (!why) throw err
+    process.stderr.write(
+      `kasm-runtime-gateway: cannot listen on ${config.env.HOST}:${config.env.PORT}: ${why}; set PORT or HOST\n`,
+    )
+    process.exit(78) // EX_CONFIG, as for a refused variable: the fix is the same kind
+  })
+  if (demo) demo.announce(app)
 }
 
 await main()

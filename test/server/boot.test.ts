@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
 import { test } from 'node:test'
 
 /** Runs `src/server.ts` as `npm start` would (through tsx) and returns its exit code and stderr. */
@@ -38,3 +40,17 @@ for (const [name, env, variable] of cases) {
     assert.match(stderr, new RegExp(`^kasm-runtime-gateway: .*${variable}`))
   })
 }
+
+test('the boot stops on a port already taken, naming PORT, without a stack', async (t) => {
+  const taken = createServer()
+  taken.listen(0, '127.0.0.1')
+  await once(taken, 'listening')
+  t.after(() => taken.close())
+  const { port } = taken.address() as { port: number }
+  const { code, stderr } = await boot({ HOST: '127.0.0.1', PORT: String(port) })
+  assert.equal(code, 78, stderr)
+  assert.equal(
+    stderr,
+    `kasm-runtime-gateway: cannot listen on 127.0.0.1:${port}: the address is in use; set PORT or HOST\n`,
+  )
+})
