@@ -10,6 +10,9 @@ import { probeHandlers } from '../common/probes.ts'
 const gateway = await startBenchGateway()
 await registerBenchSession(gateway.app, 'bench')
 
+// An exit rather than death by the signal, so a `--cpu-prof` profile (run.ts --profile) is written.
+process.once('SIGTERM', () => process.exit(0))
+
 serve({
   info: () => gateway.info(),
   viewers: () => gateway.app.events.streams.stats().viewers,

@@ -4,7 +4,7 @@
  * deployment), at 1k and 5k viewers on this machine, in one run. Writes bench/results/events-<date>.md.
  *
  *   npm run bench -- events [--viewers 1000,5000] [--seconds 5] [--rounds 3] [--only raw,gateway,nchan,naive]
- *                           [--full-load 100000] [--out <file>]
+ *                           [--full-load 100000] [--profile <dir>] [--out <file>]
  *
  * Every server under test is a separate process; CPU is read from /proc (user + system), memory as RSS
  * (Node servers after a full GC). Only loopback traffic. See bench/README.md for the method.
@@ -25,6 +25,8 @@ interface Options {
   fullLoadDeliveries: number
   /** Where the report goes instead of bench/results/events-<date>.md. */
   out?: string
+  /** Where the Node contestants (gateway, raw ceiling) write a `--cpu-prof` profile each when stopped. */
+  profileDir?: string
 }
 
 /** A server under test, started for one viewer count. */
@@ -45,7 +47,7 @@ interface Server {
 interface Contestant {
   name: string
   label: string
-  start(emitter: Child, emitterPid: number, emitterUrl: string): Promise<Server>
+  start(emitter: Child, emitterPid: number, emitterUrl: string, profileDir?: string): Promise<Server>
 }
 
 /** What one contestant accumulates over the rounds of one kind of phase. */
@@ -101,8 +103,12 @@ function nodeServer(name: string, label: string, script: string, path: string, a
   return {
     name,
     label,
-    async start(emitter, _emitterPid, emitterUrl) {
-      const child = new Child(script, { BENCH_UPSTREAM: emitterUrl })
+    async start(emitter, _emitterPid, emitterUrl, profileDir) {
+      const child = new Child(
+        script,
+        { BENCH_UPSTREAM: emitterUrl },
+        profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profileDir}`],
+      )
       const info = await child.call<{ port: number; pid: number; token?: string }>('info')
       const headers: Record<string, string> =
         auth && info.token ? { Authorization: `Bearer ${info.token}` } : {}
@@ -186,9 +192,9 @@ interface ClientStats {
 }
 
 /** Starts the contestant's server and viewers; memory is the RSS growth from the first fifth to all. */
-async function connect(e: Entry, n: number): Promise<void> {
+async function connect(e: Entry, n: number, profileDir: string | undefined): Promise<void> {
   await e.emitter.call('newRun') // a fresh run: nothing to replay to the new viewers
-  const server = await e.c.start(e.emitter, e.emitterPid, e.emitterUrl)
+  const server = await e.c.start(e.emitter, e.emitterPid, e.emitterUrl, profileDir)
   const client = new Child('events/viewers.ts')
   e.server = server
   e.client = client
@@ -283,7 +289,7 @@ async function measure(entries: Entry[], n: number, o: Options): Promise<Row[]> 
   try {
     for (const e of entries) {
       e.phases = { steady: emptyPhase(), full: emptyPhase() }
-      await connect(e, n)
+      await connect(e, n, o.profileDir)
     }
     // Rounds interleave the contestants, so a change in the machine's load (other work on this host)
     // spreads over all of them instead of landing on one.
@@ -319,7 +325,7 @@ function parseOptions(argv: string[]): Options {
   }
   const flags = readFlags(
     argv,
-    ['--viewers', '--seconds', '--rounds', '--only', '--full-load', '--out'],
+    ['--viewers', '--seconds', '--rounds', '--only', '--full-load', '--profile', '--out'],
     true,
   )
   for (const [flag, given] of flags) {
@@ -329,6 +335,7 @@ function parseOptions(argv: string[]): Options {
     else if (flag === '--rounds') o.rounds = Number(value)
     else if (flag === '--only') o.only = value.split(',')
     else if (flag === '--out') o.out = value
+    else if (flag === '--profile') o.profileDir = value
     else o.fullLoadDeliveries = Number(value)
   }
   // Bounded: a full run stays under ten minutes.
