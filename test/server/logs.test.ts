@@ -69,3 +69,28 @@ test('SIGTERM ends with a "shutdown complete" line, then exit 0', async (t) => {
   assert.ok(typeof last?.durationMs === 'number' && last.durationMs >= 0)
   assert.match(String(last?.time), ISO)
 })
+
+test('a SIGTERM answering the "Server listening" line drains: three quick-start boots in a row', async (t) => {
+  // The quick start's own boot (the demo: its identity provider and runtimes), signalled the moment it says it
+  // listens. With the signal handlers installed after the listen, most such boots died by the signal.
+  for (let boot = 1; boot <= 3; boot++) {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+      env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    })
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      child.once('exit', (code, signal) => resolve([code, signal])),
+    )
+    let out = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (!out.includes('Server listening') && `${out}${chunk}`.includes('Server listening'))
+        child.kill('SIGTERM')
+      out += chunk.toString()
+    })
+    assert.deepEqual(await exited, [0, null], `boot ${boot}:\n${out}`)
+    assert.match(out, /"msg":"shutdown complete"/, `boot ${boot}`)
+  }
+})
