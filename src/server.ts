@@ -31,6 +31,27 @@ const LISTEN_REFUSALS: Record<string, string> = {
   EADDRNOTAVAIL: 'no such address on this host',
 }
 
+/** The line for a listen failure of {@link LISTEN_REFUSALS} (the gateway's or the demo IdP's), else undefined. */
+function listenRefusal(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined
+  const { code, address, port } = err as NodeJS.ErrnoException & { address?: string; port?: number }
+  const why = code === undefined ? undefined : LISTEN_REFUSALS[code]
+  if (why === undefined) return undefined
+  // A listen on port 0 (the demo IdP's) names no port.
+  return `cannot listen on ${port ? `${address}:${port}` : address}: ${why}; set PORT or HOST`
+}
+
+/**
+ * Ends a boot the operator must fix (a refused variable, an address that cannot be listened on) with one
+ * stderr line and exit 78, EX_CONFIG; anything else is thrown on, with its stack.
+ */
+function refuseBoot(err: unknown): never {
+  const message = err instanceof ConfigError ? err.message : listenRefusal(err)
+  if (message === undefined) throw err
+  process.stderr.write(`kasm-runtime-gateway: ${message}\n`)
+  process.exit(78)
+}
+
 /**
  * The only file that starts anything: reads config once, builds the app, listens, and drains on SIGTERM.
  * Run node on it directly (not through npm) in production so signals arrive.
@@ -49,11 +70,7 @@ async function main(): Promise<void> {
     // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
     app = await buildApp(demoSignIn?.config ?? config)
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`kasm-runtime-gateway: ${err.message}\n`)
-      process.exit(78) // EX_CONFIG
-    }
-    throw err
+    refuseBoot(err)
   }
   // Long-lived SSE responses must not be cut by Node's request timeout; headers still must arrive promptly.
   tracing?.logTo(app.log)
@@ -92,14 +109,7 @@ async function main(): Promise<void> {
       app.log.info({ signal, durationMs: Date.now() - startedAt }, 'shutdown complete')
     },
   )
-  await listening.catch((err: NodeJS.ErrnoException) => {
-    const why = LISTEN_REFUSALS[err.code ?? '']
-    if (!why) throw err
-    process.stderr.write(
-      `kasm-runtime-gateway: cannot listen on ${config.env.HOST}:${config.env.PORT}: ${why}; set PORT or HOST\n`,
-    )
-    process.exit(78) // EX_CONFIG, as for a refused variable: the fix is the same kind
-  })
+  await listening.catch(refuseBoot)
   if (demo) demo.announce(app)
 }
 

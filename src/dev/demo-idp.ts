@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { once } from 'node:events'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
@@ -215,7 +216,9 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
     return p.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true })
   }
 
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve))
+  server.listen(options.port ?? 0, options.host ?? '127.0.0.1')
+  // Rejects on the listen's 'error' (a HOST not on this machine): the boot says it in one line.
+  await once(server, 'listening')
   const { port } = server.address() as AddressInfo
   issuer ||= `http://${options.issuerHost ?? options.host ?? '127.0.0.1'}:${port}`
   mountPath = new URL(issuer).pathname.replace(/\/$/, '')

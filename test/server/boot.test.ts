@@ -1,15 +1,23 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { test } from 'node:test'
 
-/** Runs `src/server.ts` as `npm start` would (through tsx) and returns its exit code and stderr. */
-function boot(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+/**
+ * Runs `src/server.ts` as `npm start` would (through tsx) and returns its exit code and stderr; `user` runs it
+ * as that uid and gid (the tests run as root on CI).
+ */
+function boot(
+  env: Record<string, string>,
+  user?: { uid: number; gid: number },
+): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
+      ...user,
     })
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => {
@@ -52,5 +60,38 @@ test('the boot stops on a port already taken, naming PORT, without a stack', asy
   assert.equal(
     stderr,
     `kasm-runtime-gateway: cannot listen on 127.0.0.1:${port}: the address is in use; set PORT or HOST\n`,
+  )
+})
+
+for (const [who, env, where] of [
+  ['the gateway', { GATEWAY_DEMO: 'off' }, '192.0.2.1:8080'],
+  ["the demo's identity provider (port 0, the quick start's boot)", {}, '192.0.2.1'],
+] as const) {
+  test(`the boot stops on a HOST that is no address of this machine, naming HOST: ${who}`, async () => {
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737): never a local address.
+    const { code, stderr } = await boot({ ...env, HOST: '192.0.2.1', PORT: '8080' })
+    assert.equal(code, 78, stderr)
+    assert.equal(
+      stderr,
+      `kasm-runtime-gateway: cannot listen on ${where}: no such address on this host; set PORT or HOST\n`,
+    )
+  })
+}
+
+test('the boot stops on a privileged port without the privilege, naming PORT', async (t) => {
+  // Ports under this one need privileges (Linux); 0 means none does, and the refusal cannot happen here.
+  const unprivileged = Number(readFileSync('/proc/sys/net/ipv4/ip_unprivileged_port_start', 'utf8'))
+  if (unprivileged === 0) {
+    t.skip('every port is unprivileged on this machine (net.ipv4.ip_unprivileged_port_start = 0)')
+    return
+  }
+  const port = unprivileged - 1
+  // As root (CI), run it as nobody, whom the image's non-root user stands for.
+  const user = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined
+  const { code, stderr } = await boot({ HOST: '127.0.0.1', PORT: String(port) }, user)
+  assert.equal(code, 78, stderr)
+  assert.equal(
+    stderr,
+    `kasm-runtime-gateway: cannot listen on 127.0.0.1:${port}: not permitted (a port under 1024 needs privileges); set PORT or HOST\n`,
   )
 })
