@@ -10,7 +10,11 @@ export interface RedisAuditLogOptions {
   /** Records kept (`XADD MAXLEN ~`), GATEWAY_AUDIT_RECORDS. */
   readonly capacity: number
   readonly log: FastifyBaseLogger
-  /** Records held while Redis is unreachable, written when it returns; the oldest go first. Default 1000. */
+  /**
+   * Records held while Redis cannot take them (unreachable, or refusing the last write), written when it
+   * can; past this many the oldest go first. Default 1000. Never applied while Redis takes writes: records
+   * made while one is in flight wait for it, however many.
+   */
   readonly pendingMax?: number
   /** How long a record waits for others to share its write (ms). Default {@link FLUSH_MS}. */
   readonly flushMs?: number
@@ -54,6 +58,8 @@ export class RedisAuditLog implements AuditLog {
   readonly #pending: string[] = []
   #timer: NodeJS.Timeout | null = null
   #writing: Promise<void> | null = null
+  /** The last write found Redis unreachable or was refused: what is pending may never go out, so it is bounded. */
+  #stalled = false
   #dropped = 0
 
   constructor(options: RedisAuditLogOptions) {
@@ -66,7 +72,7 @@ export class RedisAuditLog implements AuditLog {
   record(record: AuditRecord): void {
     this.#pending.push(JSON.stringify(record))
     const max = this.#o.pendingMax ?? 1000
-    if (this.#pending.length > max) {
+    if (this.#pending.length > max && (this.#stalled || this.#o.command.status !== 'ready')) {
       this.#dropped += this.#pending.length - max
       this.#pending.splice(0, this.#pending.length - max)
     }
@@ -150,7 +156,10 @@ export class RedisAuditLog implements AuditLog {
   async #send(): Promise<boolean> {
     const { command, keys, capacity, log } = this.#o
     if (this.#pending.length === 0) return true
-    if (command.status !== 'ready') return false
+    if (command.status !== 'ready') {
+      this.#stalled = true
+      return false
+    }
     const batch = this.#pending.splice(0, this.#pending.length)
     let retry: string[] = batch
     try {
@@ -159,11 +168,13 @@ export class RedisAuditLog implements AuditLog {
       retry = batch.slice(written)
       if (retry.length > 0)
         throw new Error(`redis refused an audit record (${written} of ${batch.length} written)`)
+      this.#stalled = false
       if (this.#dropped > 0) {
-        log.warn({ dropped: this.#dropped }, 'audit records dropped while redis was unreachable')
+        log.warn({ dropped: this.#dropped }, 'audit records dropped while redis could not take them')
         this.#dropped = 0
       }
     } catch (err) {
+      this.#stalled = true
       this.#pending.unshift(...retry)
       log.warn({ err, pending: this.#pending.length }, 'audit records not written; kept for retry')
       return false

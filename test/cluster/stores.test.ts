@@ -357,6 +357,42 @@ test('audit log: records made while Redis is unreachable are written when it ret
   )
 })
 
+test('audit log: while Redis takes writes nothing is dropped, however many records wait for one in flight', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  const command = await connection(t, 'command')
+  const a = new RedisAuditLog({ command, keys, capacity: 10_000, log, pendingMax: 5, flushMs: 60_000 })
+  // The 500th record starts a write at once; the next 50 are made while it is in flight, ten times the bound.
+  for (let i = 0; i < 550; i++) a.record(audit(i, 'k1', 'u1'))
+  await a.flush()
+  assert.equal(await command.xlen(keys.audit), 550)
+  assert.deepEqual(
+    (await a.recent({ limit: 3 })).map((r) => r.requestId),
+    ['req-549', 'req-548', 'req-547'],
+  )
+})
+
+test('audit log: past pendingMax while Redis is unreachable the oldest go, and a warning says how many', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  const command = openConnection(
+    { redis: { kind: 'url', url: REDIS_TEST_URL }, name: 'krgtest-late', commandTimeoutMs: 2000 },
+    'command',
+  )
+  command.on('error', () => {})
+  t.after(() => command.disconnect())
+  const warnings: Array<Record<string, unknown>> = []
+  const warnLog = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) })
+  const audited = new RedisAuditLog({ command, keys, capacity: 100, log: warnLog, pendingMax: 3 })
+  for (let i = 1; i <= 5; i++) audited.record(audit(i, 'k1', 'u1'))
+  await command.connect()
+  await until('flushed on ready', async () => (await command.xlen(keys.audit)) === 3)
+  assert.deepEqual(
+    (await audited.recent({ limit: 5 })).map((r) => r.requestId),
+    ['req-5', 'req-4', 'req-3'],
+  )
+  const dropped = warnings.find((w) => w.msg === 'audit records dropped while redis could not take them')
+  assert.equal(dropped?.dropped, 2, JSON.stringify(warnings))
+})
+
 test('presence: merged over replicas, a killed replica drops out after the TTL, a closed one at once', async (t) => {
   const prefix = prefixFor(t)
   const keys = clusterKeys(prefix)
