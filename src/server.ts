@@ -27,7 +27,7 @@ const NOT_A_SHUTDOWN: closeWithGrace.AllEvents[] = [
 /** Listen failures an operator fixes with PORT or HOST, said in one line instead of a stack. */
 const LISTEN_REFUSALS: Record<string, string> = {
   EADDRINUSE: 'the address is in use',
-  EACCES: 'not permitted (a port under 1024 needs privileges)',
+  EACCES: 'not permitted (a port this low needs privileges)',
   EADDRNOTAVAIL: 'no such address on this host',
 }
 

@@ -393,6 +393,27 @@ test('audit log: past pendingMax while Redis is unreachable the oldest go, and a
   assert.equal(dropped?.dropped, 2, JSON.stringify(warnings))
 })
 
+test('audit log: past pendingMax while Redis refuses the writes the oldest go too, and the rest follow once it takes them', async (t) => {
+  const keys = clusterKeys(prefixFor(t))
+  const command = await connection(t, 'command')
+  // Not a stream: every XADD fails (WRONGTYPE), as on a Redis out of memory; the connection itself is up.
+  await command.set(keys.audit, 'not a stream')
+  const warnings: Array<Record<string, unknown>> = []
+  const warnLog = pino({ level: 'warn' }, { write: (line: string) => warnings.push(JSON.parse(line)) })
+  const a = new RedisAuditLog({ command, keys, capacity: 100, log: warnLog, pendingMax: 3, flushMs: 60_000 })
+  a.record(audit(1, 'k1', 'u1'))
+  await a.flush()
+  for (let i = 2; i <= 5; i++) a.record(audit(i, 'k1', 'u1'))
+  await command.del(keys.audit)
+  await a.flush()
+  assert.deepEqual(
+    (await a.recent({ limit: 5 })).map((r) => r.requestId),
+    ['req-5', 'req-4', 'req-3'],
+  )
+  const dropped = warnings.find((w) => w.msg === 'audit records dropped while redis could not take them')
+  assert.equal(dropped?.dropped, 2, JSON.stringify(warnings))
+})
+
 test('presence: merged over replicas, a killed replica drops out after the TTL, a closed one at once', async (t) => {
   const prefix = prefixFor(t)
   const keys = clusterKeys(prefix)

@@ -95,6 +95,6 @@ test('the boot stops on a privileged port without the privilege, naming PORT', a
   assert.equal(code, 78, stderr)
   assert.equal(
     stderr,
-    `kasm-runtime-gateway: cannot listen on 127.0.0.1:${port}: not permitted (a port under 1024 needs privileges); set PORT or HOST\n`,
+    `kasm-runtime-gateway: cannot listen on 127.0.0.1:${port}: not permitted (a port this low needs privileges); set PORT or HOST\n`,
   )
 })
