@@ -4,6 +4,8 @@ import type { AddressInfo } from 'node:net'
 
 /** One webhook request as the receiver got it. */
 export interface Received {
+  /** The request's path (one receiver may stand for several webhook URLs on one host). */
+  readonly path: string
   readonly headers: http.IncomingHttpHeaders
   readonly raw: string
   readonly body: Record<string, unknown>
@@ -58,6 +60,7 @@ export async function startReceiver(secret = '', path = '/hook'): Promise<Receiv
         timingSafeEqual(Buffer.from(given), Buffer.from(want))
       const status = receiver.hang ? 0 : (script.shift() ?? 204)
       received.push({
+        path: req.url ?? '',
         headers: req.headers,
         raw,
         body: JSON.parse(raw) as Record<string, unknown>,
