@@ -12,9 +12,9 @@ export const TOKEN_HEADER = 'x-kasm-runtime-session-token'
 export const GUARDED_HEADER = 'x-krg-guarded-upstream'
 
 /**
- * Carries, between forward.ts and {@link TrustRouter}, the exact request target of a URL that
- * @fastify/reply-from's own path guard would refuse although it is no traversal (`paths.ts`, `proxyRefuses`):
- * the router sends that path instead of reply-from's. The router removes it: it never leaves the process.
+ * Carries, between forward.ts and {@link TrustRouter}, the exact request target of a URL that the path guard
+ * of @fastify/reply-from would refuse although it is no traversal (`paths.ts`, `proxyRefuses`): the router
+ * sends that path instead of the one reply-from built. The router removes it: it never leaves the process.
  */
 export const TARGET_HEADER = 'x-krg-request-target'
 

@@ -54,7 +54,7 @@ export function forward(
 ): FastifyReply {
   const { session, route, body } = target
   const url = upstreamUrl(session.upstream, target.path, '')
-  // reply-from's own path guard refuses names such as `..0a9` (paths.ts): it is given the origin, and the
+  // The path guard of reply-from refuses names such as `..0a9` (paths.ts): it is given the origin, and the
   // router sends the exact target.
   const exact = proxyRefuses(url) ? requestTarget(url, target.query) : null
   const started = performance.now()

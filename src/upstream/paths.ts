@@ -153,8 +153,8 @@ function pathStart(url: string): number {
 }
 
 /**
- * Whether @fastify/reply-from's own guard would refuse `url` (an {@link upstreamUrl}): it refuses every URL
- * that holds `/..` or `../` once decoded, which takes names such as `..0a9` or a key's `x../y` (its `/`
+ * Whether the path guard of @fastify/reply-from would refuse `url` (an {@link upstreamUrl}): it refuses every
+ * URL that holds `/..` or `../` once decoded, which takes names such as `..0a9` or a key's `x../y` (its `/`
  * encoded) for traversal. Checked loosely (any `..`, any encoded dot) and with no decode. Such a URL is sent
  * by its exact request target through the router instead (`upstream/agent.ts`); {@link upstreamUrl}'s guard,
  * which refuses every real dot segment, has passed it by then.
