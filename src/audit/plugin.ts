@@ -130,5 +130,6 @@ function buildRecord(
   if (detail.action !== undefined) record.action = detail.action
   if (detail.upstreamStatus !== undefined) record.upstreamStatus = detail.upstreamStatus
   if (error !== undefined) record.error = error
+  if (detail.reason !== undefined) record.reason = detail.reason
   return record
 }

@@ -51,7 +51,10 @@ export interface AuditRecord {
   latencyMs: number
   /** The gateway's error code when it refused (`unauthenticated`, `forbidden`, `rate_limited`, …). */
   error?: string
-  /** Why the gateway itself made a change no request asked for (the Kasm sync's removals). */
+  /**
+   * Why: the gateway's own change no request asked for (the Kasm sync's removals), or what made it refuse a
+   * sign-in (the check an ID token failed, what the identity provider answered). Fixed wording, never input.
+   */
   reason?: string
 }
 
@@ -69,6 +72,8 @@ export interface AuditDetail {
   action?: string
   upstreamStatus?: number
   error?: string
+  /** Why the request was refused, in fixed wording (see {@link AuditRecord.reason}). */
+  reason?: string
   /** The session's team, when the route knows it (e.g. a session it removes); else looked up when recording. */
   team?: string
 }

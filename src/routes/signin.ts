@@ -66,7 +66,9 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
 
   /** Counts a refused sign-in (failed sign-ins of the address, metrics) and rethrows it for the page. */
   const refused = (request: FastifyRequest, err: unknown): never => {
-    const code = (err as { code?: string }).code?.toLowerCase()
+    const { code: raw, reason } = err as { code?: string; reason?: unknown }
+    const code = raw?.toLowerCase()
+    if (typeof reason === 'string') request.auditDetail.reason = reason
     if (code !== undefined && /^(signin_|idp_|no_role|logout_token)/.test(code))
       throw app.auth.refuseSignIn(request, code as AuthRefusalReason, err as Error)
     throw err
