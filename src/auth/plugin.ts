@@ -116,8 +116,13 @@ export interface AuthService {
   refuseSignIn<E extends Error>(request: FastifyRequest, reason: AuthRefusalReason, error: E): E
   /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
   revokeCookieSessions(sub: string): Promise<number>
-  /** Revokes every cookie session signed in through the IdP session `sid` (back-channel logout). */
-  revokeIdpSession(sid: string): Promise<number>
+  /** Revokes every cookie session signed in through the IdP session `sid` of `iss` (back-channel logout). */
+  revokeIdpSession(iss: string, sid: string): Promise<number>
+  /**
+   * Revokes the cookie sessions of `sub` signed in through `iss` before `signedInBefore` (epoch ms): a
+   * back-channel logout naming only the person. Cookie sessions made from a bearer are not among them.
+   */
+  revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number>
   /** Sign-in through the identity provider; null when none is configured (GATEWAY_OIDC_ISSUER). */
   readonly signIn: SignIn | null
   /**
@@ -230,7 +235,14 @@ export const authPlugin = fp(
     const oidc = oidcSettings(config)
     const attemptStore = stores.loginAttempts
     const signIn =
-      oidc === null ? null : new SignIn(new OidcClient(oidc), new LoginAttempts(attemptStore, sealer), oidc)
+      oidc === null
+        ? null
+        : new SignIn(
+            new OidcClient(oidc),
+            new LoginAttempts(attemptStore, sealer),
+            oidc,
+            stores.usedLogoutTokens,
+          )
     const refreshes = new Counter({
       name: 'krg_signin_refreshes_total',
       help: 'Refreshes of signed-in people at the identity provider: updated, refused (session ended), failed (kept)',
@@ -520,7 +532,8 @@ export const authPlugin = fp(
       assertSignInAllowed,
       refuseSignIn: (request, reason, error) => refuse(request, reason, error),
       revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
-      revokeIdpSession: (sid) => sessions.revokeIdpSession(sid),
+      revokeIdpSession: (iss, sid) => sessions.revokeIdpSession(iss, sid),
+      revokeIdpSubject: (iss, sub, before) => sessions.revokeIdpSubject(iss, sub, before),
       signIn,
       onCookieRevoked: (listener) => sessions.onRevoked(listener),
       cookies,

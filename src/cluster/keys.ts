@@ -37,6 +37,8 @@ export interface ClusterKeys {
   cookiesOfIdpSession(sid: string): string
   /** Pub/sub channel: comma-separated hashes of cookie sessions just revoked (their streams end). */
   readonly cookiesRevokedChannel: string
+  /** String with an expiry: a back-channel logout token acted on, by the hash of its issuer and `jti`. */
+  usedLogoutToken(hash: string): string
   /** Sorted set: an operator's open event streams over every replica, scored by expiry (ms). */
   streamSlots(sub: string): string
   /** Capped stream of audit records. */
@@ -82,6 +84,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
     cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${sid}`,
     cookiesRevokedChannel: `${p}cookies:revoked`,
+    usedLogoutToken: (hash) => `${p}logout-jti:${hash}`,
     streamSlots: (sub) => `${p}slots:${sub}`,
     audit: `${p}audit`,
     rateLimit: `${p}rl:`,

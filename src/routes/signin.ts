@@ -153,17 +153,20 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
       if (token.length !== 1 || token[0] === '') {
         return refused(request, new LogoutTokenInvalid('send exactly one logout_token form field'))
       }
-      let whom: { sid?: string; sub?: string }
+      let logout: Awaited<ReturnType<typeof signIn.backChannelLogout<number>>>
       try {
-        whom = await signIn.logoutToken(token[0] ?? '')
+        // With a sid, that IdP session's sign-ins; with only a sub, the person's sign-ins through this
+        // issuer that began by the token's iat (to the second), never a cookie session made from a bearer.
+        logout = await signIn.backChannelLogout(token[0] ?? '', ({ iss, sid, sub, iat }) =>
+          sid !== undefined
+            ? app.auth.revokeIdpSession(iss, sid)
+            : app.auth.revokeIdpSubject(iss, sub ?? '', (iat + 1) * 1000),
+        )
       } catch (err) {
         return refused(request, err)
       }
+      const { whom, ended } = logout
       if (whom.sub !== undefined) request.auditDetail.sub = whom.sub
-      const ended =
-        whom.sid !== undefined
-          ? await app.auth.revokeIdpSession(whom.sid)
-          : await app.auth.revokeCookieSessions(whom.sub ?? '')
       request.log.info({ sub: whom.sub, ended }, 'back-channel logout')
       return reply.code(200).send({ ended })
     },

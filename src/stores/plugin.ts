@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis'
 import { MemoryAuditLog } from '../audit/memory-log.ts'
 import { MemoryCookieStore } from '../auth/cookie-store.ts'
 import { MemoryLoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import { MemoryUsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import { MemoryRateLimitStore } from '../auth/rate-limit-store.ts'
 import { inProcess } from '../auth/sealer.ts'
 import { MemoryFailureCounter } from '../auth/signin-failures.ts'
@@ -21,6 +22,7 @@ import type { Cluster } from '../cluster/plugin.ts'
 import { leasingRateLimitStore } from '../cluster/rate-limit-store.ts'
 import { Resealer } from '../cluster/reseal.ts'
 import { RedisSessionStore } from '../cluster/session-store.ts'
+import { RedisUsedLogoutTokens } from '../cluster/used-logout-tokens.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryPresence, type Presence } from '../events/presence.ts'
 import { MemoryStreamSlots } from '../events/stream-slots.ts'
@@ -78,6 +80,7 @@ function memoryStores(app: FastifyInstance): Stores {
     sessions: new MemorySessionStore(listenerErrorLogger(app)),
     cookies: new MemoryCookieStore({ idleMs: env.GATEWAY_COOKIE_IDLE_S * 1000 }),
     loginAttempts: new MemoryLoginAttemptStore(),
+    usedLogoutTokens: new MemoryUsedLogoutTokens(),
     sealer: inProcess,
     signInFailures: new MemoryFailureCounter(),
     audit: new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
@@ -115,6 +118,8 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     // published on the change feed so every replica ends that session's streams.
     cookies: new RedisCookieStore({ command, keys, idleMs: env.GATEWAY_COOKIE_IDLE_S * 1000, feed }),
     loginAttempts: new RedisLoginAttemptStore(command, keys.loginAttempt),
+    // SET NX with the token's expiry: a logout token is acted on once by the whole cluster.
+    usedLogoutTokens: new RedisUsedLogoutTokens(command, keys.usedLogoutToken),
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
     audit,

@@ -1,6 +1,7 @@
 import type { AuditLog } from '../audit/types.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import type { Sealer } from '../auth/sealer.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
@@ -36,6 +37,8 @@ export interface Stores {
   readonly cookies: CookieSessionStore
   /** Sign-ins waiting for their callback, which any replica may receive. */
   readonly loginAttempts: LoginAttemptStore
+  /** Back-channel logout tokens already acted on (their `jti`), until they expire. */
+  readonly usedLogoutTokens: UsedLogoutTokens
   /** What seals the secrets a store keeps (IdP tokens, login attempts): the vault in Redis, nothing in memory. */
   readonly sealer: Sealer
   /** Failed sign-ins per client address. */

@@ -25,6 +25,21 @@ export interface IdpAnswer {
   readonly tokens: IdpTokens
 }
 
+/** A verified back-channel logout token: whom it signs out, and what identifies it. */
+export interface LogoutToken {
+  /** The issuer (the configured IdP's, as discovery names it). */
+  readonly iss: string
+  readonly jti: string
+  /** When the IdP issued it (seconds since epoch). */
+  readonly iat: number
+  /** Epoch ms after which verification refuses it anyway (its `exp` or maximum age, with the tolerance). */
+  readonly acceptedUntil: number
+  /** The IdP session to end; with it, `sub` only names the person. */
+  readonly sid?: string
+  /** Without `sid`: the person whose sign-ins through this issuer before `iat` end. */
+  readonly sub?: string
+}
+
 /** What the callback checks the answer against (from the login attempt the browser started). */
 export interface CallbackChecks {
   readonly state: string
@@ -42,6 +57,9 @@ type Failure = InstanceType<
 >
 
 const LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout'
+/** A logout token is accepted this long after its `iat` at most (a late delivery, a retry), in seconds. */
+const LOGOUT_TOKEN_MAX_AGE_S = 600
+const LOGOUT_CLOCK_TOLERANCE_S = 30
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
 /** Answers to the authorization request that mean the person (or the IdP's policy for them) said no. */
 const DENIALS = new Set([
@@ -227,9 +245,10 @@ export class OidcClient {
   /**
    * Verifies a back-channel logout token (OpenID Connect Back-Channel Logout 1.0, 2.6): signed by the IdP's
    * keys with an asymmetric algorithm, our issuer and audience, `iat`, `jti`, the logout event, `sid` or `sub`,
-   * and no `nonce` (so an ID token cannot pass for one). Returns whom to sign out.
+   * and no `nonce` (so an ID token cannot pass for one). Returns whom to sign out, and what tells the token
+   * apart from a replay. Whether it was used before is the caller's to check (`SignIn.backChannelLogout`).
    */
-  async verifyLogoutToken(token: string): Promise<{ sid?: string; sub?: string }> {
+  async verifyLogoutToken(token: string): Promise<LogoutToken> {
     const { config, keys } = await this.#discovery()
     let payload: JWTPayload
     let typ: string | undefined
@@ -239,8 +258,8 @@ export class OidcClient {
         audience: this.#s.clientId,
         algorithms: ASYMMETRIC,
         requiredClaims: ['iat', 'jti', 'events'],
-        maxTokenAge: '10m',
-        clockTolerance: 30,
+        maxTokenAge: LOGOUT_TOKEN_MAX_AGE_S,
+        clockTolerance: LOGOUT_CLOCK_TOLERANCE_S,
       })
       payload = verified.payload
       typ = verified.protectedHeader.typ
@@ -261,7 +280,18 @@ export class OidcClient {
     const sid = typeof payload.sid === 'string' && payload.sid !== '' ? payload.sid : undefined
     const sub = typeof payload.sub === 'string' && payload.sub !== '' ? payload.sub : undefined
     if (sid === undefined && sub === undefined) throw new LogoutTokenInvalid('it names neither sid nor sub')
-    return { ...(sid === undefined ? {} : { sid }), ...(sub === undefined ? {} : { sub }) }
+    const { iss, jti, iat, exp } = payload as { iss: string; jti: unknown; iat: number; exp?: number }
+    if (typeof jti !== 'string' || jti === '') throw new LogoutTokenInvalid('its jti is not a string')
+    // jose refuses it once past `exp` or `iat + max age`, each with the tolerance, in whole seconds.
+    const lastS = Math.min(exp ?? Number.POSITIVE_INFINITY, iat + LOGOUT_TOKEN_MAX_AGE_S)
+    return {
+      iss,
+      jti,
+      iat,
+      acceptedUntil: (lastS + LOGOUT_CLOCK_TOLERANCE_S + 1) * 1000,
+      ...(sid === undefined ? {} : { sid }),
+      ...(sub === undefined ? {} : { sub }),
+    }
   }
 }
 
