@@ -201,9 +201,14 @@ const envSchema = z.object({
   GATEWAY_EXTRA_READ_ROUTES: list.default(''),
   GATEWAY_RATE_LIMIT_MAX: int(1).default(600),
   GATEWAY_RATE_LIMIT_WINDOW_MS: int(1000).default(60_000),
+  // Requests without a credential per client address per GATEWAY_RATE_LIMIT_WINDOW_MS, before anything else
+  // looks at them (src/http/anonymous-limit.ts); 0: no limit.
+  GATEWAY_ANONYMOUS_RATE_LIMIT_MAX: int(0).default(300),
   GATEWAY_SIGNIN_FAILURES_MAX: int(1).default(20),
   GATEWAY_SIGNIN_FAILURES_WINDOW_MS: int(1000).default(300_000),
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
+  // Records of refused and anonymous requests, kept apart so that they never push out the ones above.
+  GATEWAY_AUDIT_REFUSED_RECORDS: int(1).default(2_000),
 
   // Attention routing (src/notify): webhooks for every team, per-team ones in GATEWAY_NOTIFY_FILE. The URLs are
   // secret (a Slack webhook's path is its key): never logged, only their hosts.

@@ -90,6 +90,11 @@ export const TooManyStreams = gatewayError(
   'you already hold %s event streams (the most one person may open)',
   429,
 )
+export const AnonymousRateLimited = gatewayError(
+  'anonymous_rate_limited',
+  'too many requests without a credential from your address; sign in, or retry after %s seconds',
+  429,
+)
 export const TooManyFailedSignIns = gatewayError(
   'signin_rate_limited',
   'too many failed sign-ins from your address; retry after %s seconds',

@@ -12,6 +12,7 @@ import {
   TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
+import { registerAnonymousLimit } from '../http/anonymous-limit.ts'
 import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
@@ -227,6 +228,14 @@ export const authPlugin = fp(
     const claimNames = { roles: env.GATEWAY_ROLES_CLAIM, teams: env.GATEWAY_TEAMS_CLAIM }
 
     await app.register(fastifyCookie, { secret: secrets.cookieSecrets, hook: 'onRequest' })
+    // Right after the cookies are parsed, before any credential is judged or any body read.
+    registerAnonymousLimit(app, {
+      max: env.GATEWAY_ANONYMOUS_RATE_LIMIT_MAX,
+      windowMs: env.GATEWAY_RATE_LIMIT_WINDOW_MS,
+      store: app.stores.rateLimit,
+      hasCredential: (request) =>
+        header(request, 'authorization') !== undefined || Boolean(request.cookies?.[config.cookieName]),
+    })
 
     const stores = app.stores
     const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000

@@ -41,8 +41,10 @@ export interface ClusterKeys {
   usedLogoutToken(hash: string): string
   /** Sorted set: an operator's open event streams over every replica, scored by expiry (ms). */
   streamSlots(sub: string): string
-  /** Capped stream of audit records. */
+  /** Capped stream of audit records of authenticated actions (and the gateway's own changes). */
   readonly audit: string
+  /** Capped stream of audit records of refused and anonymous requests, bounded apart from {@link audit}. */
+  readonly auditRefused: string
   /** Rate-limit namespace (the key follows: `op:<sub>`, `ip:<address>`, or a route's own budget's). */
   readonly rateLimit: string
   /** String (sealed) with a TTL: a sign-in waiting for its callback, by the hash of its `state`. */
@@ -87,6 +89,7 @@ export function clusterKeys(prefix: string): ClusterKeys {
     usedLogoutToken: (hash) => `${p}logout-jti:${hash}`,
     streamSlots: (sub) => `${p}slots:${sub}`,
     audit: `${p}audit`,
+    auditRefused: `${p}audit:refused`,
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,
     loginAttempt: (hash) => `${p}login:${hash}`,

@@ -144,7 +144,8 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
 
   app.post<{ Body: URLSearchParams | undefined }>(
     '/auth/backchannel-logout',
-    { config: { audit: 'auth/backchannel-logout' } },
+    // From the IdP's one address, its credential in the body (verified, and failures counted per address).
+    { config: { audit: 'auth/backchannel-logout', anonymousLimit: false } },
     async (request, reply) => {
       request.auditDetail.action = 'backchannel_logout'
       if (signIn === null) throw new SignInNotConfigured()
@@ -166,6 +167,8 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
         return refused(request, err)
       }
       const { whom, ended } = logout
+      // The IdP's signed token authenticated it: an action of the trail, not a refusal.
+      request.auditDetail.authenticated = true
       if (whom.sub !== undefined) request.auditDetail.sub = whom.sub
       request.log.info({ sub: whom.sub, ended }, 'back-channel logout')
       return reply.code(200).send({ ended })

@@ -84,6 +84,7 @@ function memoryStores(app: FastifyInstance): Stores {
     sealer: inProcess,
     signInFailures: new MemoryFailureCounter(),
     audit: new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
+    auditRefused: new MemoryAuditLog(env.GATEWAY_AUDIT_REFUSED_RECORDS),
     board: new MemoryBoard(),
     bus: new MemoryEventBus({
       capacity: env.GATEWAY_EVENT_BUFFER,
@@ -105,10 +106,17 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
   const env = cluster.env
   const down = (): boolean => cluster.health.down
   const { redis: command, keys, feed } = cluster
-  // One capped stream (GATEWAY_AUDIT_RECORDS) shared by every replica, records batched for up to 100 ms.
+  // Two capped streams shared by every replica (the trail, and refusals apart), records batched for up to 100 ms.
   const audit = new RedisAuditLog({ command, keys, capacity: env.GATEWAY_AUDIT_RECORDS, log: cluster.log })
+  const auditRefused = new RedisAuditLog({
+    command,
+    keys,
+    key: keys.auditRefused,
+    capacity: env.GATEWAY_AUDIT_REFUSED_RECORDS,
+    log: cluster.log,
+  })
   // The last requests' records are written before the connections close (the cluster's onClose runs later).
-  app.addHook('onClose', () => audit.flush())
+  app.addHook('onClose', () => Promise.all([audit.flush(), auditRefused.flush()]))
   return {
     shared: true,
     replicaId: cluster.replicaId,
@@ -123,6 +131,7 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
     audit,
+    auditRefused,
     // A hash per session, changes published to every replica.
     board: new RedisBoard({ command, feed, keys }),
     bus: cluster.bus,

@@ -43,7 +43,10 @@ export interface Stores {
   readonly sealer: Sealer
   /** Failed sign-ins per client address. */
   readonly signInFailures: FailureCounter
+  /** The audit trail: authenticated actions and the gateway's own changes. */
   readonly audit: AuditLog
+  /** Audit records of refused, aborted and anonymous requests, bounded apart from {@link Stores.audit}. */
+  readonly auditRefused: AuditLog
   /** Session boards: reader health and question claims. */
   readonly board: SessionBoard
   readonly bus: EventBus
