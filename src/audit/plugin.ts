@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { seesTeam } from '../auth/operator.ts'
 import { toErrorBody } from '../errors.ts'
-import { AuditStreams } from './streams.ts'
+import type { AuditStreams } from './streams.ts'
 import { auditTarget } from './target.ts'
 import type { AuditDetail, AuditRecord } from './types.ts'
 
@@ -37,7 +37,7 @@ const UNRECORDED: ReadonlySet<string> = new Set(['anonymous_rate_limited'])
  */
 export const auditPlugin = fp(
   async (app) => {
-    const log = new AuditStreams(app.stores.audit, app.stores.auditRefused)
+    const log = app.stores.audit
     app.decorate('audit', log)
     // Fastify refuses an object default (it would be shared by every request): null, then one per request.
     app.decorateRequest('auditDetail', null as unknown as AuditDetail)

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import { MemoryAuditLog } from '../audit/memory-log.ts'
+import { AuditStreams } from '../audit/streams.ts'
 import { MemoryCookieStore } from '../auth/cookie-store.ts'
 import { MemoryLoginAttemptStore } from '../auth/oidc/login-attempts.ts'
 import { MemoryUsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
@@ -83,8 +84,10 @@ function memoryStores(app: FastifyInstance): Stores {
     usedLogoutTokens: new MemoryUsedLogoutTokens(),
     sealer: inProcess,
     signInFailures: new MemoryFailureCounter(),
-    audit: new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
-    auditRefused: new MemoryAuditLog(env.GATEWAY_AUDIT_REFUSED_RECORDS),
+    audit: new AuditStreams(
+      new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
+      new MemoryAuditLog(env.GATEWAY_AUDIT_REFUSED_RECORDS),
+    ),
     board: new MemoryBoard(),
     bus: new MemoryEventBus({
       capacity: env.GATEWAY_EVENT_BUFFER,
@@ -130,8 +133,7 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     usedLogoutTokens: new RedisUsedLogoutTokens(command, keys.usedLogoutToken),
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
-    audit,
-    auditRefused,
+    audit: new AuditStreams(audit, auditRefused),
     // A hash per session, changes published to every replica.
     board: new RedisBoard({ command, feed, keys }),
     bus: cluster.bus,

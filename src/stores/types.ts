@@ -1,4 +1,4 @@
-import type { AuditLog } from '../audit/types.ts'
+import type { AuditStreams } from '../audit/streams.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
 import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
@@ -43,10 +43,11 @@ export interface Stores {
   readonly sealer: Sealer
   /** Failed sign-ins per client address. */
   readonly signInFailures: FailureCounter
-  /** The audit trail: authenticated actions and the gateway's own changes. */
-  readonly audit: AuditLog
-  /** Audit records of refused, aborted and anonymous requests, bounded apart from {@link Stores.audit}. */
-  readonly auditRefused: AuditLog
+  /**
+   * The audit log: the trail of authenticated actions and, bounded apart, the records of refused, aborted and
+   * anonymous requests (two ring buffers, or two capped Redis streams).
+   */
+  readonly audit: AuditStreams
   /** Session boards: reader health and question claims. */
   readonly board: SessionBoard
   readonly bus: EventBus
