@@ -117,10 +117,12 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       if (!seesTeam(operator, body.data.team))
         throw new Forbidden(`team ${body.data.team} is not one of yours`)
 
+      // A refusal is recorded under the caller's team (the body's, checked above), never under a team they
+      // cannot see: a foreign session answers as an unknown id does on GET and DELETE.
+      request.auditDetail.team = body.data.team
       const existing = await app.sessions.get(kasmId)
+      if (existing !== undefined && !seesTeam(operator, existing.team)) throw new SessionNotFound()
       request.auditDetail.team = existing?.team ?? body.data.team
-      if (existing !== undefined && !seesTeam(operator, existing.team))
-        throw new Forbidden('the session belongs to a team that is not one of yours')
       request.auditDetail.action = existing === undefined ? 'create' : 'replace'
       const { lifecycle, ...registration } = body.data
       await admitUpstream(app.upstream.policy, app.sessions, {
