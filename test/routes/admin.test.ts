@@ -333,7 +333,9 @@ test('an admin of some teams sees and changes only their sessions; a foreign one
   assert.equal(withoutRequestId(takeOver.text), withoutRequestId(unknown.text))
   assert.equal((await gw.app.sessions.get('red-1'))?.team, 'red')
   // The refusal is the caller's: audited under their team, never under the team of the session they named.
-  const refusals = (await gw.app.audit.recent({ limit: 10, kasmId: 'red-1' })).filter((r) => r.method === 'PUT')
+  const refusals = (await gw.app.audit.recent({ limit: 10, kasmId: 'red-1' })).filter(
+    (r) => r.method === 'PUT',
+  )
   assert.deepEqual(
     refusals.map((r) => [r.status, r.error, r.team]),
     [[404, 'session_not_found', 'blue']],
