@@ -170,6 +170,15 @@ export const KasmLaunchTimeout = gatewayError(
 // The gateway's own state
 export const NotReady = gatewayError('not_ready', '%s', 503)
 export const StoreUnavailable = gatewayError('store_unavailable', 'shared state is unavailable: %s', 503)
+/**
+ * A replica that cannot open every stored session record refuses registry writes: it would seal them with a
+ * key the other replicas may not have (cluster mode; see docs/cluster.md).
+ */
+export const RegistryUnreadable = gatewayError(
+  'registry_unreadable',
+  'this replica cannot open %s, so it takes no registry writes (they would be sealed with a key the other replicas may not have): send the change to another replica, or fix the key or delete the records (GET /admin/unreadable-sessions)',
+  503,
+)
 export const ShuttingDown = gatewayError('shutting_down', 'this replica is shutting down; retry', 503)
 /** Load shedding (@fastify/under-pressure): event-loop delay or heap over its threshold. */
 export const Overloaded = gatewayError('overloaded', 'this replica is overloaded; retry shortly', 503)

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { StoreUnavailable } from '../errors.ts'
+import { RegistryUnreadable, StoreUnavailable } from '../errors.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { type TokenVault, TokenVaultError, type UnsealFailure } from '../sessions/token-vault.ts'
 import type { Session, SessionSource, UnreadableSession } from '../sessions/types.ts'
@@ -112,6 +112,7 @@ export class RedisSessionStore implements SessionStore {
 
   put(session: Session): Promise<void> {
     return this.#inTurn(async () => {
+      this.assertWritable()
       const { command, keys } = this.#o
       const raw = JSON.stringify(await this.#seal(session))
       try {
@@ -180,6 +181,15 @@ export class RedisSessionStore implements SessionStore {
       this.#unreadable.delete(kasmId)
       return true
     })
+  }
+
+  assertWritable(): void {
+    if (this.#unreadable.size === 0) return
+    const reasons = new Map<string, number>()
+    for (const { reason } of this.#unreadable.values()) reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
+    const counts = [...reasons].map(([reason, n]) => `${reason}: ${n}`).join(', ')
+    const records = this.#unreadable.size === 1 ? 'record' : 'records'
+    throw new RegistryUnreadable(`${this.#unreadable.size} stored session ${records} (${counts})`)
   }
 
   /** Sessions whose record is sealed with an older key (or by 0.1.0, with none named): the re-seal's work. */

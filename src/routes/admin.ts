@@ -86,6 +86,8 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     if (!body.success) throw new BadRequest(formatIssues(body.error))
     if (!seesTeam(operator, body.data.team)) throw new Forbidden(`team ${body.data.team} is not one of yours`)
     if (app.kasm === null) throw new KasmNotConfigured()
+    // Before Kasm starts anything: a session this replica could not register would only be destroyed again.
+    app.sessions.checkWritable()
     const { image_id, image, user_id, team, environment } = body.data
     const launched = await app.kasm.launcher.launch({
       ...(image_id === undefined ? {} : { imageId: image_id }),
@@ -120,6 +122,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       // A refusal is recorded under the caller's team (the body's, checked above), never under a team they
       // cannot see: a foreign session answers as an unknown id does on GET and DELETE.
       request.auditDetail.team = body.data.team
+      app.sessions.checkWritable()
       const existing = await app.sessions.get(kasmId)
       if (existing !== undefined && !seesTeam(operator, existing.team)) throw new SessionNotFound()
       request.auditDetail.team = existing?.team ?? body.data.team
@@ -145,6 +148,8 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.action = 'delete'
+      // First: a replica that cannot open every record would answer "no such session" for the ones it cannot.
+      app.sessions.checkWritable()
       const session = await app.sessions.get(request.params.kasmId)
       if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
       request.auditDetail.kasmId = session.kasmId

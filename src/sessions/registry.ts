@@ -136,6 +136,10 @@ export class StoreSessionRegistry implements SessionRegistry {
     return this.#store.unreadable()
   }
 
+  checkWritable(): void {
+    this.#store.assertWritable()
+  }
+
   dropUnreadable(kasmId: string): Promise<boolean> {
     if (!KASM_ID.test(kasmId)) return Promise.resolve(false)
     return this.#serialised(() => this.#store.dropUnreadable(kasmId))

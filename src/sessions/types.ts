@@ -86,6 +86,12 @@ export interface SessionRegistry {
   unreadable(): Promise<UnreadableSession[]>
   /** Deletes an unreadable record; false when there is none (or it became readable meanwhile). */
   dropUnreadable(kasmId: string): Promise<boolean>
+  /**
+   * Throws RegistryUnreadable (503) while this replica holds stored records it cannot open: nothing is
+   * sealed then ({@link SessionRegistry.put}, `relocate` and file reloads refuse too), so nothing gets a key
+   * the other replicas may not have. The admin routes ask first, before they change anything (Kasm included).
+   */
+  checkWritable(): void
   /** Called after any change to a session (put, remove, reload), on this replica or another. */
   onChange(listener: (kasmId: string) => void): () => void
 }
