@@ -135,6 +135,13 @@ const envSchema = z.object({
   GATEWAY_KASM_PUBLIC_URL: origin.optional(),
   // Kasm returns session ids with and without dashes depending on the call and release; /desktop/ paths use one.
   GATEWAY_KASM_ID_FORM: z.enum(['dashed', 'plain']).default('dashed'),
+  // Who launched sessions belong to in Kasm: this user for every team, unless the teams file names the team's
+  // own; a caller's `user_id` only when the team's entry lists it (src/kasm/teams.ts).
+  GATEWAY_KASM_USER_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,64}$/, 'must be a Kasm user id (letters, digits, "-")')
+    .optional(),
+  GATEWAY_KASM_TEAMS_FILE: z.string().min(1).optional(),
 
   GATEWAY_JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   GATEWAY_JWKS_URL: z.string().url().optional(),

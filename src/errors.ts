@@ -161,6 +161,22 @@ export const KasmBadAnswer = gatewayError(
   'Kasm answered %s with something unusable: %s',
   502,
 )
+/** `DELETE /admin/sessions/<launched>`: Kasm did not destroy the session, so its registration stays. */
+export const KasmDestroyFailed = gatewayError(
+  'kasm_destroy_failed',
+  '%s; the session still runs in Kasm and stays registered: retry, or end it in Kasm and delete it again (or let the Kasm sync remove it)',
+  502,
+)
+/** A launch's `user_id` that the team's admins may not choose (GATEWAY_KASM_TEAMS_FILE `userIds`). */
+export const KasmUserRefused = gatewayError('kasm_user_refused', 'user_id: %s', 403)
+/** No Kasm user to launch a team's sessions as: neither GATEWAY_KASM_USER_ID nor the team's `kasmUserId`. */
+export const KasmUserNotConfigured = gatewayError(
+  'kasm_user_not_configured',
+  "no Kasm user is configured to launch team %s's sessions as: set GATEWAY_KASM_USER_ID, or kasmUserId for the team in GATEWAY_KASM_TEAMS_FILE",
+  501,
+)
+/** A launch `environment` variable no launch may set, or that the team's allowlist does not name. */
+export const EnvironmentRefused = gatewayError('environment_refused', 'environment: %s', 400)
 export const KasmLaunchTimeout = gatewayError(
   'kasm_launch_timeout',
   'the Kasm session did not report its address within %s s; it was destroyed',

@@ -16,6 +16,8 @@ interface StoredSession {
   team: string
   source: SessionSource
   version: number
+  /** Launched sessions: the Kasm user it runs as. */
+  kasmUserId?: string
   /** Compact JWE (`dir`/`A256GCM`) of the messaging token, bound to kasmId, naming its key (`kid`). */
   token: string
 }
@@ -311,6 +313,7 @@ export class RedisSessionStore implements SessionStore {
       team: session.team,
       source: session.source,
       version: session.version,
+      ...(session.kasmUserId === undefined ? {} : { kasmUserId: session.kasmUserId }),
       token: await this.#o.vault.seal(session.kasmId, session.messagingToken),
     }
   }
@@ -429,6 +432,7 @@ export class RedisSessionStore implements SessionStore {
         source: stored.source,
         version: stored.version,
         messagingToken: opened.secret,
+        ...(typeof stored.kasmUserId === 'string' ? { kasmUserId: stored.kasmUserId } : {}),
       }
     } catch (err) {
       const reason: UnsealFailure = err instanceof TokenVaultError ? err.reason : 'malformed'

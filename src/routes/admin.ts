@@ -1,7 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { type Operator, seesTeam } from '../auth/operator.ts'
-import { BadRequest, Forbidden, KasmNotConfigured, SessionNotFound, Unauthenticated } from '../errors.ts'
+import {
+  BadRequest,
+  Forbidden,
+  KasmNotConfigured,
+  SessionConflict,
+  SessionNotFound,
+  Unauthenticated,
+} from '../errors.ts'
 import { launchBodySchema } from '../kasm/launch.ts'
 import type { SessionView } from '../sessions/types.ts'
 import { admitUpstream } from '../sessions/upstream-admission.ts'
@@ -85,6 +92,8 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     const body = launchBodySchema.safeParse(request.body)
     if (!body.success) throw new BadRequest(formatIssues(body.error))
     if (!seesTeam(operator, body.data.team)) throw new Forbidden(`team ${body.data.team} is not one of yours`)
+    // One of the caller's teams: its admins see this launch (and its refusals) in their audit.
+    request.auditDetail.team = body.data.team
     if (app.kasm === null) throw new KasmNotConfigured()
     // Before Kasm starts anything: a session this replica could not register would only be destroyed again.
     app.sessions.checkWritable()
@@ -154,6 +163,19 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
       request.auditDetail.kasmId = session.kasmId
       request.auditDetail.team = session.team
+      if (session.source === 'launch') {
+        // Its token is in the session's environment and nowhere else: unregistered, it would run on with a
+        // token nobody holds. Destroyed first; a session Kasm did not destroy stays registered (502).
+        request.auditDetail.action = 'destroy'
+        if (app.kasm === null)
+          throw new SessionConflict(
+            `session ${session.kasmId} was launched through Kasm's Developer API, which this gateway no longer has (GATEWAY_KASM_API_URL): configure it to destroy the session, or end the session in Kasm`,
+          )
+        const ended = await app.kasm.destroy(session)
+        request.log.info({ kasmId: session.kasmId, ended }, 'launched session destroyed in Kasm')
+        await app.sessions.remove(session.kasmId)
+        return reply.code(204).send()
+      }
       if (!(await app.sessions.remove(session.kasmId))) throw new SessionNotFound()
       return reply.code(204).send()
     },
