@@ -71,7 +71,7 @@ export interface KasmLauncherOptions {
   /** Who a team's launches run as and what they may set (GATEWAY_KASM_TEAMS_FILE); the current one. */
   readonly launchPolicy: () => LaunchPolicy
   readonly idForm: KasmIdForm
-  /** GATEWAY_KASM_SIDEBAR: the sidebar the viewer shows (KASM_RUNTIME_SIDEBAR), unless the request sets one. */
+  /** GATEWAY_KASM_SIDEBAR: the sidebar the viewer shows (KASM_RUNTIME_SIDEBAR; a request cannot set it). */
   readonly sidebar: string | undefined
   /** Where viewer links point (GATEWAY_KASM_PUBLIC_URL, default the API's origin). */
   readonly publicOrigin: string

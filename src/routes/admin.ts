@@ -32,8 +32,10 @@ const notificationsQuerySchema = z
 /**
  * The admin API (role admin): sessions (tokens are write-only, never returned), recent audit records and
  * recent webhook deliveries.
- * An admin sees and changes only sessions of their teams (`*`: all); a foreign session looks unknown.
- * Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
+ * An admin sees and changes only sessions of their teams (`*`: all); a foreign session looks unknown, on every
+ * route, PUT included. Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
+ * Deleting a launched session destroys it in Kasm first. A replica that cannot open every stored record
+ * takes no registry changes (503 registry_unreadable).
  */
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Authenticated before the body is read: an anonymous PUT with a broken body is 401, never 400.
