@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import { loadConfig } from '../../src/config.ts'
+import { version } from '../../src/version.ts'
 import {
   chartDir,
   fetchHelm,
@@ -134,7 +135,8 @@ describe('helm chart', { concurrency: 4, skip: await helmUnavailable() }, () => 
     assert.equal(container.startupProbe.httpGet.path, '/healthz')
     assert.equal(container.livenessProbe.httpGet.path, '/healthz')
     assert.equal(container.readinessProbe.httpGet.path, '/readyz')
-    assert.equal(container.image, 'kasm-runtime-gateway:0.1.0')
+    // The chart's appVersion is the package's version (the release's one number): the image defaults to it.
+    assert.equal(container.image, `kasm-runtime-gateway:${version}`)
     assert.ok(pod.affinity?.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution)
     assert.equal((only(manifests, 'PodDisruptionBudget').spec as { minAvailable: number }).minAvailable, 1)
     // Secrets are files of a read-only volume named by <NAME>_FILE, never environment values; the volume is
