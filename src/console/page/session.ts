@@ -458,7 +458,7 @@ export class SessionView {
       entry === undefined ? null : healthBadge(entry.health),
       ' ',
       stateBadge(summary, handedBackBy),
-      summary.app ? ` · ${summary.app}` : '',
+      summary.app ? h('span', { class: 'app' }, summary.app) : null,
     )
     this.#renderHome(summary, entry, handedBackBy)
   }
