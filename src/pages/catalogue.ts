@@ -47,10 +47,13 @@ const signInFailures: Record<string, string> = {
   signin_rate_limited: 'Too many sign-ins failed from your network address. Wait a few minutes.',
 }
 
+/** Codes whose message ends in a reason the page's own words do not give (after its first `: `). */
+const REASONED = new Set(['signin_code_invalid', 'signin_token_invalid', 'idp_refused'])
+
 /**
  * Sign-in went wrong at the callback (or a one-time link was bad): say why, once (a code the page knows in
- * its own words, any other by the error's message), and offer to start again, back to `returnTo` (where
- * the person was going) when it is known.
+ * its own words, with only the reason its message adds; any other by the error's message), and offer to
+ * start again, back to `returnTo` (where the person was going) when it is known.
  */
 export function signInFailed(options: {
   status: number
@@ -59,11 +62,19 @@ export function signInFailed(options: {
   returnTo?: string
 }): Page {
   const known = signInFailures[options.code]
+  // Where the error's message names what the page's words do not (which check, the IdP's answer), that part.
+  const at = options.message.indexOf(': ')
+  const reason = REASONED.has(options.code) && at > 0 ? options.message.slice(at + 2) : null
   return {
     status: options.status,
     title: 'Sign-in failed',
     lead: known ?? 'The gateway could not sign you in.',
-    details: known === undefined ? [capitalise(options.message)] : [],
+    details:
+      known === undefined
+        ? [capitalise(options.message)]
+        : reason === null || reason.trim() === ''
+          ? []
+          : [`Details: ${capitalise(reason)}`],
     actions: [{ label: 'Sign in again', to: signInLink(options.returnTo) }, consoleLink],
     code: options.code,
   }
