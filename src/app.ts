@@ -13,6 +13,7 @@ import { eventsPlugin } from './events/plugin.ts'
 import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
 import { parseTrustProxy, REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.ts'
+import { DebugRequestLog } from './http/request-log.ts'
 import { lazyChildLogger } from './http/request-logger.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
@@ -39,6 +40,8 @@ import type { Lookup } from './upstream/url-policy.ts'
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
+    /** The level of the request lines (Fastify's, and an event stream's "request completed"). */
+    requestLogLevel: 'info' | 'debug'
   }
 }
 
@@ -47,6 +50,8 @@ export interface AppOptions {
   logger?: FastifyServerOptions['logger']
   /** DNS for the upstream URL policy (tests answer names of their own); default dns.lookup. */
   lookup?: Lookup
+  /** The level of Fastify's request lines: `info` (default, production), `debug` (the demo's terminal). */
+  requestLog?: 'info' | 'debug'
 }
 
 /**
@@ -71,6 +76,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
     requestIdHeader: false,
     childLoggerFactory: lazyChildLogger,
+    ...(options.requestLog === 'debug' ? { logController: new DebugRequestLog() } : {}),
     return503OnClosing: true,
     // The router's own refusals (a URL that does not decode, a parameter over maxParamLength) would answer in
     // Fastify's shape, quoting the URL: ours instead, through the same error handler as every other error.
@@ -83,6 +89,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
   })
   app.decorate('config', config)
+  app.decorate('requestLogLevel', options.requestLog ?? 'info')
   // First of all hooks, so every answer carries it, refusals by auth or load shedding included.
   // Hooks every request passes are callback-style: an async one costs a promise and a microtask each time.
   app.addHook('onRequest', (request, reply, done) => {

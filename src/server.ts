@@ -68,7 +68,8 @@ async function main(): Promise<void> {
     // The demo's identity provider first: the app is built as its client.
     if (config.demo) demoSignIn = await startDemoSignIn(config)
     // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
-    app = await buildApp(demoSignIn?.config ?? config)
+    // The demo's terminal is where a person reads how to sign in: request lines go to debug there.
+    app = await buildApp(demoSignIn?.config ?? config, config.demo ? { requestLog: 'debug' } : {})
   } catch (err) {
     refuseBoot(err)
   }

@@ -8,17 +8,27 @@ export interface Shell {
   readonly etag: string
 }
 
+/** The name of the `<meta>` that tells the page the deployment's Kasm origin (the viewer's links). */
+export const KASM_ORIGIN_META = 'krg-kasm-origin'
+
 /**
  * The console page: no inline script or style (the CSP forbids both), only the bundle's two hashed files
  * under `<base>assets/`. What shows before the script runs is a loading line, and a note for a browser
- * without JavaScript.
+ * without JavaScript. `kasmOrigin` (where the Kasm viewer of a session is, when known) is a `<meta>`: data
+ * for the script, not script.
  */
-export function renderShell(basePath: string, manifest: ConsoleManifest): Shell {
+export function renderShell(
+  basePath: string,
+  manifest: ConsoleManifest,
+  options: { readonly kasmOrigin?: string | null } = {},
+): Shell {
   const asset = (name: string) => escapeHtml(`${basePath}assets/${name}`)
+  const kasm = options.kasmOrigin ?? null
   const html = Buffer.from(
     htmlDocument({
       title: 'Sessions · kasm-runtime-gateway',
       head: [
+        ...(kasm === null ? [] : [`<meta name="${KASM_ORIGIN_META}" content="${escapeHtml(kasm)}">`]),
         `<link rel="icon" href="${asset(manifest.icon)}" type="image/svg+xml">`,
         `<link rel="stylesheet" href="${asset(manifest.stylesheet)}">`,
         `<script type="module" src="${asset(manifest.script)}"></script>`,

@@ -102,6 +102,8 @@ export interface DemoIdpOptions {
   readonly claimsIn?: 'id_token' | 'userinfo'
   /** Issue refresh tokens (default true). */
   readonly refreshTokens?: boolean
+  /** Called each time the IdP shows its login form (the demo says again how to sign in, once). */
+  readonly onLoginForm?: () => void
 }
 
 /** A running demo IdP. */
@@ -177,7 +179,10 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
     const { uid, prompt, params } = details
     const action = `${mountPath}/interaction/${uid}`
     if (step === '' && req.method === 'GET') {
-      if (prompt.name === 'login') return page(res, 200, 'Sign in', loginForm(action))
+      if (prompt.name === 'login') {
+        options.onLoginForm?.()
+        return page(res, 200, 'Sign in', loginForm(action))
+      }
       return page(res, 200, 'Allow access', consentForm(action, String(params.client_id ?? '')))
     }
     if (req.method !== 'POST') return page(res, 405, 'Not allowed', '<p>Use the form.</p>')
@@ -362,9 +367,12 @@ ${body}
   async function logoutSource(ctx: KoaContextWithOIDC, form: string): Promise<void> {
     ctx.type = 'html'
     ctx.set('content-security-policy', IDP_CSP)
+    // The person asked the relying party to sign out; this page is the IdP's own step (oidc-provider always
+    // asks, and a form cannot post itself without script). It says what each answer does.
     ctx.body = document(
       'Sign out',
-      `${form}<p>Sign out of the demo identity provider?</p>
+      `${form}<p>You are signed out of the support console. Sign out of the demo identity provider too?</p>
+<p class="hint">Either way, the console asks for your password the next time you sign in from this browser.</p>
 <button type="submit" form="op.logoutForm" name="logout" value="yes">Yes, sign me out</button>
 <button type="submit" form="op.logoutForm" class="secondary">No, stay signed in</button>`,
     )

@@ -45,7 +45,17 @@ export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null
   }
   const origin = env.GATEWAY_PUBLIC_ORIGIN ?? `http://localhost:${env.PORT}`
   const base = `${origin}${config.basePath}`
-  const idp = await idpModule.startDemoIdp({ host: env.HOST, issuerHost: new URL(origin).hostname })
+  let told = false
+  const idp: DemoIdp = await idpModule.startDemoIdp({
+    host: env.HOST,
+    issuerHost: new URL(origin).hostname,
+    // The terminal has scrolled since the start: how to sign in, again, when the first login form shows.
+    onLoginForm: () => {
+      if (told) return
+      told = true
+      process.stdout.write(`\nkasm-runtime-gateway demo: sign in as ${peopleLine(idp)}\n\n`)
+    },
+  })
   const clientId = 'kasm-runtime-gateway-demo'
   const clientSecret = randomBytes(24).toString('base64url')
   idp.setClient(idpModule.gatewayClient(base, clientId, clientSecret))
@@ -59,9 +69,18 @@ export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null
         GATEWAY_OIDC_CLIENT_ID: clientId,
         GATEWAY_OIDC_CLIENT_SECRET: clientSecret,
         GATEWAY_OIDC_REDIRECT_URI: `${base}auth/callback`,
+        // People sign in through the IdP here, not with a login ticket: secrets of this process only, made
+        // here rather than by the auth plugin, whose warning would tell them to use a ticket.
+        GATEWAY_JWT_SECRET: env.GATEWAY_JWT_SECRET ?? randomBytes(32).toString('base64url'),
+        GATEWAY_COOKIE_SECRET: env.GATEWAY_COOKIE_SECRET ?? [randomBytes(32).toString('base64url')],
       },
     },
   }
+}
+
+/** Who the demo IdP signs in, and the password: what a person needs at its login form. */
+function peopleLine(idp: DemoIdp): string {
+  return `olivia (operator of teams blue and red) or victor (viewer of team blue), password ${idp.password}`
 }
 
 /**
@@ -100,7 +119,7 @@ export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null)
       // stdout, not the logger: the password and the ticket are credentials for the person at this terminal.
       const people = signIn
         ? `Open the console at ${base} and sign in through the demo identity provider (${signIn.idp.issuer}):\n` +
-          `  olivia (operator of teams blue and red) or victor (viewer of team blue), password ${signIn.idp.password}\n\n` +
+          `  ${peopleLine(signIn.idp)}\n\n` +
           'Or open this one-time link within 10 minutes to sign in as an operator of every team:\n'
         : 'Open this one-time link within 10 minutes to sign in as an operator:\n'
       process.stdout.write(

@@ -27,6 +27,9 @@ export function countWhenClosed(
     const responseTime = before + (performance.now() - openedAt)
     app.metrics.endedStreams.inc({ route, method, status: String(statusCode) })
     app.metrics.streamDuration.observe({ route }, responseTime / 1000)
-    app.log.info({ reqId, res: { statusCode }, responseTime, stream: true }, 'request completed')
+    app.log[app.requestLogLevel](
+      { reqId, res: { statusCode }, responseTime, stream: true },
+      'request completed',
+    )
   })
 }

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
 import { Agent } from 'undici'
 import { ConfigError } from '../config.ts'
+import { sessionPath } from '../console/links.ts'
 import type { DeliveryLedger } from './ledger.ts'
 import { createNotifyMetrics } from './metrics.ts'
 import { Outbox } from './outbox.ts'
@@ -80,7 +81,7 @@ export const notifyPlugin = fp(
       reading: (kasmId) => app.events.streams.reader(kasmId) !== null,
       send: (job) => void sending.enqueue(job),
       routes: () => routes,
-      link: (kasmId) => `${origin}${app.config.basePath}sessions/${encodeURIComponent(kasmId)}`,
+      link: (kasmId, focus) => `${origin}${sessionPath(app.config.basePath, kasmId, focus)}`,
       // A takeover comes within a lease time or two; a loaded replica may need longer. What it sends is claimed
       // first, so a long window only risks a late notification, never a second one.
       pendingMs: Math.max(60_000, 5 * env.GATEWAY_LEASE_MS),

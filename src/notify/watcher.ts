@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { notificationFocus, type SessionFocus } from '../console/links.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { SessionSummaries, SummaryListener, SummaryPublication } from '../summary/summaries.ts'
 import type { Transition } from '../summary/types.ts'
@@ -16,8 +17,8 @@ export interface NotifyWatcherOptions {
   readonly send: (job: OutboxJob) => void
   /** The routes now (they change on SIGHUP). */
   readonly routes: () => NotifyRoutes
-  /** The console's view of a session. */
-  readonly link: (kasmId: string) => string
+  /** The console's view of a session, with what the notification is about in view (src/console/links.ts). */
+  readonly link: (kasmId: string, focus: SessionFocus | null) => string
   /**
    * How long a notification seen while another replica reads is kept, to be sent should this replica take
    * the lease over (its owner may have died before sending): a few lease times.
@@ -209,7 +210,7 @@ export class NotifyWatcher {
   }
 
   #send(notification: Notification): void {
-    const url = this.#o.link(notification.kasmId)
+    const url = this.#o.link(notification.kasmId, notificationFocus(notification))
     for (const target of targetsFor(this.#o.routes(), notification.team)) {
       const delivery = deliveryId(notification, target.label)
       this.#o.send({ key: `${notification.key}\u0000${target.label}`, delivery, notification, target, url })

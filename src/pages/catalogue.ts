@@ -47,14 +47,35 @@ const signInFailures: Record<string, string> = {
   signin_rate_limited: 'Too many sign-ins failed from your network address. Wait a few minutes.',
 }
 
-/** Sign-in went wrong at the callback (or a one-time link was bad): say why, offer to start again. */
-export function signInFailed(options: { status: number; code: string; message: string }): Page {
+/** Codes whose message ends in a reason the page's own words do not give (after its first `: `). */
+const REASONED = new Set(['signin_code_invalid', 'signin_token_invalid', 'idp_refused'])
+
+/**
+ * Sign-in went wrong at the callback (or a one-time link was bad): say why, once (a code the page knows in
+ * its own words, with only the reason its message adds; any other by the error's message), and offer to
+ * start again, back to `returnTo` (where the person was going) when it is known.
+ */
+export function signInFailed(options: {
+  status: number
+  code: string
+  message: string
+  returnTo?: string
+}): Page {
+  const known = signInFailures[options.code]
+  // Where the error's message names what the page's words do not (which check, the IdP's answer), that part.
+  const at = options.message.indexOf(': ')
+  const reason = REASONED.has(options.code) && at > 0 ? options.message.slice(at + 2) : null
   return {
     status: options.status,
     title: 'Sign-in failed',
-    lead: signInFailures[options.code] ?? 'The gateway could not sign you in.',
-    details: [capitalise(options.message)],
-    actions: [{ label: 'Sign in again', to: signInLink() }, consoleLink],
+    lead: known ?? 'The gateway could not sign you in.',
+    details:
+      known === undefined
+        ? [capitalise(options.message)]
+        : reason === null || reason.trim() === ''
+          ? []
+          : [`Details: ${capitalise(reason)}`],
+    actions: [{ label: 'Sign in again', to: signInLink(options.returnTo) }, consoleLink],
     code: options.code,
   }
 }
@@ -107,6 +128,9 @@ export function signedOut(): Page {
     status: 200,
     title: 'You are signed out',
     lead: 'Your session on the gateway has ended on every replica, and its event streams are closed.',
+    details: [
+      'Your identity provider may have asked whether to sign you out there too. Whatever you answered, the next sign-in from this browser asks for your password.',
+    ],
     actions: [{ label: 'Sign in again', to: signInLink() }],
   }
 }
@@ -146,7 +170,12 @@ export function pageForError(status: number, body: ErrorBody, returnTo?: string)
   if (body.error === 'no_role') return noRole({ message: body.message })
   if (body.error === 'signin_not_configured') return signInNotConfigured()
   if (body.error.startsWith('signin_') || body.error === 'idp_refused')
-    return signInFailed({ status, code: body.error, message: body.message })
+    return signInFailed({
+      status,
+      code: body.error,
+      message: body.message,
+      ...(returnTo === undefined ? {} : { returnTo }),
+    })
   if (status === 401) {
     return signInRequired({
       ...(returnTo === undefined ? {} : { returnTo }),

@@ -50,7 +50,7 @@ export const pagesPlugin = fp(
           const answer: ErrorAnswer = { ...body, requestId: request.id }
           return reply.code(status).send(answer)
         }
-        return pages.send(reply, { ...pageForError(status, body, returnPath(request)), status })
+        return pages.send(reply, { ...pageForError(status, body, returnPath(request, basePath)), status })
       },
     }
     app.decorate('pages', pages)
@@ -66,7 +66,22 @@ export const pagesPlugin = fp(
   { name: 'pages' },
 )
 
-/** The path (and query) a navigation asked for, to come back to after signing in; GETs only. */
-function returnPath(request: FastifyRequest): string | undefined {
-  return request.method === 'GET' ? request.url : undefined
+/** Where a failed sign-in was going (its login attempt's `return_to`), by the callback request. */
+const signInReturns = new WeakMap<FastifyRequest, string>()
+
+/** Says where the sign-in `request` (a callback) was going, so its failure page offers to go there again. */
+export function returnAfterSignIn(request: FastifyRequest, path: string | undefined): void {
+  if (path !== undefined) signInReturns.set(request, path)
+}
+
+/**
+ * The path (and query) a navigation asked for, to come back to after signing in; GETs only. A sign-in
+ * route's own URL (a callback's code, a one-time ticket) is no place to come back to: there, where its
+ * attempt was going, when known.
+ */
+function returnPath(request: FastifyRequest, basePath: string): string | undefined {
+  const signIn = signInReturns.get(request)
+  if (signIn !== undefined) return signIn
+  if (request.method !== 'GET' || request.url.startsWith(`${basePath}auth/`)) return undefined
+  return request.url
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { allows } from '../auth/operator.ts'
+import type { Config } from '../config.ts'
 import { type ConsoleAssets, loadConsoleAssets, negotiate } from '../console/assets.ts'
 import { renderShell } from '../console/shell.ts'
 import { NoRole, RouteNotFound } from '../errors.ts'
@@ -20,6 +21,16 @@ export function consolePolicy(idpOrigin: string | null): string {
     `frame-ancestors 'none'; base-uri 'none'; form-action ${formAction}; require-trusted-types-for 'script'; ` +
     "trusted-types 'none'"
   )
+}
+
+/**
+ * Where the Kasm viewer of a session is (a handoff's "take over" link): GATEWAY_KASM_PUBLIC_URL, else the
+ * Developer API's origin, as for the launcher's viewer links; null (no link) when neither is set.
+ */
+export function kasmOrigin(config: Config): string | null {
+  const { env } = config
+  if (env.GATEWAY_KASM_PUBLIC_URL !== undefined) return env.GATEWAY_KASM_PUBLIC_URL
+  return env.GATEWAY_KASM_API_URL === undefined ? null : new URL(env.GATEWAY_KASM_API_URL).origin
 }
 
 /** A year: the file name changes with its content, so a cached copy is never stale. */
@@ -46,7 +57,7 @@ function matches(request: FastifyRequest, etag: string): boolean {
  */
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   const assets: ConsoleAssets = await loadConsoleAssets()
-  const shell = renderShell(app.config.basePath, assets.manifest)
+  const shell = renderShell(app.config.basePath, assets.manifest, { kasmOrigin: kasmOrigin(app.config) })
 
   const signIn = app.auth.signIn
 

@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
+import type { AuditRecord } from '../audit/types.ts'
 import {
   AnswerUnknown,
   QuestionClosed,
@@ -17,6 +18,13 @@ interface QuestionRoute {
   Querystring: { run: string }
 }
 
+const RUN_QUERY = {
+  type: 'object',
+  properties: { run: { type: 'string', pattern: RUN_ID.source } },
+  required: ['run'],
+  additionalProperties: false,
+} as const
+
 const QUESTION = {
   params: {
     type: 'object',
@@ -26,12 +34,16 @@ const QUESTION = {
     },
     required: ['kasmId', 'requestId'],
   },
-  querystring: {
+  querystring: RUN_QUERY,
+} as const
+
+const RUN = {
+  params: {
     type: 'object',
-    properties: { run: { type: 'string', pattern: RUN_ID.source } },
-    required: ['run'],
-    additionalProperties: false,
+    properties: { kasmId: { type: 'string', pattern: KASM_ID.source } },
+    required: ['kasmId'],
   },
+  querystring: RUN_QUERY,
 } as const
 
 /**
@@ -41,7 +53,9 @@ const QUESTION = {
  * - `PUT|DELETE api/sessions/:kasmId/requests/:requestId/claim?run=` (operator): "I'm on it" on a question,
  *   409 `question_taken` naming who holds it, `question_closed` when it is no longer open;
  * - `GET api/sessions/:kasmId/requests/:requestId/answer?run=` (viewer): who answered it through the gateway
- *   (from the audit log: a name and a time, never the values), 404 `answer_unknown` when nobody did here.
+ *   (from the audit log: a name and a time, never the values), 404 `answer_unknown` when nobody did here;
+ * - `GET api/sessions/:kasmId/activity?run=` (viewer): who sent each message of the run and who took each
+ *   control action through the gateway ({@link RunActivity}: names and times by idempotency key).
  * A session the caller may not see answers 404 exactly like an unknown one.
  */
 export async function overviewRoutes(app: FastifyInstance): Promise<void> {
@@ -101,6 +115,25 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
+  // Who sent each message and who stopped or handed back the run, as the answer above says who answered: what
+  // a reader of the session may know (its messages carry their keys), from the audit log.
+  app.get<{ Params: { kasmId: string }; Querystring: { run: string } }>(
+    '/api/sessions/:kasmId/activity',
+    {
+      schema: RUN,
+      onRequest: app.requireAccess('read'),
+    },
+    async (request, reply) => {
+      const { kasmId } = request.params
+      await app.sessions.resolve(kasmId, request.operator!)
+      const records = await shared('audit log', () =>
+        app.audit.recent({ limit: ACTIVITY_RECORDS, kasmId, run: request.query.run }),
+      )
+      reply.header('cache-control', 'no-store')
+      return activityOf(records)
+    },
+  )
+
   app.get<QuestionRoute>(
     '/api/sessions/:kasmId/requests/:requestId/answer',
     { schema: QUESTION, onRequest: app.requireAccess('read') },
@@ -117,6 +150,34 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
       return { name: answer.name ?? answer.sub ?? 'someone', at: answer.at }
     },
   )
+}
+
+/** At most this many audit records of one run are read for {@link activityOf} (the newest). */
+const ACTIVITY_RECORDS = 500
+
+/** Who did what in a run through the gateway, as `GET api/sessions/:kasmId/activity` answers it. */
+export interface RunActivity {
+  /** Messages and replies the runtime accepted, by the sender's idempotency key (the message record's `key`). */
+  readonly messages: readonly { key: string; name: string; at: string }[]
+  /** Control actions the runtime accepted (`stop`, `finish_handoff`), by key, oldest first. */
+  readonly actions: readonly { key: string; action: string; name: string; at: string }[]
+}
+
+/**
+ * The accepted writes among `records` (newest first, as the audit log returns them): a name and a time per
+ * idempotency key, never a value, an address or a status. A retry under the same key keeps the first record.
+ */
+export function activityOf(records: readonly AuditRecord[]): RunActivity {
+  const messages = new Map<string, { key: string; name: string; at: string }>()
+  const actions = new Map<string, { key: string; action: string; name: string; at: string }>()
+  for (const r of [...records].reverse()) {
+    if (r.status < 200 || r.status >= 300 || r.key === undefined) continue
+    const name = r.name ?? r.sub ?? 'someone'
+    if (r.route === 'messages' && !messages.has(r.key)) messages.set(r.key, { key: r.key, name, at: r.at })
+    else if (r.route === 'actions' && r.action !== undefined && !actions.has(r.key))
+      actions.set(r.key, { key: r.key, action: r.action, name, at: r.at })
+  }
+  return { messages: [...messages.values()], actions: [...actions.values()] }
 }
 
 /** Shared state that cannot be read or written answers 503 `store_unavailable`, not 500. */

@@ -2,12 +2,15 @@ import { randomBytes } from 'node:crypto'
 import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { hashSessionId } from '../auth/cookie-sessions.ts'
-import type { NoRoleError } from '../auth/oidc/signin.ts'
+import { oidcSettings } from '../auth/oidc/settings.ts'
+import { type NoRoleError, returnToOf } from '../auth/oidc/signin.ts'
+import { signInElsewhere } from '../auth/oidc/signin-origin.ts'
 import type { AuthRefusalReason } from '../auth/plugin.ts'
 import { safeReturnTo } from '../auth/return-to.ts'
 import { BadRequest, LogoutTokenInvalid, NoRole, SignInNotConfigured } from '../errors.ts'
 import { signedIn as signedInPage, signedOut } from '../pages/catalogue.ts'
 import { headerToken } from '../pages/navigation.ts'
+import { returnAfterSignIn } from '../pages/plugin.ts'
 
 interface LoginQuery {
   ticket?: string
@@ -26,12 +29,16 @@ const loginAudit = {
 
 /** How long the browser binding of a sign-in lives: as long as a login attempt. */
 const BINDING_MAX_AGE_S = 600
+/** How long a sign-out is remembered for the next sign-in's `prompt=login`: a month. */
+const SIGNED_OUT_MAX_AGE_S = 30 * 86_400
 
 /**
  * Sign-in and sign-out for people, under the base path:
  *
  * - `GET auth/login?return_to=<path>[&prompt=login]`: 302 to the identity provider (state, nonce, PKCE S256),
- *   bound to this browser by a short-lived HttpOnly cookie; or, with `?ticket=`, the demo's one-time link.
+ *   bound to this browser by a short-lived HttpOnly cookie, after a 303 to the callback's origin when the
+ *   request came to another host, and with `prompt=login` after a sign-out from this browser; or, with
+ *   `?ticket=`, the demo's one-time link.
  * - `GET auth/callback`: the IdP's answer; a cookie session and 303 to `return_to`, or a page saying why not.
  * - `POST auth/logout`: ends the cookie session on every replica, then RP-initiated logout at the IdP.
  * - `GET auth/logged-out`: the signed-out page the IdP returns to.
@@ -54,6 +61,20 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     maxAge: BINDING_MAX_AGE_S,
   }
 
+  // Set by a sign-out here: the next sign-in from this browser asks the IdP to ask for the password
+  // (prompt=login), whatever the person answered at its end-session page. Not a secret (a forged one only
+  // makes the IdP ask for the password), so plain; gone with that sign-in.
+  const signedOutCookie = config.cookieSecure ? '__Host-krg_signed_out' : 'krg_signed_out'
+  const signedOutAttributes: CookieSerializeOptions = {
+    path: '/',
+    httpOnly: true,
+    secure: config.cookieSecure,
+    sameSite: 'lax',
+    maxAge: SIGNED_OUT_MAX_AGE_S,
+  }
+  const settings = oidcSettings(config)
+  const signInOrigin = settings === null ? null : new URL(settings.redirectUri).origin
+
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
@@ -75,10 +96,16 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
   }
 
   app.get<{ Querystring: LoginQuery }>('/auth/login', { config: loginAudit }, async (request, reply) => {
-    const { ticket, prompt } = request.query
+    const { ticket } = request.query
     if (typeof ticket === 'string') return ticketSignIn(request, reply, ticket)
     if (signIn === null) throw new SignInNotConfigured()
-    if (prompt !== undefined && prompt !== 'login') throw new BadRequest('prompt may only be "login"')
+    if (request.query.prompt !== undefined && request.query.prompt !== 'login')
+      throw new BadRequest('prompt may only be "login"')
+    // The binding cookie must be set where the IdP returns to: another host of this gateway goes there first.
+    const elsewhere = signInOrigin === null ? null : signInElsewhere(request, signInOrigin)
+    if (elsewhere !== null) return reply.redirect(elsewhere, 303)
+    // Signed out from this browser: whatever the person told the IdP then, it asks for the password now.
+    const prompt = request.query.prompt ?? (request.cookies?.[signedOutCookie] ? 'login' : undefined)
     const returnTo = safeReturnTo(request.query.return_to, base)
     // Already signed in (and not asking to sign in anew): no need to bother the IdP.
     if (prompt === undefined && (await signedIn(request))) return reply.redirect(returnTo, 303)
@@ -98,6 +125,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     if (ticket.length === 0 || ticket.length > 256) throw new BadRequest('ticket must be 1 to 256 characters')
     const claims = app.auth.cookies.consumeTicket(request, ticket)
     request.operator = await app.auth.cookies.start(reply, claims)
+    reply.clearCookie(signedOutCookie, signedOutAttributes)
     // The ticket must not linger in history or a Referer: leave its URL at once.
     return reply.header('referrer-policy', 'no-referrer').redirect(base, 303)
   }
@@ -114,10 +142,12 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     } catch (err) {
       // The IdP did sign this person in: the record says who was turned away.
       if (err instanceof NoRole) request.auditDetail.sub = (err as NoRoleError).sub
+      returnAfterSignIn(request, returnToOf(err))
       return refused(request, err)
     }
     request.operator = await app.auth.cookies.start(reply, done.claims, undefined, done.idp)
     reply.clearCookie(bindingCookie, bindingAttributes)
+    reply.clearCookie(signedOutCookie, signedOutAttributes)
     reply.header('referrer-policy', 'no-referrer')
     // After an IdP on another site, a redirect would arrive without the new SameSite=Strict cookie (the chain
     // began there): a page that continues by itself makes the next navigation same-site.
@@ -136,6 +166,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     if (operator) app.auth.checkCsrf(request, operator)
     const idToken = operator ? (await app.auth.cookies.idpTokens(request))?.idToken : undefined
     await app.auth.cookies.end(request, reply)
+    reply.setCookie(signedOutCookie, '1', signedOutAttributes)
     const endSession = signIn === null ? null : await signIn.endSessionUrl(idToken)
     return reply.redirect(endSession?.href ?? `${base}auth/logged-out`, 303)
   })

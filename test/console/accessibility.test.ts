@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
 import { assertAccessible, chromiumFor } from '../helpers/chromium.ts'
-import { addRuntime, settled, signIn, startConsoleGateway } from './helpers.ts'
+import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red'] }
 
@@ -40,7 +40,26 @@ async function busySessions(t: Parameters<typeof addRuntime>[0], gw: Parameters<
     ],
   })
   rt.ask({ title: 'When?', fields: [{ id: 'when', type: 'date' }] })
-  await addRuntime(t, gw, 'k-red', 'red')
+  // Already answered: the card of an earlier question, with who answered and the reply's state.
+  const earlier = rt.ask({
+    title: 'Go on?',
+    fields: [{ id: 'ok', type: 'boolean', required: true, label: 'Go on' }],
+  })
+  await fetch(`${rt.url}messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-kasm-runtime-session-token': TOKEN },
+    body: JSON.stringify({
+      run: rt.run,
+      key: 'earlier',
+      reply_to: earlier.request_id,
+      revision: 1,
+      values: { ok: true },
+    }),
+  })
+  for (let i = 2; i <= 60; i++) rt.emit('step', { n: i, action: `type(${i})`, result: 'ok', duration_ms: 20 })
+  const red = await addRuntime(t, gw, 'k-red', 'red', { escalationPauseS: 600 })
+  red.emit('status', { phase: 'agentic' })
+  red.escalate('a second factor is needed')
   return rt
 }
 
@@ -62,10 +81,29 @@ async function checkEverything(page: Page, label: string): Promise<void> {
     .click()
   await page.waitForSelector('.field-error:not([hidden])')
   await assertAccessible(page, `a question with errors (${label})`)
+  // Stop's confirmation.
+  await page.getByRole('button', { name: 'Stop the agent' }).click()
+  await page.waitForSelector('.confirm:not([hidden])')
+  await assertAccessible(page, `Stop's confirmation (${label})`)
+  await page.getByRole('button', { name: 'Keep it running' }).click()
+  // The timeline read back, "Jump to latest" offered.
+  await page.click('#tab-timeline')
+  await page.evaluate('window.scrollTo(0, 0)')
+  await page.getByRole('button', { name: 'Jump to latest' }).waitFor()
+  await assertAccessible(page, `the timeline read back (${label})`)
+  // A handoff, with the Kasm viewer's link.
+  await page.getByRole('link', { name: '← All sessions' }).click()
+  await page.click('.session-row >> text=k-red')
+  await page.waitForSelector('.viewer-link')
+  await settled(page)
+  await assertAccessible(page, `a handoff (${label})`)
 }
 
 test('zero axe-core violations at desktop and phone widths, in light and dark', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
+  const gw = await startConsoleGateway(t, {
+    people: [carol],
+    env: { GATEWAY_KASM_PUBLIC_URL: 'https://kasm.example.test' },
+  })
   const rt = await busySessions(t, gw)
   const b = await chromiumFor(t)
   for (const viewport of WIDTHS) {
@@ -117,26 +155,30 @@ test('the main journey by keyboard alone: reach a session, switch tabs, answer a
   await page.keyboard.press('Shift+Tab')
   await page.keyboard.press('Enter')
   await page.waitForSelector('#session-title >> text=k1')
-  assert.equal(
-    await page.evaluate('document.activeElement?.id'),
-    'session-title',
-    'focus moves to the new view',
-  )
-
-  // Tabs work with the arrow keys.
-  await tabTo((s) => s === 'Home', 'the tabs')
-  await page.keyboard.press('ArrowRight')
-  await page.keyboard.press('ArrowRight')
-  assert.match(await focused(), /^Inbox/)
+  // It opens where the person acts: the question's first choice has the keyboard.
+  await until(page, "document.activeElement?.type === 'radio'")
+  assert.equal(await focused(), 'radio:chrome')
   assert.equal(await page.getAttribute('#tab-inbox', 'aria-selected'), 'true')
 
-  // Answer: the radio group, the number, then Enter submits.
-  await tabTo((s) => s === 'radio:chrome', 'the first choice')
+  // Answer: the radio group, the number, then Enter submits; the keyboard goes to the result.
   await page.keyboard.press('ArrowDown')
   await page.keyboard.press('Tab')
   await page.keyboard.type('3')
   await page.keyboard.press('Enter')
   await page.waitForSelector(`[data-request="${q.request_id}"] >> text=Answered by Carol`)
+  await until(page, "document.activeElement?.classList.contains('form-status')")
+
+  // The tabs: Shift+Tab back up reaches them, Tab goes from one to the next, the arrow keys too.
+  for (let i = 0; i < 20 && !/^Inbox/.test(await focused()); i++) await page.keyboard.press('Shift+Tab')
+  assert.match(await focused(), /^Inbox/)
+  await page.keyboard.press('Shift+Tab')
+  assert.equal(await focused(), 'Timeline')
+  await page.keyboard.press('ArrowLeft')
+  assert.equal(await focused(), 'Home')
+  assert.equal(await page.getAttribute('#tab-home', 'aria-selected'), 'true')
+  await page.keyboard.press('End')
+  assert.match(await focused(), /^Inbox/)
+  assert.equal(await page.getAttribute('#tab-inbox', 'aria-selected'), 'true')
   const stored = (await (await fetch(`${rt.url}messages`)).json()) as { messages: { values?: unknown }[] }
   assert.deepEqual(stored.messages[0]?.values, { browser: 'firefox', n: 3 })
 

@@ -109,8 +109,9 @@ test('the main journey: overview of two teams, one session, events, a refused th
     'focus stays in the compose box',
   )
 
-  // Stop: "Stopping…" until the loop has exited, then no Stop any more.
+  // Stop: confirmed first, then "Stopping…" until the loop has exited, then no Stop any more.
   await page.getByRole('button', { name: 'Stop the agent' }).click()
+  await page.getByRole('button', { name: 'Yes, stop the agent' }).click()
   await page.waitForSelector('button:has-text("Stopping…")')
   await page.waitForSelector('button:has-text("Stopping…")', { state: 'hidden' })
   await until(

@@ -93,7 +93,7 @@ test('a handoff pause: I’m done, finish with the reason and the time left, the
   await page.waitForSelector('.handoff-note >> text=the approval needs a second factor')
   assert.match(
     (await page.locator('.handoff-note time').textContent()) ?? '',
-    /^The pause ends by itself in (9|10):\d\d left$/,
+    /^The pause ends by itself in (9|10):\d\d\.$/,
   )
   assert.equal(
     await page.getByRole('button', { name: 'Stop the agent' }).isVisible(),
@@ -104,6 +104,8 @@ test('a handoff pause: I’m done, finish with the reason and the time left, the
   await page.waitForSelector('button:has-text("I’m done, finish")', { state: 'hidden' })
   await page.waitForSelector('.timeline .escalation', { state: 'attached' })
   await page.click('#tab-home')
-  await page.waitForSelector('dd >> text=the approval needs a second factor, ended by operator')
+  await page.waitForSelector(
+    'dd >> text=the approval needs a second factor, handed back by Carol (“I’m done, finish”)',
+  )
   assert.doesNotMatch(await page.title(), /^\(/)
 })

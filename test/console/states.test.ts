@@ -148,6 +148,7 @@ test('the console’s own states: no role, session gone, runtime not up or refus
   await page.waitForSelector('.session-state .health-live')
   await page.click('#tab-inbox')
   await page.getByRole('button', { name: 'Stop the agent' }).click()
+  await page.getByRole('button', { name: 'Yes, stop the agent' }).click()
   await page.waitForSelector('.controls .form-status.refused >> text=the run is idle')
   assert.equal(
     await page.getByRole('button', { name: 'Stop the agent' }).isEnabled(),

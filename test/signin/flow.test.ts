@@ -168,7 +168,8 @@ test('denied consent is a page with "sign in again" and signin_denied in the aud
   assert.equal(page.status, 403)
   assert.match(page.text, /<h1>Sign-in failed<\/h1>/)
   assert.match(page.text, /You did not let the gateway sign you in/)
-  assert.match(page.text, /href="\/auth\/login">Sign in again</)
+  // Back to where the sign-in was going (the console, here).
+  assert.match(page.text, /href="\/auth\/login\?return_to=%2F">Sign in again</)
   assert.equal(browser.cookies.has('krg_session'), false)
   const record = (await audit(stack)).find((r) => r.route === 'auth/callback')
   assert.deepEqual([record?.status, record?.error, record?.sub], [403, 'signin_denied', null])
@@ -185,12 +186,14 @@ test('a callback that is not this browser’s sign-in: unknown state, no binding
   const thief = new Browser()
   const stolen = await thief.request(callback.href)
   assert.equal(stolen.status, 400)
-  assert.match(stolen.text, /started in another browser/)
+  // Said once, in the page's words (the error's own message would repeat it).
+  assert.match(stolen.text, /was opened in another browser, or was used already/)
+  assert.doesNotMatch(stolen.text, /started in another browser/)
   assert.match(stolen.text, /signin_state_invalid/)
   // So the real browser cannot use it either: one attempt, one callback.
   const late = await browser.request(callback.href)
   assert.equal(late.status, 400)
-  assert.match(late.text, /unknown, expired \(10 minutes\) or used already/)
+  assert.match(late.text, /signin_state_invalid/)
 
   const wrong = new URL(callback)
   wrong.searchParams.set('state', 'x'.repeat(43))

@@ -5,7 +5,7 @@ import type { IdpRefresher, IdpSignIn } from '../cookie-sessions.ts'
 import { credentialDigest } from '../credential-digest.ts'
 import type { IdpTokens, LogoutToken, OidcClient } from './client.ts'
 import { identityOf } from './identity.ts'
-import type { LoginAttempts } from './login-attempts.ts'
+import type { LoginAttempt, LoginAttempts } from './login-attempts.ts'
 import type { OidcSettings } from './settings.ts'
 import type { UsedLogoutTokens } from './used-logout-tokens.ts'
 
@@ -17,6 +17,17 @@ export interface CompletedSignIn {
   readonly claims: OperatorClaims
   readonly idp: IdpSignIn
   readonly returnTo: string
+}
+
+/** Where the person was going, by the refusal of a sign-in whose attempt was known (see {@link returnToOf}). */
+const returnTos = new WeakMap<object, string>()
+
+/**
+ * Where the person was going when a sign-in failed after its attempt was found (the IdP refused, the answer
+ * failed a check, no role): `return_to` of that attempt. Undefined when the attempt itself was unknown.
+ */
+export function returnToOf(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null ? returnTos.get(err) : undefined
 }
 
 /**
@@ -70,6 +81,20 @@ export class SignIn {
     const attempt = state === null ? null : await this.#attempts.finish(state)
     if (state === null || attempt === null)
       throw new SignInStateInvalid('it is unknown, expired (10 minutes) or used already')
+    return this.#finish(query, state, attempt, bindingHash).catch((err: unknown) => {
+      // Whatever went wrong, "Sign in again" can still go where the person was going.
+      if (typeof err === 'object' && err !== null) returnTos.set(err, attempt.returnTo)
+      throw err
+    })
+  }
+
+  /** The callback's checks once its attempt is known: this browser's, then the IdP's answer. */
+  async #finish(
+    query: URLSearchParams,
+    state: string,
+    attempt: LoginAttempt,
+    bindingHash: string | undefined,
+  ): Promise<CompletedSignIn> {
     if (bindingHash === undefined || bindingHash !== attempt.bindingHash)
       throw new SignInStateInvalid('it was started in another browser')
     const answer = await this.#client.exchange(query, {

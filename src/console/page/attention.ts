@@ -1,6 +1,16 @@
+import { type SessionFocus, sessionPath } from '../links.ts'
 import { base } from './api.ts'
-import { h, setText } from './dom.ts'
+import { h, replace } from './dom.ts'
 import { needs, type OverviewChange, type OverviewModel } from './overview-model.ts'
+
+/** Something new that waits for a person, and where its notification leads. */
+interface Fresh {
+  readonly kasmId: string
+  readonly title: string
+  readonly body: string
+  readonly tag: string
+  readonly focus: SessionFocus
+}
 
 /**
  * Attention: the tab title counts what waits for a person (open questions and handoff pauses) in the
@@ -54,28 +64,39 @@ export class Attention {
     }
     const permission = Notification.permission
     b.disabled = permission !== 'default'
-    setText(
-      b,
+    const [long, short] =
       permission === 'granted'
-        ? 'Notifications on'
+        ? ['Notifications on', 'Notifying']
         : permission === 'denied'
-          ? 'Notifications blocked'
-          : 'Turn on notifications',
-    )
+          ? ['Notifications blocked', 'Blocked']
+          : ['Turn on notifications', 'Notify me']
+    // The short label is for a phone's one-line header; the long one stays the button's name.
+    if (b.textContent !== `${long}${short}`)
+      replace(
+        b,
+        h('span', { class: 'long' }, long),
+        h('span', { class: 'short', 'aria-hidden': 'true' }, short),
+      )
   }
 
   #changed(change: OverviewChange): void {
     if (change.kind === 'connection') return
     this.#title()
     if (!this.#canAct) return
-    const fresh: { kasmId: string; title: string; body: string; tag: string }[] = []
+    const fresh: Fresh[] = []
     for (const entry of this.#model.entries.values()) {
       const s = entry.summary
       if (s === null || s.run === null) continue
       for (const r of s.openRequests) {
         const tag = `${entry.kasmId}\u0000${s.run}\u0000${r.requestId}`
         if (!this.#known.has(tag))
-          fresh.push({ kasmId: entry.kasmId, title: `Question in ${entry.kasmId}`, body: r.title, tag })
+          fresh.push({
+            kasmId: entry.kasmId,
+            title: `Question in ${entry.kasmId}`,
+            body: r.title,
+            tag,
+            focus: { request: r.requestId },
+          })
       }
       if (s.escalation !== null) {
         const tag = `${entry.kasmId}\u0000${s.run}\u0000handoff\u0000${s.escalation.startedAt}`
@@ -85,6 +106,7 @@ export class Attention {
             title: `Handoff in ${entry.kasmId}`,
             body: s.escalation.reason,
             tag,
+            focus: { handoff: true },
           })
       }
     }
@@ -94,12 +116,13 @@ export class Attention {
     for (const f of fresh) this.#notify(f)
   }
 
-  #notify(n: { kasmId: string; title: string; body: string; tag: string }): void {
+  #notify(n: Fresh): void {
     if (typeof Notification === 'undefined' || Notification.permission !== 'granted') return
     const note = new Notification(n.title, { body: n.body, tag: n.tag })
     note.onclick = () => {
       window.focus()
-      location.assign(`${base}sessions/${encodeURIComponent(n.kasmId)}`)
+      // The notification's question (or the pause) in view, as a webhook's link has it.
+      location.assign(sessionPath(base, n.kasmId, n.focus))
     }
   }
 

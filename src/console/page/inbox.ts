@@ -1,11 +1,13 @@
 import type { SessionSummary } from '../../summary/types.ts'
+import type { RunActivity } from './activity.ts'
 import { ApiError, newKey, post, upload } from './api.ts'
+import { AttachmentNames } from './attachments.ts'
+import { countdown } from './countdown.ts'
 import { announce, h, replace, setText } from './dom.ts'
 import { bytes, clock } from './format.ts'
-import { deliveryText } from './labels.ts'
-import { countdown } from './overview-view.ts'
-import { errorText, type QuestionContext, QuestionView } from './questions.ts'
-import type { InboxState, MessageRecord, RequestRecord, UploadedAttachment } from './records.ts'
+import { deliveryText, runState } from './labels.ts'
+import { errorText, labelledValues, QuestionView } from './questions.ts'
+import type { ActionRecord, InboxState, MessageRecord, RequestRecord, UploadedAttachment } from './records.ts'
 
 /** A message shown in the inbox: the runtime's record, or one being sent (keyed by its idempotency key). */
 interface Shown {
@@ -14,28 +16,50 @@ interface Shown {
   record: MessageRecord
 }
 
+/** What the inbox of a session needs to know. */
+export interface InboxOptions {
+  readonly kasmId: string
+  /** `/desktop/<kasm_id>/mcp/` */
+  readonly sessionPath: string
+  readonly canWrite: boolean
+  /** The person's display name. */
+  readonly me: string
+  /** Who did what through the gateway (senders, who stopped or handed back). */
+  readonly activity: RunActivity
+  /** The session in the Kasm viewer, where a person takes over during a handoff; null when unknown. */
+  readonly kasmViewer: string | null
+}
+
 /**
- * The inbox of the session on screen: every message with its live delivery state, the compose box (Attach,
- * Ctrl/Cmd+Enter to send), Stop while the agent's loop runs ("Stopping…" until it has exited), "I'm done,
- * finish" during a handoff pause, and the run's questions. A viewer sees no write control at all. Messages,
- * questions and controls are keyed and updated in place (a refresh never adds a second copy).
+ * The inbox of the session on screen: every message with who sent it and its live delivery state, the
+ * compose box (Attach, Ctrl/Cmd+Enter to send), Stop while the agent's loop runs (confirmed first, then
+ * "Stopping…" until the loop has exited, then who stopped it), "I'm done, finish" during a handoff pause
+ * with the Kasm viewer's link, and the run's questions. A viewer sees no write control at all. Messages,
+ * questions and controls are keyed and updated in place (a refresh never adds a second copy); every status
+ * comes from the run's events, so it is the same for everyone who watches.
  */
 export class InboxView {
   readonly el: HTMLElement
-  readonly #ctx: QuestionContext
+  readonly #o: InboxOptions
+  readonly #files: AttachmentNames
   readonly #questions = new Map<string, QuestionView>()
   readonly #messages = new Map<string, Shown>()
   readonly #byKey = new Map<string, Shown>()
+  /** Keys of the messages and actions this page sent: whose they are at once, before the audit log says. */
+  readonly #ownKeys = new Set<string>()
   readonly #openList: HTMLElement
   readonly #closedList: HTMLElement
+  readonly #closedTitle: HTMLElement
   readonly #messageList: HTMLOListElement
   readonly #noMessage: HTMLElement
   readonly #controls: HTMLElement
   readonly #controlStatus: HTMLElement
   readonly #stop: HTMLButtonElement
+  readonly #confirm: HTMLElement
+  readonly #keepRunning: HTMLButtonElement
   readonly #finish: HTMLButtonElement
   readonly #handoff: HTMLElement
-  readonly #compose: HTMLFormElement | null = null
+  readonly #viewerLink: HTMLAnchorElement | null
   readonly #text: HTMLTextAreaElement | null = null
   readonly #send: HTMLButtonElement | null = null
   readonly #chips: HTMLElement | null = null
@@ -43,45 +67,92 @@ export class InboxView {
   readonly #attached: UploadedAttachment[] = []
   #uploading = 0
   #run: string | null = null
-  #stopping = false
+  /** Stop was pressed and confirmed here; the run's action event has not said so yet. */
+  #stopSent = false
   #finishing = false
+  /** The run's stop and finish_handoff actions it accepted, as its events report them (anyone's). */
+  #stopAction: ActionRecord | null = null
+  #finishAction: ActionRecord | null = null
+  /** A refusal to show at the controls until the next attempt. */
+  #refusal: string | null = null
+  #summary: SessionSummary | null = null
+  #inbox: InboxState | null = null
   #pendingKey: { content: string; key: string } | null = null
   #claims: Readonly<Record<string, { name: string }>> = {}
 
-  constructor(ctx: QuestionContext) {
-    this.#ctx = ctx
+  constructor(options: InboxOptions) {
+    this.#o = options
+    this.#files = new AttachmentNames(options.sessionPath, () => this.#refill())
     this.#openList = h('div', { class: 'questions' })
     this.#closedList = h('div', { class: 'questions closed' })
+    this.#closedTitle = h('h2', { hidden: true }, 'Earlier questions')
     this.#messageList = h('ol', { class: 'messages', 'aria-label': 'Messages' })
     this.#noMessage = h('p', { class: 'muted' }, 'No message in this run yet.')
-    this.#controlStatus = h('p', { class: 'form-status', role: 'status' })
+    this.#controlStatus = h('p', { class: 'form-status', role: 'status', tabindex: '-1' })
     this.#stop = h(
       'button',
-      { type: 'button', class: 'danger', hidden: true, onclick: () => void this.#action('stop') },
+      { type: 'button', class: 'danger', hidden: true, onclick: () => this.#askStop() },
       'Stop the agent',
     )
+    this.#keepRunning = h(
+      'button',
+      { type: 'button', class: 'secondary', onclick: () => this.#cancelStop() },
+      'Keep it running',
+    )
+    this.#confirm = h(
+      'div',
+      { class: 'confirm', role: 'group', 'aria-labelledby': 'stop-confirm-text', hidden: true },
+      h(
+        'p',
+        { id: 'stop-confirm-text' },
+        h('strong', {}, 'Stop the agent? '),
+        'It makes no further model request: the tool call in flight finishes, then its loop exits and the run ends with its verdict. This cannot be undone.',
+      ),
+      h(
+        'div',
+        { class: 'actions' },
+        this.#keepRunning,
+        h(
+          'button',
+          { type: 'button', class: 'danger', onclick: () => void this.#action('stop') },
+          'Yes, stop the agent',
+        ),
+      ),
+    )
+    this.#confirm.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') this.#cancelStop()
+    })
     this.#finish = h(
       'button',
       { type: 'button', hidden: true, onclick: () => void this.#action('finish_handoff') },
       'I’m done, finish',
     )
+    this.#viewerLink =
+      options.kasmViewer === null
+        ? null
+        : h(
+            'a',
+            { href: options.kasmViewer, target: '_blank', rel: 'noopener', class: 'viewer-link' },
+            'Open the session in the Kasm viewer',
+          )
     this.#handoff = h('p', { class: 'handoff-note', hidden: true })
     this.#controls = h(
       'div',
       { class: 'controls' },
       this.#handoff,
       h('div', { class: 'actions' }, this.#stop, this.#finish),
+      this.#confirm,
       this.#controlStatus,
     )
     const first: (HTMLElement | null)[] = [
       h('h2', { id: 'inbox-questions' }, 'Questions'),
       this.#openList,
-      ctx.canWrite
+      options.canWrite
         ? this.#controls
         : h('p', { class: 'muted read-only' }, 'Your role can read this session but not write to it.'),
     ]
     const parts: (HTMLElement | null)[] = []
-    if (ctx.canWrite) {
+    if (options.canWrite) {
       const file = h('input', { type: 'file', id: 'compose-file', hidden: true })
       file.addEventListener('change', () => {
         const chosen = file.files?.[0]
@@ -98,7 +169,7 @@ export class InboxView {
       this.#send = h('button', { type: 'submit' }, 'Send')
       this.#chips = h('ul', { class: 'chips', 'aria-label': 'Attachments to send' })
       this.#composeStatus = h('p', { class: 'form-status', role: 'status' })
-      this.#compose = h(
+      const compose = h(
         'form',
         { class: 'compose', 'aria-labelledby': 'compose-title' },
         h('h2', { id: 'compose-title' }, 'Message the run'),
@@ -119,14 +190,14 @@ export class InboxView {
         ),
         this.#composeStatus,
       )
-      this.#compose.addEventListener('submit', (e) => {
+      compose.addEventListener('submit', (e) => {
         e.preventDefault()
         void this.#sendMessage()
       })
-      parts.push(this.#compose)
+      parts.push(compose)
     }
     parts.push(h('h2', {}, 'Messages'), this.#noMessage, this.#messageList)
-    first.push(h('h2', {}, 'Earlier questions'), this.#closedList)
+    first.push(this.#closedTitle, this.#closedList)
     // Two columns on a wide screen: what waits for a person, and the conversation.
     this.el = h(
       'div',
@@ -139,9 +210,13 @@ export class InboxView {
   /** A new run: what the old one held is gone (its messages and questions stay in its own report). */
   startRun(run: string): void {
     this.#run = run
-    this.#stopping = false
+    this.#stopSent = false
     this.#finishing = false
+    this.#stopAction = null
+    this.#finishAction = null
+    this.#refusal = null
     this.#pendingKey = null
+    this.#confirm.hidden = true
     for (const q of this.#questions.values()) q.el.remove()
     this.#questions.clear()
     this.#messages.clear()
@@ -149,6 +224,7 @@ export class InboxView {
     replace(this.#messageList)
     this.#noMessage.hidden = false
     this.#emptyNotes()
+    this.#renderControls()
   }
 
   /** The message a question's answer came in, if the page has it. */
@@ -156,18 +232,85 @@ export class InboxView {
     return this.#messages.get(id)?.record
   }
 
+  /** An attachment's name and size as shown (its id only until they are known). */
+  fileName(id: string): string {
+    const info = this.#files.get(id)
+    if (info === undefined) return 'an attachment (looking up its name…)'
+    if (info === null) return 'an attachment'
+    return info.size === null ? info.name : `${info.name} (${bytes(info.size)})`
+  }
+
+  /** The open question that is due first (the overview's order), if any. */
+  soonestOpen(): QuestionView | undefined {
+    const first = this.#openList.querySelector<HTMLElement>(':scope > .question')
+    return first === null ? undefined : this.#questions.get(first.dataset.request ?? '')
+  }
+
+  /** A question of the run by id, open or closed. */
+  question(id: string): QuestionView | undefined {
+    return this.#questions.get(id)
+  }
+
+  /** Puts the keyboard in the compose box. */
+  focusCompose(): boolean {
+    this.#text?.scrollIntoView({ block: 'center' })
+    this.#text?.focus()
+    return this.#text !== null
+  }
+
+  /** Puts the keyboard on Stop (while it is offered). */
+  focusStop(): boolean {
+    if (this.#stop.hidden) return false
+    this.#stop.scrollIntoView({ block: 'center' })
+    this.#stop.focus()
+    return true
+  }
+
+  /** Puts the keyboard on the handoff: the Kasm viewer's link when known, else "I'm done, finish". */
+  focusHandoff(): boolean {
+    if (this.#handoff.hidden) return false
+    this.#controls.scrollIntoView({ block: 'start' })
+    if (this.#viewerLink?.isConnected) this.#viewerLink.focus()
+    else if (!this.#finish.hidden) this.#finish.focus()
+    else this.#controlStatus.focus()
+    return true
+  }
+
+  /** Puts the keyboard on "I'm done, finish" (during a pause). */
+  focusFinish(): boolean {
+    if (this.#finish.hidden) return false
+    this.#finish.scrollIntoView({ block: 'center' })
+    this.#finish.focus()
+    return true
+  }
+
   /** A question, new or changed. */
   setRequest(request: RequestRecord): void {
     if (request.run !== this.#run) return
     let view = this.#questions.get(request.request_id)
     if (view === undefined) {
-      view = new QuestionView(request, this.#ctx)
+      view = new QuestionView(request, {
+        kasmId: this.#o.kasmId,
+        sessionPath: this.#o.sessionPath,
+        canWrite: this.#o.canWrite,
+        me: this.#o.me,
+        message: (id) => this.message(id),
+        fileName: (id) => this.fileName(id),
+        answered: (v) => this.#answered(v),
+      })
       this.#questions.set(request.request_id, view)
       view.setHolder(this.#claims[request.request_id]?.name ?? null)
+      for (const shown of this.#messages.values())
+        if (shown.record.reply_to === request.request_id) view.replyChanged(shown.record)
     } else view.update(request)
     if (request.state === 'closed') {
-      // The latest closed first.
-      if (view.el.parentElement !== this.#closedList) this.#closedList.prepend(view.el)
+      if (view.el.parentElement !== this.#closedList) {
+        // Moving the card drops the keyboard's focus: the person's answer has a result to go to.
+        const hadFocus = view.el.contains(document.activeElement)
+        // The latest closed first.
+        this.#closedList.prepend(view.el)
+        if (hadFocus) this.#focusAfterClose(view)
+      }
     } else if (view.el.parentElement !== this.#openList) {
       // Open ones soonest deadline first, as the overview sorts them.
       const deadline = request.deadline ?? '9999'
@@ -178,6 +321,22 @@ export class InboxView {
       this.#openList.insertBefore(view.el, later ?? null)
     }
     this.#emptyNotes()
+    // A reply's line names the question it answers.
+    for (const shown of this.#messages.values())
+      if (shown.record.reply_to === request.request_id) this.#fill(shown)
+  }
+
+  /** After an answer: the next open question if there is one, else the answered card's result. */
+  #focusAfterClose(view: QuestionView): void {
+    const next = this.soonestOpen()
+    if (next !== undefined) next.focusFirst()
+    else view.focusResult()
+  }
+
+  /** This person's answer was stored; its question may have closed (and moved) already. */
+  #answered(view: QuestionView): void {
+    const lost = document.activeElement === null || document.activeElement === document.body
+    if (view.request.state === 'closed' && lost) this.#focusAfterClose(view)
   }
 
   /** "I'm on it" marks of the current run, from the overview. */
@@ -189,6 +348,7 @@ export class InboxView {
   /** A message, new or at a later state (message and delivery events, GETs). */
   setMessage(record: MessageRecord): void {
     if (record.run !== this.#run) return
+    if (record.reply_to !== undefined) this.#questions.get(record.reply_to)?.replyChanged(record)
     const known =
       this.#messages.get(record.id) ?? (record.key === undefined ? undefined : this.#byKey.get(record.key))
     if (known !== undefined) {
@@ -206,16 +366,61 @@ export class InboxView {
     this.#noMessage.hidden = true
   }
 
+  /** A control action of the run (its `action` events): who stopped it, who handed it back, and when. */
+  setAction(record: ActionRecord): void {
+    if (record.run !== undefined && record.run !== this.#run) return
+    if (record.state === 'refused') return
+    if (record.action === 'stop') this.#stopAction = record
+    else if (record.action === 'finish_handoff') this.#finishAction = record
+    this.#renderControls()
+  }
+
+  /** Who took a control action: this page (at once), else the audit log's name, when it says. */
+  #actor(record: ActionRecord | null): string | undefined {
+    const key = record?.key
+    if (key === undefined) return undefined
+    if (this.#ownKeys.has(key)) return this.#o.me
+    return this.#o.activity.actor(key)?.name ?? undefined
+  }
+
+  /** Who pressed "I'm done, finish" in this run, when known. */
+  handedBackBy(): string | undefined {
+    return this.#actor(this.#finishAction)
+  }
+
+  /** Who sent what is known now (the audit log answered): every message line again. */
+  peopleChanged(): void {
+    this.#refill()
+    this.#renderControls()
+  }
+
   /** The controls for the run's state: Stop while its loop runs, finish during a handoff pause. */
   setState(summary: SessionSummary, inbox: InboxState | null): void {
-    if (summary.loop !== 'stopping' && summary.loop !== 'running') this.#stopping = false
-    const stopping = this.#stopping || summary.loop === 'stopping' || inbox?.stopping === true
-    const running = summary.loop === 'running' && summary.ended === null && inbox?.closed !== true
-    this.#stop.hidden = !(running || stopping)
+    this.#summary = summary
+    this.#inbox = inbox
+    this.#renderControls()
+    if (this.#send !== null) this.#send.disabled = this.#run === null || this.#uploading > 0
+  }
+
+  #renderControls(): void {
+    const summary = this.#summary
+    const inbox = this.#inbox
+    if (summary === null) return
+    const loop = summary.loop
+    const stopped = this.#stopAction?.state === 'stopped' || (this.#stopAction !== null && loop === 'exited')
+    if (loop !== 'stopping' && loop !== 'running') this.#stopSent = false
+    const stopping =
+      !stopped &&
+      (this.#stopSent || loop === 'stopping' || inbox?.stopping === true || this.#stopAction !== null)
+    const running = loop === 'running' && summary.ended === null && inbox?.closed !== true
+    const confirming = !this.#confirm.hidden
+    if (!running || stopping) this.#confirm.hidden = true
+    this.#stop.hidden = !(running || stopping) || (!this.#confirm.hidden && !stopping)
     this.#stop.disabled = stopping
     setText(this.#stop, stopping ? 'Stopping…' : 'Stop the agent')
     if (stopping) this.#stop.setAttribute('aria-busy', 'true')
     else this.#stop.removeAttribute('aria-busy')
+    if (confirming && this.#confirm.hidden && document.activeElement === document.body) this.#stop.focus()
     const pause = summary.escalation
     if (pause === null) this.#finishing = false
     this.#finish.hidden = pause === null
@@ -226,21 +431,54 @@ export class InboxView {
       replace(
         this.#handoff,
         h('strong', {}, 'Handoff: '),
-        `the agent handed the session to a person (${pause.reason}). Take over in the Kasm viewer, then press “I’m done, finish”. `,
+        `the agent handed the session to a person (${pause.reason}). `,
+        ...(this.#viewerLink === null
+          ? ['Take over in the Kasm viewer, then press “I’m done, finish”. ']
+          : [this.#viewerLink, ', take over there, then press “I’m done, finish”. ']),
         pause.endsAt === null
           ? 'The pause lasts until the run’s deadline.'
-          : countdown(pause.endsAt, 'The pause ends by itself in '),
+          : countdown(pause.endsAt, { prefix: 'The pause ends by itself in ', suffix: '.' }),
       )
     }
-    if (this.#send !== null) this.#send.disabled = this.#run === null || this.#uploading > 0
+    const status = this.#refusal ?? this.#statusText(summary, stopping, stopped)
+    this.#controlStatus.classList.toggle('refused', this.#refusal !== null)
+    setText(this.#controlStatus, status ?? '')
     // Nothing to control (no loop, no pause) and nothing to say: no empty box.
-    this.#controls.hidden = this.#stop.hidden && this.#finish.hidden && this.#controlStatus.textContent === ''
+    this.#controls.hidden =
+      this.#stop.hidden && this.#finish.hidden && this.#confirm.hidden && status === null
+  }
+
+  /** What the controls say of the run's stop or handoff, from its events (the same for everyone). */
+  #statusText(s: SessionSummary, stopping: boolean, stopped: boolean): string | null {
+    const by = (record: ActionRecord | null): string => {
+      const who = this.#actor(record)
+      return who === undefined ? '' : ` by ${who}`
+    }
+    const ended = s.ended === null ? '' : ` The run ended: ${runState(s)}.`
+    if (stopped) {
+      const at = this.#stopAction?.updated_at
+      return `Stopped${by(this.#stopAction)}${at ? ` at ${clock(at)}` : ''}: the agent’s loop has exited.${ended || ' The run finishes with its verdict.'}`
+    }
+    if (stopping) {
+      const tool = this.#inbox?.stopping_tool
+      return `Stopping${by(this.#stopAction)}: the agent finishes its current tool call${tool ? ` (${tool})` : ''}, then its loop exits.`
+    }
+    const last = s.lastEscalation
+    if (last !== null && s.escalation === null) {
+      const after = last.pausedS === null ? '' : ` after ${Math.round(last.pausedS)} s`
+      if (last.endedBy === 'operator')
+        return `Handed back${by(this.#finishAction)}${after}: the handoff is over, and a handoff never resumes the agent.${ended}`
+      if (last.endedBy === 'timeout') return `The handoff pause ended by itself${after}.${ended}`
+    }
+    return null
   }
 
   #emptyNotes(): void {
     if (this.#openList.querySelector('.question') === null && this.#openList.querySelector('.empty') === null)
       this.#openList.append(h('p', { class: 'empty muted' }, 'No open question.'))
     if (this.#openList.querySelector('.question') !== null) this.#openList.querySelector('.empty')?.remove()
+    // No heading over nothing.
+    this.#closedTitle.hidden = this.#closedList.querySelector('.question') === null
   }
 
   #shown(record: MessageRecord): Shown {
@@ -249,46 +487,57 @@ export class InboxView {
     return shown
   }
 
+  #refill(): void {
+    for (const shown of this.#messages.values()) this.#fill(shown)
+  }
+
+  /** Who sent a message, as a person reads it. */
+  #sender(m: MessageRecord): string {
+    if (m.sender === 'orchestrator') return 'The orchestrator (session token)'
+    const you = `You (${this.#o.me})`
+    if (m.key !== undefined && this.#ownKeys.has(m.key)) return you
+    const who = m.key === undefined ? null : this.#o.activity.sender(m.key)
+    if (who === undefined) return 'Looking up who sent it…'
+    if (who === null) return 'Someone with the messaging token, not through this gateway'
+    return who.name === this.#o.me ? you : who.name
+  }
+
   #fill(shown: Shown): void {
     const m = shown.record
-    const who =
-      m.sender === 'operator'
-        ? 'Operator (through the gateway)'
-        : m.sender === 'orchestrator'
-          ? 'Orchestrator'
-          : 'You'
     shown.state.className = `state badge state-${m.state}`
     setText(shown.state, deliveryText(m.state, m.undelivered_reason))
+    const question = m.reply_to === undefined ? undefined : this.#questions.get(m.reply_to)
+    const values =
+      m.values === undefined
+        ? []
+        : labelledValues(question?.request.fields ?? [], m.values, (id) => this.fileName(id))
     replace(
       shown.li,
       h(
         'p',
         { class: 'message-head' },
-        h('span', { class: 'who' }, m.reply_to ? `Answer to ${m.reply_to}` : who),
+        h('span', { class: 'who' }, this.#sender(m)),
+        m.reply_to === undefined
+          ? ''
+          : ` answered ${question === undefined ? m.reply_to : `“${question.request.title}”`}`,
         m.received_at ? ` · ${clock(m.received_at)}` : '',
         ' ',
         shown.state,
       ),
       m.text ? h('p', { class: 'message-text' }, m.text) : null,
-      m.values
-        ? h(
-            'p',
-            { class: 'message-text' },
-            Object.entries(m.values)
-              .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(', ') : String(v)}`)
-              .join(' · '),
-          )
-        : null,
+      values.length === 0
+        ? null
+        : h(
+            'dl',
+            { class: 'values message-values' },
+            ...values.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
+          ),
       m.attachments && m.attachments.length > 0
         ? h(
-            'p',
-            { class: 'message-files' },
+            'ul',
+            { class: 'message-files', 'aria-label': 'Attachments' },
             ...m.attachments.map((id) =>
-              h(
-                'a',
-                { href: `${this.#ctx.sessionPath}attachments/${encodeURIComponent(id)}`, download: '' },
-                `attachment ${id}`,
-              ),
+              h('li', {}, h('a', { href: this.#files.url(id), download: '' }, this.fileName(id))),
             ),
           )
         : null,
@@ -303,7 +552,8 @@ export class InboxView {
     this.#chips.append(chip)
     if (this.#send !== null) this.#send.disabled = true
     try {
-      const a = await upload<UploadedAttachment>(this.#ctx.sessionPath, file)
+      const a = await upload<UploadedAttachment>(this.#o.sessionPath, file)
+      this.#files.remember(a)
       this.#attached.push(a)
       chip.removeAttribute('aria-busy')
       replace(
@@ -358,13 +608,14 @@ export class InboxView {
     // The same content keeps its key, so a retry after a lost answer is not stored twice.
     if (this.#pendingKey?.content !== content) this.#pendingKey = { content, key: newKey() }
     const key = this.#pendingKey.key
+    this.#ownKeys.add(key)
     const local: MessageRecord = { id: `local:${key}`, run, key, text: body, attachments, state: 'sending' }
     this.setMessage(local)
     send.disabled = true
     send.setAttribute('aria-busy', 'true')
     setText(send, 'Sending…')
     try {
-      const record = await post<MessageRecord>(`${this.#ctx.sessionPath}messages`, {
+      const record = await post<MessageRecord>(`${this.#o.sessionPath}messages`, {
         run,
         key,
         ...(body === '' ? {} : { text: body }),
@@ -402,44 +653,53 @@ export class InboxView {
     }
   }
 
+  /** Stop cannot be undone: it asks first, saying what it does, with "Keep it running" where the keyboard is. */
+  #askStop(): void {
+    this.#refusal = null
+    this.#confirm.hidden = false
+    this.#renderControls()
+    this.#keepRunning.focus()
+  }
+
+  #cancelStop(): void {
+    this.#confirm.hidden = true
+    this.#renderControls()
+    this.#stop.focus()
+  }
+
   async #action(action: 'stop' | 'finish_handoff'): Promise<void> {
     const run = this.#run
     if (run === null) return
+    this.#refusal = null
     const button = action === 'stop' ? this.#stop : this.#finish
-    button.disabled = true
-    button.setAttribute('aria-busy', 'true')
     if (action === 'stop') {
-      this.#stopping = true
-      setText(button, 'Stopping…')
-    } else {
-      this.#finishing = true
-      setText(button, 'Finishing…')
-    }
+      this.#confirm.hidden = true
+      this.#stopSent = true
+    } else this.#finishing = true
+    this.#renderControls()
+    // The button is disabled while in flight: the status (where the outcome is said) keeps the keyboard.
+    this.#controlStatus.focus()
+    const key = newKey()
+    this.#ownKeys.add(key)
     try {
-      await post(`${this.#ctx.sessionPath}actions`, { run, key: newKey(), action })
-      this.#say(
-        this.#controlStatus,
-        action === 'stop'
-          ? 'Stop accepted: the agent stops once its current tool call ends.'
-          : 'Handoff finished.',
-        false,
-      )
+      await post(`${this.#o.sessionPath}actions`, { run, key, action })
     } catch (err) {
-      if (action === 'stop') this.#stopping = false
+      if (action === 'stop') this.#stopSent = false
       else this.#finishing = false
-      button.disabled = false
-      button.removeAttribute('aria-busy')
-      setText(button, action === 'stop' ? 'Stop the agent' : 'I’m done, finish')
       const found =
         err instanceof ApiError && typeof err.body?.state === 'string'
           ? ` (the run is ${err.body.state})`
           : ''
-      this.#say(this.#controlStatus, `Refused: ${errorText(err)}${found}`, true)
+      this.#refusal = `Refused: ${errorText(err)}${found}`
+      this.#renderControls()
+      announce(this.#refusal)
+      if (!button.hidden) button.focus()
+      return
     }
+    this.#renderControls()
   }
 
   #say(target: HTMLElement, message: string, refusal: boolean): void {
-    if (target === this.#controlStatus) this.#controls.hidden = false
     target.classList.toggle('refused', refusal)
     setText(target, message)
     if (refusal) announce(message)

@@ -1,4 +1,5 @@
 import type { SessionSummary, UpstreamHealth } from '../../summary/types.ts'
+import { countdown } from './countdown.ts'
 import { h } from './dom.ts'
 
 /** Human words for what the gateway and the runtime report; anything unknown is shown as sent. */
@@ -42,16 +43,55 @@ const PHASES: Record<string, string> = {
   done: 'Done',
 }
 
-/** The run's state in a few words: its phase, or its verdict once done. */
-export function runState(s: SessionSummary | null): string {
+/**
+ * The run's state in a few words, saying what it waits for: an answer (while a question is open, whatever
+ * the phase), a person (a handoff pause), its loop to finish (a stop); its phase otherwise, its verdict once
+ * done.
+ */
+export function runState(s: SessionSummary | null, handedBackBy?: string): string {
   if (s === null || s.run === null) return 'No run yet'
   if (s.ended !== null) {
     const verdict = s.verdict ?? (s.ended === 'closed' ? 'closed without a verdict' : 'done')
-    return s.outcome !== null && s.outcome !== s.verdict ? `${verdict} (${s.outcome})` : verdict
+    const text = s.outcome !== null && s.outcome !== s.verdict ? `${verdict} (${s.outcome})` : verdict
+    // A person pressed "I'm done, finish": that is what happened; the verdict the escalation fixed stays.
+    return s.lastEscalation?.endedBy === 'operator'
+      ? `Handed back by ${handedBackBy ?? 'a person'} · ${text}`
+      : text
   }
+  if (s.openRequests.length > 0) return 'Waiting for an answer'
   if (s.escalation !== null) return 'Waiting for a person (handoff)'
+  if (s.loop === 'stopping') return 'Stopping…'
+  // The loop exits for a stop, a handoff or the run's end; before the end only the first two.
+  if (s.loop === 'exited' && s.phase !== 'done')
+    return s.lastEscalation === null
+      ? 'Agent stopped; the run is finishing'
+      : 'Handed back; the run is finishing'
   if (s.phase === null) return 'Starting'
   return PHASES[s.phase] ?? s.phase
+}
+
+/**
+ * The run's state as a badge: {@link runState}, with the time left to answer the soonest question while one
+ * is open ("Waiting for an answer · 1:23 left").
+ */
+export function stateBadge(s: SessionSummary | null, handedBackBy?: string): HTMLElement {
+  const tone = s?.ended ? verdictTone(s.verdict, s.outcome) : 'neutral'
+  const deadline = s !== null && s.ended === null ? (s.openRequests[0]?.deadline ?? null) : null
+  return h(
+    'span',
+    { class: `badge run-state tone-${tone}` },
+    runState(s, handedBackBy),
+    deadline === null ? null : h('span', { class: 'deadline' }, ' · ', countdown(deadline)),
+  )
+}
+
+/** What an ended run's verdict means when the outcome says more than the verdict (a handoff, a stop). */
+export function verdictNote(s: SessionSummary): string | null {
+  if (s.ended === null) return null
+  if (s.outcome === 'escalated')
+    return 'The agent handed the run to a person: the verdict is fixed as test-error (escalated) when it escalates, and a handoff never resumes the agent.'
+  if (s.outcome === 'stopped') return 'A person stopped the agent’s loop before the goal was reached.'
+  return null
 }
 
 /** The class of a verdict badge: good, bad or neutral. */

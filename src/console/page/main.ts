@@ -1,9 +1,11 @@
 import './console.css'
+import { focusOf } from '../links.ts'
 import { ApiError, api, base, onSignedOut } from './api.ts'
 import { Attention } from './attention.ts'
+import { tickCountdowns } from './countdown.ts'
 import { h, replace } from './dom.ts'
 import { OverviewModel } from './overview-model.ts'
-import { OverviewView, tickCountdowns } from './overview-view.ts'
+import { OverviewView } from './overview-view.ts'
 import { canWrite, type Me, SessionView } from './session.ts'
 
 /**
@@ -65,7 +67,8 @@ async function boot(): Promise<void> {
   const attention = new Attention(model, canWrite(me))
   const main = h('main', { id: 'main', tabindex: '-1' })
   const role = me.roles.includes('admin') ? 'admin' : me.roles.includes('operator') ? 'operator' : 'viewer'
-  const signOut = signOutForm(() => {
+  const who = `${me.name ?? me.sub} (${role})`
+  const signOut = signOutForm(who, () => {
     view?.destroy()
     model.close()
   })
@@ -76,7 +79,7 @@ async function boot(): Promise<void> {
       'header',
       { class: 'bar' },
       h('a', { class: 'brand', href: base }, 'Support console'),
-      h('span', { class: 'who' }, `${me.name ?? me.sub} (${role})`),
+      h('span', { class: 'who' }, who),
       attention.button,
       signOut,
     ),
@@ -89,7 +92,11 @@ async function boot(): Promise<void> {
     view?.destroy()
     const kasmId = sessionFromPath(location.pathname)
     if (kasmId !== null) {
-      view = new SessionView(kasmId, model, me, location.hash === '#inbox' ? 'inbox' : 'home')
+      const hash = location.hash.slice(1)
+      view = new SessionView(kasmId, model, me, {
+        tab: hash === 'inbox' || hash === 'timeline' || hash === 'home' ? hash : null,
+        focus: focusOf(location.search),
+      })
       attention.setTitle(kasmId)
     } else {
       view = new OverviewView(model)
@@ -130,8 +137,8 @@ async function boot(): Promise<void> {
  * replica and goes on to the identity provider to end the person's session there too, then back to the
  * signed-out page. `stop` closes the page's streams first: their ending must not send the page to sign in.
  */
-function signOutForm(stop: () => void): HTMLFormElement {
-  const button = h('button', { type: 'submit', class: 'secondary' }, 'Sign out')
+function signOutForm(who: string, stop: () => void): HTMLFormElement {
+  const button = h('button', { type: 'submit', class: 'secondary', title: `Signed in as ${who}` }, 'Sign out')
   return h(
     'form',
     {

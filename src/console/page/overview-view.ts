@@ -1,7 +1,9 @@
+import { type SessionFocus, sessionPath } from '../links.ts'
 import { base, sessionBase } from './api.ts'
+import { countdown } from './countdown.ts'
 import { h, perFrame, replace, setText } from './dom.ts'
-import { ago, timeLeft } from './format.ts'
-import { healthBadge, runState, verdictTone } from './labels.ts'
+import { ago } from './format.ts'
+import { healthBadge, runState, stateBadge } from './labels.ts'
 import {
   compareEntries,
   endedInError,
@@ -22,23 +24,6 @@ interface Row {
   entry: OverviewEntry
   /** The JSON of what the row shows, to skip unchanged updates. */
   shown: string
-}
-
-/** A countdown: `<time>` elements the page's one ticker refreshes every second. */
-export function countdown(until: string, prefix = ''): HTMLTimeElement {
-  const el = h(
-    'time',
-    { datetime: until, 'data-until': until, 'data-prefix': prefix },
-    `${prefix}${timeLeft(until)} left`,
-  )
-  return el
-}
-
-/** Refreshes every countdown on the page (one timer for all of them). */
-export function tickCountdowns(): void {
-  for (const el of document.querySelectorAll<HTMLTimeElement>('time[data-until]')) {
-    setText(el, `${el.dataset.prefix ?? ''}${timeLeft(el.dataset.until ?? '')} left`)
-  }
 }
 
 /**
@@ -79,10 +64,14 @@ export class OverviewView {
       h(
         'form',
         { class: 'filters', role: 'search', onsubmit: (e: Event) => e.preventDefault() },
-        h('label', { for: 'filter-text' }, 'Filter'),
-        this.#search,
-        h('label', { for: 'filter-team' }, 'Team'),
-        this.#team,
+        // Each label stays with its control when the row wraps (a phone).
+        h(
+          'span',
+          { class: 'filter filter-text' },
+          h('label', { for: 'filter-text' }, 'Filter'),
+          this.#search,
+        ),
+        h('span', { class: 'filter filter-team' }, h('label', { for: 'filter-team' }, 'Team'), this.#team),
       ),
       this.#count,
       this.#empty,
@@ -190,20 +179,27 @@ function matches(entry: OverviewEntry, text: string): boolean {
   return hay.some((v) => typeof v === 'string' && v.toLowerCase().includes(text))
 }
 
+/** What a row's link puts in view: the soonest question, else the handoff pause (src/console/links.ts). */
+export function focusFor(s: OverviewEntry['summary']): SessionFocus | null {
+  const first = s?.openRequests[0]
+  if (first !== undefined) return { request: first.requestId }
+  return s?.escalation ? { handoff: true } : null
+}
+
 function fillRow(li: HTMLLIElement, entry: OverviewEntry): void {
   const s = entry.summary
   const attention: (HTMLElement | string)[] = []
   const first = s?.openRequests[0]
   if (s !== null && first !== undefined) {
     const claim = entry.claims[first.requestId]
+    // The time left is in the state badge ("Waiting for an answer · 1:23 left").
     attention.push(
       h(
         'span',
         { class: 'need need-question' },
         h('strong', {}, s.openRequests.length === 1 ? 'Question: ' : `${s.openRequests.length} questions: `),
         first.title,
-        first.deadline === null ? null : h('span', { class: 'deadline' }, ' · ', countdown(first.deadline)),
-        claim === undefined ? null : h('span', { class: 'claim' }, ` · ${claim.name} is on it`),
+        claim === undefined ? null : h('span', { class: 'row-claim' }, ` · ${claim.name} is on it`),
       ),
     )
   }
@@ -222,14 +218,12 @@ function fillRow(li: HTMLLIElement, entry: OverviewEntry): void {
   }
   if (s !== null && endedInError(s))
     attention.push(h('span', { class: 'need need-error' }, h('strong', {}, 'Ended: '), runState(s)))
-  const state = runState(s)
-  const tone = s?.ended ? verdictTone(s.verdict, s.outcome) : 'neutral'
   li.className = `session-row${needs(entry) > 0 ? ' needs-person' : ''}`
   replace(
     li,
     h(
       'a',
-      { class: 'row-link', href: `${base}sessions/${encodeURIComponent(entry.kasmId)}` },
+      { class: 'row-link', href: sessionPath(base, entry.kasmId, focusFor(s)) },
       s?.screenshot
         ? h('img', {
             class: 'thumb',
@@ -256,7 +250,7 @@ function fillRow(li: HTMLLIElement, entry: OverviewEntry): void {
           'span',
           { class: 'row-state' },
           healthBadge(entry.health),
-          h('span', { class: `badge tone-${tone}` }, state),
+          stateBadge(s),
           h('span', { class: 'activity' }, ago(s?.lastActivity ?? null)),
         ),
         attention.length > 0 ? h('span', { class: 'row-attention' }, ...attention) : null,

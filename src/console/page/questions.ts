@@ -1,9 +1,9 @@
 import { type AttachmentInfo, checkReply, type FieldDef, isFieldType } from '../../protocol/fields.ts'
 import { ApiError, api, base, newKey, post, upload } from './api.ts'
+import { countdown } from './countdown.ts'
 import { announce, h, replace, setText, uid } from './dom.ts'
 import { bytes, clock } from './format.ts'
 import { closedByText } from './labels.ts'
-import { countdown } from './overview-view.ts'
 import {
   type AnyField,
   isObject,
@@ -11,6 +11,9 @@ import {
   type RequestRecord,
   type UploadedAttachment,
 } from './records.ts'
+
+/** A free-text field limited to this many characters or fewer is one line; anything longer a textarea. */
+const SHORT_TEXT = 80
 
 /** What a question form needs from the session it belongs to. */
 export interface QuestionContext {
@@ -22,6 +25,10 @@ export interface QuestionContext {
   readonly me: string
   /** A message of the run by id, if the page has it (the answer that closed a question). */
   message(id: string): MessageRecord | undefined
+  /** An attachment's file name and size as a person reads them (the value of an attachment field). */
+  fileName(id: string): string
+  /** This person's answer was stored: the inbox decides where the keyboard goes once the question closes. */
+  answered(view: QuestionView): void
 }
 
 /** One field's input: what it holds, and where its error goes. */
@@ -147,10 +154,13 @@ function fieldInput(def: FieldDef, ctx: QuestionContext): FieldInput {
         )
         return textual(def, select, id)
       }
-      const long = (def.max_length ?? 1000) > 200
-      const input = long
-        ? h('textarea', { id, rows: 3 })
-        : h('input', { id, type: 'text', autocomplete: 'off' })
+      // Free text is a textarea unless the run asks for something short (a code, a name): a pattern, or a
+      // limit of a line's length.
+      const short =
+        def.pattern !== undefined || (def.max_length !== undefined && def.max_length <= SHORT_TEXT)
+      const input = short
+        ? h('input', { id, type: 'text', autocomplete: 'off' })
+        : h('textarea', { id, rows: 3 })
       return textual(def, input, id)
     }
     case 'integer':
@@ -278,16 +288,88 @@ export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
 
+/** What a field asks for, in words: a viewer's list of a question's fields (never the raw type). */
+export function fieldSummary(def: AnyField): string {
+  const what =
+    def.type === 'boolean'
+      ? 'Yes or No'
+      : def.type === 'integer'
+        ? 'a whole number'
+        : def.type === 'number'
+          ? 'a number'
+          : def.type === 'string[]'
+            ? `any of ${(def.enum ?? []).join(', ')}`
+            : def.type === 'attachment'
+              ? 'a file'
+              : def.enum !== undefined
+                ? `one of ${def.enum.join(', ')}`
+                : 'text'
+  return def.required ? `${what}, required` : what
+}
+
+/** A value as the question card shows it: Yes/No for a boolean, a list joined, a file by its name. */
+export function showValue(value: unknown, fileName?: (id: string) => string): string {
+  if (Array.isArray(value)) return value.map((v) => showValue(v, fileName)).join(', ')
+  if (typeof value === 'boolean') return value ? 'Yes' : 'No'
+  if (typeof value === 'string' && fileName !== undefined) return fileName(value)
+  if (typeof value === 'object' && value !== null) return JSON.stringify(value)
+  return String(value)
+}
+
+/**
+ * A reply's values by the request's fields, in their order and with their labels ("Submit anyway: Yes");
+ * values of fields the request does not list (a newer release) follow by their ids.
+ */
+export function labelledValues(
+  fields: readonly AnyField[],
+  values: Record<string, unknown>,
+  fileName?: (id: string) => string,
+): [string, string][] {
+  const out: [string, string][] = []
+  for (const f of fields)
+    if (f.id in values)
+      out.push([f.label ?? f.id, showValue(values[f.id], f.type === 'attachment' ? fileName : undefined)])
+  for (const [id, v] of Object.entries(values))
+    if (!fields.some((f) => f.id === id)) out.push([id, showValue(v)])
+  return out
+}
+
+/** A reply's delivery state as the answer card says it. */
+const REPLY_STATE: Record<string, string> = {
+  sending: 'Sending…',
+  pending: 'Waiting for the run to take it…',
+  queued: 'Taken by the run',
+  dispatched: 'Taken by the run',
+  responded: 'Responded',
+  unknown: 'Taken by the run; it cannot tell whether its model saw it',
+  undelivered: 'Not delivered',
+}
+
+/** A reply's delivery state in words (`undelivered` with its reason). */
+export function replyStateText(m: MessageRecord): string {
+  const words = REPLY_STATE[m.state] ?? m.state
+  return m.state === 'undelivered' && m.undelivered_reason ? `${words}: ${m.undelivered_reason}` : words
+}
+
+/** What the card says of the person's own answer, until its delivery state is final. */
+function sentText(m: MessageRecord | null): string {
+  if (m === null || m.state === 'pending' || m.state === 'sending')
+    return 'Answer sent. Waiting for the run to take it…'
+  return `Answer sent. ${replyStateText(m)}.`
+}
+
 /**
  * One question of the run: a form for every field type of the protocol, validated in the page with the
  * runtime's own rules before it is sent, the runtime's 422 errors shown at their fields, and a 409 (someone
  * answered first) shown with who and what. A field type the console does not know shows the raw request and
- * offers no Answer. Built once per request and updated in place.
+ * offers no Answer. Built once per request and updated in place; the reply's delivery state follows live
+ * ("Taken by the run", "Responded").
  */
 export class QuestionView {
   readonly el: HTMLElement
   #request: RequestRecord
   readonly #ctx: QuestionContext
+  readonly #title: HTMLElement
   readonly #body: HTMLElement
   readonly #status: HTMLElement
   readonly #claimLine: HTMLElement
@@ -297,6 +379,12 @@ export class QuestionView {
   #key: { values: string; key: string } | null = null
   #holder: string | null = null
   #rendered: 'open' | 'closed' | null = null
+  /** The reply this person sent from this card (its record as last seen), once the runtime stored it. */
+  #mine: MessageRecord | null = null
+  /** The reply that closed the question, as last seen (anyone's). */
+  #reply: MessageRecord | null = null
+  /** Where the closed card shows the reply's delivery state. */
+  #delivery: HTMLElement | null = null
 
   constructor(request: RequestRecord, ctx: QuestionContext) {
     this.#request = request
@@ -317,10 +405,11 @@ export class QuestionView {
         )
       : null
     this.#body = h('div', { class: 'q-body' })
+    this.#title = h('h3', { id: titleId, tabindex: '-1' }, request.title)
     this.el = h(
       'article',
       { class: 'question', 'aria-labelledby': titleId, 'data-request': request.request_id },
-      h('h3', { id: titleId }, request.title),
+      this.#title,
       h('p', { class: 'q-meta' }),
       h('div', { class: 'claim' }, this.#claimLine, this.#claimButton),
       this.#body,
@@ -333,6 +422,37 @@ export class QuestionView {
     return this.#request.request_id
   }
 
+  /** The request as last seen. */
+  get request(): RequestRecord {
+    return this.#request
+  }
+
+  /** This person answered it from this card (so its closing is the result of what they did). */
+  get answeredHere(): boolean {
+    return this.#mine !== null
+  }
+
+  /** Puts the keyboard on the question: its first field, or its title when it has none to fill. */
+  focusFirst(): void {
+    const first = this.#inputs[0]
+    // A card already in view (a wide screen) stays where it is; else its top goes to the top of the screen.
+    const seen = (el: Element): boolean => {
+      const r = el.getBoundingClientRect()
+      return r.top >= 0 && r.bottom <= window.innerHeight
+    }
+    if (!seen(this.#title) || (first !== undefined && !seen(first.el)))
+      this.el.scrollIntoView({ block: 'start' })
+    if (first !== undefined) first.focus()
+    else this.#title.focus()
+  }
+
+  /** Puts the keyboard on the result of an answer (what the card says now). */
+  focusResult(): void {
+    this.el.scrollIntoView({ block: 'nearest' })
+    if (this.#status.textContent !== '') this.#status.focus()
+    else this.#title.focus()
+  }
+
   /** A newer record of the request (a `request` event, a GET). */
   update(request: RequestRecord): void {
     this.#request = request
@@ -341,7 +461,9 @@ export class QuestionView {
       replace(
         meta,
         `${request.request_id} · `,
-        request.deadline ? countdown(request.deadline, 'answer within ') : 'no deadline',
+        request.deadline
+          ? countdown(request.deadline, { prefix: 'answer within ', suffix: '' })
+          : 'no deadline',
       )
       if (this.#rendered !== 'open') this.#renderOpen()
     } else {
@@ -352,6 +474,19 @@ export class QuestionView {
       if (this.#rendered !== 'closed') this.#renderClosed()
     }
     this.#claimUi()
+  }
+
+  /** A message of the run that answers this question, new or at a later delivery state. */
+  replyChanged(m: MessageRecord): void {
+    if (m.reply_to !== this.#request.request_id) return
+    if (this.#mine !== null && (m.id === this.#mine.id || m.key === this.#mine.key)) {
+      this.#mine = m
+      this.#say(sentText(m), m.state === 'undelivered')
+    }
+    if (this.#request.reply_id === undefined || this.#request.reply_id === m.id) {
+      this.#reply = m
+      if (this.#delivery !== null) setText(this.#delivery, replyStateText(m))
+    }
   }
 
   /** The "I'm on it" mark from the overview (shared across replicas): who holds the question, if anyone. */
@@ -426,7 +561,11 @@ export class QuestionView {
       replace(
         this.#body,
         help,
-        h('ul', { class: 'q-fields' }, ...r.fields.map((f) => h('li', {}, `${f.label ?? f.id} (${f.type})`))),
+        h(
+          'ul',
+          { class: 'q-fields' },
+          ...r.fields.map((f) => h('li', {}, h('strong', {}, f.label ?? f.id), `: ${fieldSummary(f)}`)),
+        ),
         h('p', { class: 'muted' }, 'Your role can read this question but not answer it.'),
       )
       return
@@ -444,11 +583,17 @@ export class QuestionView {
       e.preventDefault()
       void this.#answer()
     })
+    // In a textarea Enter is a new line: Ctrl/Cmd+Enter answers, as it sends in the compose box.
+    form.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && e.target instanceof HTMLTextAreaElement) {
+        e.preventDefault()
+        void this.#answer()
+      }
+    })
     replace(this.#body, form)
   }
 
   #renderClosed(): void {
-    const focused = this.el.contains(document.activeElement)
     this.#rendered = 'closed'
     this.#inputs = []
     this.#submit = null
@@ -456,10 +601,9 @@ export class QuestionView {
     const answer = h('div', { class: 'answer' })
     replace(this.#body, answer)
     if (r.closed_by === 'reply') void this.#showAnswer(answer, null)
-    if (focused) this.#status.focus()
   }
 
-  /** Who answered (from the gateway's audit) and what (from the run's messages). */
+  /** Who answered (from the gateway's audit), what (from the run's messages) and where the reply is now. */
   async #showAnswer(target: HTMLElement, prefix: string | null): Promise<void> {
     const r = this.#request
     const who = await api<{ name: string; at: string }>(
@@ -471,23 +615,29 @@ export class QuestionView {
         `${this.#ctx.sessionPath}messages/${encodeURIComponent(r.reply_id)}`,
       ).catch(() => undefined)
     }
+    // A delivery event may have come meanwhile: the latest record wins.
+    if (this.#reply !== null && (reply === undefined || (this.#reply.rev ?? 0) >= (reply.rev ?? 0)))
+      reply = this.#reply
+    if (reply !== undefined) this.#reply = reply
     const line =
       who === null
         ? 'Answered outside the gateway or before its records.'
         : `Answered by ${who.name} at ${clock(who.at)}.`
-    const values = reply?.values ?? {}
+    const values = labelledValues(r.fields, reply?.values ?? {}, (id) => this.#ctx.fileName(id))
+    this.#delivery =
+      reply === undefined ? null : h('span', { class: 'badge reply-state' }, replyStateText(reply))
     replace(
       target,
-      h('p', {}, prefix === null ? line : `${prefix} ${line}`),
-      Object.keys(values).length === 0
+      h(
+        'p',
+        {},
+        prefix === null ? line : `${prefix} ${line}`,
+        this.#delivery === null ? '' : ' ',
+        this.#delivery,
+      ),
+      values.length === 0
         ? null
-        : h(
-            'dl',
-            { class: 'values' },
-            ...r.fields.flatMap((f) =>
-              f.id in values ? [h('dt', {}, f.label ?? f.id), h('dd', {}, show(values[f.id]))] : [],
-            ),
-          ),
+        : h('dl', { class: 'values' }, ...values.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
     )
   }
 
@@ -530,16 +680,24 @@ export class QuestionView {
     const content = JSON.stringify(values)
     if (this.#key?.values !== content) this.#key = { values: content, key: newKey() }
     const r = this.#request
+    // The button is about to be disabled (it would drop the focus to the page): the card's status has it.
+    this.#say('Sending the answer…', false)
+    this.#status.focus()
     this.#busy(true)
     try {
-      await post(`${this.#ctx.sessionPath}messages`, {
+      const stored = await post<MessageRecord>(`${this.#ctx.sessionPath}messages`, {
         run: r.run,
         key: this.#key.key,
         reply_to: r.request_id,
         revision: r.revision,
         values,
       })
-      this.#say('Answer sent. Waiting for the run to take it…', false)
+      // The delivery events may have come first: keep the latest record.
+      this.#mine = this.#mine !== null && (this.#mine.rev ?? 0) > (stored.rev ?? 0) ? this.#mine : stored
+      const seen = this.#ctx.message(stored.id)
+      if (seen !== undefined && (seen.rev ?? 0) > (this.#mine.rev ?? 0)) this.#mine = seen
+      this.#say(sentText(this.#mine), false)
+      this.#ctx.answered(this)
     } catch (err) {
       await this.#refused(err)
     } finally {
@@ -580,6 +738,7 @@ export class QuestionView {
           `This question was ${closedByText(this.#request.closed_by)} before your answer arrived.`,
         )
       this.#say('Your answer was not needed: the question had closed.', true)
+      this.#status.focus()
       return
     }
     if (err.status === 409 && typeof err.body?.run === 'string' && err.body.run !== this.#request.run) {
@@ -603,10 +762,4 @@ export class QuestionView {
     setText(this.#status, message)
     if (refusal) announce(message)
   }
-}
-
-function show(value: unknown): string {
-  if (Array.isArray(value)) return value.join(', ')
-  if (typeof value === 'boolean') return value ? 'Yes' : 'No'
-  return String(value)
 }

@@ -38,9 +38,15 @@ export interface RequestRecord {
 
 export interface ActionRecord {
   id: string
+  run?: string
+  /** The sender's idempotency key: who it was, by the gateway's audit log. */
+  key?: string
   action: string
+  /** `accepted`, then `stopped` for a stop once the loop has exited; `refused`. */
   state: string
   found?: string
+  received_at?: string
+  updated_at?: string
 }
 
 export interface InboxState {
@@ -50,6 +56,8 @@ export interface InboxState {
   rev?: number
   open_requests?: string[]
   stopping?: boolean
+  /** The tool call a stop waits for. */
+  stopping_tool?: string
   closed?: boolean
 }
 

@@ -1,14 +1,22 @@
 import { parseEventId } from '../../protocol/events.ts'
 import { SummaryFold } from '../../summary/fold.ts'
 import type { SessionSummary } from '../../summary/types.ts'
+import { kasmViewerUrl, type SessionFocus } from '../links.ts'
+import { RunActivity } from './activity.ts'
 import { ApiError, api, base, sessionBase } from './api.ts'
+import { countdown } from './countdown.ts'
 import { h, perFrame, replace, setText } from './dom.ts'
 import { ago, clock } from './format.ts'
 import { InboxView } from './inbox.ts'
-import { healthBadge, healthHelp, runState, verdictTone } from './labels.ts'
-import type { OverviewEntry, OverviewModel } from './overview-model.ts'
-import { countdown } from './overview-view.ts'
-import { type InboxState, isObject, type MessageRecord, type RequestRecord } from './records.ts'
+import { healthBadge, healthHelp, stateBadge, verdictNote } from './labels.ts'
+import { needs, type OverviewEntry, type OverviewModel } from './overview-model.ts'
+import {
+  type ActionRecord,
+  type InboxState,
+  isObject,
+  type MessageRecord,
+  type RequestRecord,
+} from './records.ts'
 import { type EventStream, openEventStream } from './sse.ts'
 import { Timeline } from './timeline.ts'
 
@@ -24,7 +32,19 @@ export function canWrite(me: Me): boolean {
   return me.roles.includes('operator') || me.roles.includes('admin')
 }
 
-type Tab = 'home' | 'timeline' | 'inbox'
+export type Tab = 'home' | 'timeline' | 'inbox'
+
+/** Where a session view opens: a tab the link named (`#inbox`), and what it puts in view (`?request=`). */
+export interface Opening {
+  readonly tab: Tab | null
+  readonly focus: SessionFocus | null
+}
+
+/** How long after its questions are known the view still looks for something to open on (a pause's replay). */
+const LANDING_MS = 2000
+
+/** The deployment's Kasm origin, from the shell's `<meta>` (see src/console/shell.ts); null when unknown. */
+const KASM_ORIGIN = document.querySelector<HTMLMetaElement>('meta[name="krg-kasm-origin"]')?.content || null
 
 /** An event as read from the stream, waiting for its slice. */
 interface QueuedEvent {
@@ -41,11 +61,16 @@ const TABS: readonly [Tab, string][] = [
   ['inbox', 'Inbox'],
 ]
 
+/** Where a "What you can do" item takes the person. */
+type Goal = 'answer' | 'message' | 'stop' | 'finish' | 'timeline'
+
 /**
  * One session, deep-linkable at `<base>sessions/<kasm_id>`: Home, Timeline and Inbox as the bundled sidebar
  * has them, from the session's full `/events` stream (the only event stream the page opens besides the
  * overview). The run's state is folded with the gateway's own summary fold; who else watches, the reader's
- * health and "I'm on it" marks come from the overview.
+ * health and "I'm on it" marks come from the overview. A session that waits for a person opens where the
+ * person acts: its soonest open question (or the one a link names) with its first field focused, or its
+ * handoff pause with the Kasm viewer's link.
  */
 export class SessionView {
   readonly el: HTMLElement
@@ -53,6 +78,7 @@ export class SessionView {
   readonly #path: string
   readonly #model: OverviewModel
   readonly #fold = new SummaryFold()
+  readonly #activity: RunActivity
   readonly #timeline: Timeline
   readonly #inbox: InboxView
   readonly #home: HTMLElement
@@ -63,6 +89,7 @@ export class SessionView {
   readonly #inboxCount: HTMLElement
   readonly #me: Me
   readonly #off: () => void
+  readonly #kasmViewer: string | null
   #stream: EventStream | null = null
   #run: string | null = null
   #lastId: string | null = null
@@ -76,27 +103,44 @@ export class SessionView {
   /** A message to oneself: the next slice runs as soon as the browser has had its turn (no timer clamping). */
   readonly #yield = new MessageChannel()
   #health: string | undefined
+  /**
+   * Still to put the person where they act, until it is done, the person does something first, or nothing
+   * waits: what the link asked for, and when the run's questions were known (null: not yet).
+   */
+  #landing: { focus: SessionFocus | null; knownAt: number | null } | null
 
-  constructor(kasmId: string, model: OverviewModel, me: Me, initialTab: Tab = 'home') {
+  constructor(kasmId: string, model: OverviewModel, me: Me, opening: Opening = { tab: null, focus: null }) {
     this.#kasmId = kasmId
     this.#path = sessionBase(kasmId)
     this.#model = model
     this.#me = me
+    this.#kasmViewer = kasmViewerUrl(KASM_ORIGIN, kasmId)
     const who = me.name ?? me.sub
-    this.#timeline = new Timeline(kasmId)
+    this.#activity = new RunActivity(kasmId, () => {
+      this.#inbox.peopleChanged()
+      this.#timeline.sendersChanged()
+      this.#revision = -1
+      this.#schedule()
+    })
+    this.#timeline = new Timeline(kasmId, this.#activity)
     this.#inbox = new InboxView({
       kasmId,
       sessionPath: this.#path,
       canWrite: canWrite(me),
       me: who,
-      message: (id) => this.#inbox.message(id),
+      activity: this.#activity,
+      kasmViewer: this.#kasmViewer,
     })
     this.#home = h('div', { class: 'home' }, h('p', { class: 'muted' }, 'Loading the session…'))
     this.#banner = h('div', { class: 'banner', role: 'status', hidden: true })
     this.#headState = h('p', { class: 'session-state' })
     this.#watchers = h('p', { class: 'watchers' })
     this.#inboxCount = h('span', { class: 'count-badge', hidden: true })
-    const tablist = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Session views' })
+    const tablist = h('div', {
+      class: 'tabs',
+      role: 'tablist',
+      'aria-label': 'Session views',
+    })
     const panels = h('div', { class: 'panels' })
     for (const [tab, label] of TABS) {
       const button = h(
@@ -133,7 +177,22 @@ export class SessionView {
       tablist,
       panels,
     )
-    this.select(initialTab, false)
+    // What the overview knows already decides the first tab; the questions themselves come with the run.
+    const known = model.entries.get(kasmId)
+    const waiting = known !== undefined && needs(known) > 0
+    const nothingWaits = model.ready && known !== undefined && !waiting
+    // A link that names a tab (`#timeline`) opens there; one that names nothing opens where a person acts.
+    this.#landing =
+      opening.tab !== null || (nothingWaits && opening.focus === null)
+        ? null
+        : { focus: opening.focus, knownAt: null }
+    this.select(opening.tab ?? (opening.focus !== null || waiting ? 'inbox' : 'home'), false)
+    // The person doing anything first (a click, a key) is where they want to be.
+    const interacted = (): void => {
+      this.#landing = null
+    }
+    this.el.addEventListener('pointerdown', interacted)
+    this.el.addEventListener('keydown', interacted)
     this.#yield.port1.onmessage = () => this.#drain()
     this.#off = model.subscribe((change) => {
       if (change.kind === 'entry' && change.entry.kasmId === kasmId) this.#schedule()
@@ -148,6 +207,8 @@ export class SessionView {
     this.#off()
     this.#yield.port1.close()
     this.#stream?.close()
+    this.#activity.stop()
+    this.#timeline.destroy()
     if (this.#closedPoll !== null) window.clearInterval(this.#closedPoll)
   }
 
@@ -156,12 +217,16 @@ export class SessionView {
     for (const [name, { tab: button, panel }] of this.#tabs) {
       const on = name === tab
       button.setAttribute('aria-selected', String(on))
-      button.tabIndex = on ? 0 : -1
       panel.hidden = !on
     }
+    this.#timeline.shown(tab === 'timeline')
     if (focus) this.#tabs.get(tab)?.tab.focus()
   }
 
+  /**
+   * Arrow keys, Home and End move between the tabs (the WAI-ARIA tabs pattern); every tab is also in the Tab
+   * order, so a person who does not know the pattern reaches each one with Tab.
+   */
   #tabKeys(e: KeyboardEvent): void {
     const order = TABS.map(([t]) => t)
     const current = order.findIndex((t) => this.#tabs.get(t)?.tab === document.activeElement)
@@ -242,6 +307,7 @@ export class SessionView {
     this.#closedPoll = null
     this.#timeline.startRun(run)
     this.#inbox.startRun(run)
+    this.#activity.startRun(run)
     void this.#reconcile(run)
   }
 
@@ -260,10 +326,23 @@ export class SessionView {
       this.#inboxState = inbox
       if (messages.run === run) for (const m of messages.messages) this.#inbox.setMessage(m)
       if (requests.run === run) for (const r of requests.requests) this.#inbox.setRequest(r)
+      if (this.#landing !== null && this.#landing.knownAt === null) {
+        this.#landing.knownAt = performance.now()
+        // Once more after the wait, so a landing with nothing to land on ends.
+        window.setTimeout(() => this.#schedule(), LANDING_MS + 50)
+      }
       this.#schedule()
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) this.#showGone()
     }
+  }
+
+  /** The inbox state again (a stop names the tool call it waits for there). */
+  async #refreshInbox(run: string): Promise<void> {
+    const inbox = await api<InboxState>(`${this.#path}inbox`).catch(() => null)
+    if (inbox === null || this.#run !== run || inbox.run !== run) return
+    this.#inboxState = inbox
+    this.#schedule()
   }
 
   /**
@@ -319,15 +398,16 @@ export class SessionView {
     if ((type === 'message' || type === 'delivery') && isObject(body))
       this.#inbox.setMessage(body as unknown as MessageRecord)
     else if (type === 'request' && isObject(body)) this.#inbox.setRequest(body as unknown as RequestRecord)
-    else if (
-      type === 'action' &&
-      isObject(body) &&
-      body.action === 'stop' &&
-      body.state === 'stopped' &&
-      this.#inboxState !== null
-    )
-      this.#inboxState = { ...this.#inboxState, stopping: false }
+    else if (type === 'action' && isObject(body)) this.#action(parsed.run, body as unknown as ActionRecord)
     this.#schedule()
+  }
+
+  #action(run: string, action: ActionRecord): void {
+    this.#inbox.setAction(action)
+    if (action.action !== 'stop') return
+    if (action.state === 'accepted') void this.#refreshInbox(run)
+    else if (action.state === 'stopped' && this.#inboxState !== null)
+      this.#inboxState = { ...this.#inboxState, stopping: false }
   }
 
   /** After `closed`, the stream ends: ask every few seconds whether a new run has started, then read it. */
@@ -368,38 +448,123 @@ export class SessionView {
       open === 0 ? '' : ` ${open}`,
       h('span', { class: 'sr-only' }, ` open question${open === 1 ? '' : 's'}`),
     )
+    this.#land(summary)
     if (this.#fold.revision === this.#revision && entry?.health === this.#health) return
     this.#revision = this.#fold.revision
     this.#health = entry?.health
+    const handedBackBy = this.#inbox.handedBackBy()
     replace(
       this.#headState,
       entry === undefined ? null : healthBadge(entry.health),
       ' ',
-      h(
-        'span',
-        { class: `badge tone-${summary.ended ? verdictTone(summary.verdict, summary.outcome) : 'neutral'}` },
-        runState(summary),
-      ),
-      summary.app ? ` · ${summary.app}` : '',
+      stateBadge(summary, handedBackBy),
+      summary.app ? h('span', { class: 'app' }, summary.app) : null,
     )
-    this.#renderHome(summary, entry)
+    this.#renderHome(summary, entry, handedBackBy)
   }
 
-  #renderHome(s: SessionSummary, entry: OverviewEntry | undefined): void {
+  /** Puts the person where they act, once: the question (or the pause) the session waits on. */
+  #land(s: SessionSummary): void {
+    const landing = this.#landing
+    // Once every question of the run is in (the GET after the replay): the soonest is then the soonest, and
+    // no card arriving later pushes the one in view away.
+    if (landing === null || landing.knownAt === null || this.#gone) return
+    const named = landing.focus !== null && 'request' in landing.focus ? landing.focus.request : null
+    const question = (named === null ? undefined : this.#inbox.question(named)) ?? this.#inbox.soonestOpen()
+    // The question a link names may be answered already: its card says so (and by whom).
+    if (question !== undefined && (question.request.state === 'open' || question.requestId === named)) {
+      this.#landing = null
+      this.select('inbox', false)
+      if (question.request.state === 'open') question.focusFirst()
+      else question.focusResult()
+      return
+    }
+    if (s.escalation !== null) {
+      this.#landing = null
+      this.select('inbox', false)
+      this.#inbox.focusHandoff()
+      return
+    }
+    if (performance.now() - landing.knownAt > LANDING_MS) this.#landing = null
+  }
+
+  /** Goes to where a "What you can do" item is done. */
+  #goTo(goal: Goal): void {
+    this.#landing = null
+    if (goal === 'timeline') {
+      this.select('timeline', true)
+      return
+    }
+    this.select('inbox', false)
+    if (goal === 'answer') this.#inbox.soonestOpen()?.focusFirst()
+    else if (goal === 'message') this.#inbox.focusCompose()
+    else if (goal === 'stop') this.#inbox.focusStop()
+    else this.#inbox.focusFinish()
+  }
+
+  #renderHome(s: SessionSummary, entry: OverviewEntry | undefined, handedBackBy: string | undefined): void {
     const row = (term: string, ...value: (Node | string | null)[]) => [
       h('dt', {}, term),
       h('dd', {}, ...value),
     ]
-    const can: string[] = []
+    const go = (goal: Goal, label: string, note?: string) =>
+      h(
+        'li',
+        {},
+        h(
+          'button',
+          { type: 'button', class: 'link', 'data-goal': goal, onclick: () => this.#goTo(goal) },
+          label,
+        ),
+        note === undefined ? null : ` ${note}`,
+      )
+    const can: HTMLElement[] = []
     if (canWrite(this.#me)) {
-      can.push('Send the run a message (with attachments) from the Inbox.')
-      if (s.openRequests.length > 0)
+      const open = s.openRequests.length
+      if (open > 0)
+        can.push(go('answer', open === 1 ? 'Answer its open question' : `Answer its ${open} open questions`))
+      if (s.escalation !== null)
         can.push(
-          `Answer ${s.openRequests.length === 1 ? 'its open question' : `its ${s.openRequests.length} open questions`}.`,
+          h(
+            'li',
+            {},
+            this.#kasmViewer === null
+              ? 'Take over in the Kasm viewer, '
+              : h(
+                  'a',
+                  { href: this.#kasmViewer, target: '_blank', rel: 'noopener', 'data-goal': 'viewer' },
+                  'Take over in the Kasm viewer',
+                ),
+            this.#kasmViewer === null ? '' : ', ',
+            'then ',
+            h(
+              'button',
+              { type: 'button', class: 'link', 'data-goal': 'finish', onclick: () => this.#goTo('finish') },
+              'press “I’m done, finish”',
+            ),
+            '.',
+          ),
         )
-      if (s.loop === 'running') can.push('Stop the agent’s loop (it finishes its current tool call first).')
-      if (s.escalation !== null) can.push('Take over in the Kasm viewer, then press “I’m done, finish”.')
-    } else can.push('Read the run: your role does not allow writing to it.')
+      if (s.loop === 'running' && s.ended === null)
+        can.push(go('stop', 'Stop the agent’s loop', '(it finishes its current tool call first).'))
+      can.push(go('message', 'Send the run a message', '(with attachments) from the Inbox.'))
+    } else
+      can.push(go('timeline', 'Follow the run in the Timeline', ': your role does not allow writing to it.'))
+    const last = s.lastEscalation
+    const lastText =
+      last === null
+        ? null
+        : `${last.reason}, ${
+            last.endedBy === 'operator'
+              ? `handed back by ${handedBackBy ?? 'a person'} (“I’m done, finish”)`
+              : last.endedBy === 'timeout'
+                ? 'ended by itself'
+                : `ended (${last.endedBy === 'run_ended' ? 'the run ended' : last.endedBy})`
+          }${last.pausedS === null ? '' : ` after ${Math.round(last.pausedS)} s`}`
+    const note = verdictNote(s)
+    // A redraw keeps the keyboard where it was.
+    const focused = (document.activeElement as HTMLElement | null)?.closest?.('.home [data-goal]')
+    const goal = focused instanceof HTMLElement ? focused.dataset.goal : undefined
     replace(
       this.#home,
       h(
@@ -411,7 +576,12 @@ export class SessionView {
         ),
         ...row('App', [s.app].filter(Boolean).join(' ') || 'Not reported yet'),
         ...row('Run', s.run === null ? 'none yet' : h('code', {}, s.run)),
-        ...row('State', runState(s), s.conclusion ? ` · ${s.conclusion}` : ''),
+        ...row(
+          'State',
+          stateBadge(s, handedBackBy),
+          s.conclusion ? ` · ${s.conclusion}` : '',
+          note === null ? null : h('span', { class: 'verdict-note' }, note),
+        ),
         ...row(
           'Agent loop',
           { none: 'none', running: 'running', stopping: 'stopping…', exited: 'exited' }[s.loop],
@@ -431,15 +601,11 @@ export class SessionView {
               clock(s.escalation.startedAt),
               s.escalation.endsAt === null ? null : h('span', {}, ' · ', countdown(s.escalation.endsAt)),
             )),
-        ...(s.lastEscalation === null
-          ? []
-          : row(
-              'Last handoff',
-              `${s.lastEscalation.reason}, ended by ${s.lastEscalation.endedBy}${s.lastEscalation.pausedS === null ? '' : ` after ${Math.round(s.lastEscalation.pausedS)} s`}`,
-            )),
+        ...(lastText === null ? [] : row('Last handoff', lastText)),
       ),
       h('h2', {}, 'What you can do'),
-      h('ul', {}, ...can.map((c) => h('li', {}, c))),
+      h('ul', { class: 'can' }, ...can),
     )
+    if (goal !== undefined) this.#home.querySelector<HTMLElement>(`[data-goal="${goal}"]`)?.focus()
   }
 }

@@ -1,5 +1,5 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { reportSignedOut } from './api.ts'
+import { api, base, reportSignedOut } from './api.ts'
 
 /** What an event stream reports to its owner. */
 export interface StreamHandlers {
@@ -24,6 +24,20 @@ export interface EventStream {
 /** The protocol's advice for a sidebar: poll every 1.5 s until live, back off 1-2-4..10 s after a drop. */
 const POLL_MS = 1500
 const BACKOFF_MS = [1000, 2000, 4000, 8000, 10_000]
+
+/** A check of the person's sign-in is in flight (streams ending together ask once). */
+let checking = false
+
+/** Asks the gateway who the person is; a 401 is reported (the page leaves). */
+function checkSignedIn(): void {
+  if (checking) return
+  checking = true
+  api(`${base}auth/me`)
+    .catch(() => null)
+    .finally(() => {
+      checking = false
+    })
+}
 
 /**
  * Reads a server-sent-event stream with fetch and a stream reader (eventsource-parser does the parsing), so
@@ -102,6 +116,9 @@ export function openEventStream(
       reportSignedOut()
       return
     }
+    // A live stream the gateway ended may mean a sign-out (in another tab, a revocation): ask at once, so the
+    // page leaves within a moment rather than after the reconnect's backoff.
+    if (live) checkSignedIn()
     const again = handlers.trouble?.(status, code, live)
     if (again === false || status === 403 || status === 404) return
     if (!everLive) {

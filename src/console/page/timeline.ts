@@ -1,3 +1,4 @@
+import type { RunActivity } from './activity.ts'
 import { h, perFrame, setText } from './dom.ts'
 import { clock } from './format.ts'
 import { closedByText, verdictTone } from './labels.ts'
@@ -12,29 +13,48 @@ const clip = (value: unknown, max = 240): string => {
   return s.length > max ? `${s.slice(0, max - 1)}…` : s
 }
 
+/** How close to the end of the page counts as reading the newest events (they are followed as they come). */
+const FOLLOW_PX = 80
+
 /**
  * The run as it happens: steps with their results, screenshots (a lazy thumbnail, full size on demand),
  * model calls, log lines by level, questions, actions and the escalation record, with runs separated and
- * their verdicts. Items are appended in one batch per animation frame: a replay of thousands of events
- * costs a few appends, never a re-render.
+ * their verdicts (a run's verdict stays in its separator after the next run starts). Items are appended in
+ * one batch per animation frame: a replay of thousands of events costs a few appends, never a re-render.
+ *
+ * It opens at the newest event and follows new ones while the person is there; scrolled back, it stays
+ * where they read (items are laid out as they come, at their real size, so nothing above moves) and offers
+ * "Jump to latest". End reaches the newest item.
  */
 export class Timeline {
   readonly el: HTMLElement
   readonly #list: HTMLOListElement
   readonly #count: HTMLElement
   readonly #kasmId: string
+  readonly #people: Pick<RunActivity, 'sender'>
   readonly #dialog: HTMLDialogElement
   readonly #dialogImg: HTMLImageElement
   readonly #dialogCaption: HTMLElement
+  readonly #jump: HTMLButtonElement
+  readonly #onScroll = (): void => this.#scrolled()
   #pending: DocumentFragment = document.createDocumentFragment()
   #items = 0
   #runVerdict: HTMLElement | null = null
   #lastSeq = 0
+  #shown = false
+  /** The person reads the newest events: new ones keep the page at the end. */
+  #following = true
 
-  constructor(kasmId: string) {
+  constructor(kasmId: string, people: Pick<RunActivity, 'sender'>) {
     this.#kasmId = kasmId
+    this.#people = people
     this.#list = h('ol', { class: 'timeline', 'aria-label': 'Timeline' })
     this.#count = h('p', { class: 'muted timeline-count' }, 'Nothing has happened yet.')
+    this.#jump = h(
+      'button',
+      { type: 'button', class: 'jump-latest', hidden: true, onclick: () => this.jumpToLatest(true) },
+      'Jump to latest',
+    )
     this.#dialogImg = h('img', { alt: '' })
     this.#dialogCaption = h('p', {})
     this.#dialog = h(
@@ -44,7 +64,72 @@ export class Timeline {
       this.#dialogCaption,
       this.#dialogImg,
     )
-    this.el = h('div', { class: 'timeline-wrap' }, this.#count, this.#list, this.#dialog)
+    this.el = h('div', { class: 'timeline-wrap' }, this.#count, this.#list, this.#jump, this.#dialog)
+    window.addEventListener('scroll', this.#onScroll, { passive: true })
+  }
+
+  /** Who sent each message is known now (the audit log answered): the message rows say it. */
+  sendersChanged(): void {
+    for (const el of this.#list.querySelectorAll<HTMLElement>('.sender')) this.#fillSender(el)
+    for (const el of this.#pending.querySelectorAll<HTMLElement>('.sender')) this.#fillSender(el)
+  }
+
+  #fillSender(el: HTMLElement): void {
+    const key = el.dataset.key
+    const who =
+      el.dataset.orchestrator !== undefined
+        ? 'the orchestrator'
+        : key === undefined
+          ? null
+          : this.#people.sender(key)
+    setText(
+      el,
+      who === undefined
+        ? '…'
+        : who === null
+          ? 'someone outside the gateway'
+          : typeof who === 'string'
+            ? who
+            : who.name,
+    )
+  }
+
+  /** The view left the page. */
+  destroy(): void {
+    window.removeEventListener('scroll', this.#onScroll)
+  }
+
+  /** The Timeline tab was shown (or hidden): it opens at the newest event. */
+  shown(on: boolean): void {
+    const was = this.#shown
+    this.#shown = on
+    if (on && !was) this.jumpToLatest(false)
+    if (!on) this.#jump.hidden = true
+  }
+
+  /** Scrolls to the newest item and follows new ones again; `focus` puts the keyboard on it too. */
+  jumpToLatest(focus: boolean): void {
+    this.#following = true
+    this.#flushNow()
+    const last = this.#list.lastElementChild as HTMLElement | null
+    if (last === null || !this.#list.isConnected) return
+    window.scrollTo({ top: document.documentElement.scrollHeight })
+    if (focus) {
+      last.tabIndex = -1
+      last.focus({ preventScroll: true })
+    }
+    this.#jump.hidden = true
+  }
+
+  /** How far the end of the page is below the viewport. */
+  #distance(): number {
+    return document.documentElement.scrollHeight - (window.innerHeight + window.scrollY)
+  }
+
+  #scrolled(): void {
+    if (!this.#shown) return
+    this.#following = this.#distance() <= FOLLOW_PX
+    this.#jump.hidden = this.#following || this.#items === 0
   }
 
   /** Items shown (tests and the count line). */
@@ -147,12 +232,20 @@ export class Timeline {
           h('span', { class: 'kind' }, clip(o.level, 10) || 'log'),
           clip(o.msg, 500),
         )
-      case 'escalation':
+      case 'escalation': {
+        const after = typeof o.paused_s === 'number' ? ` after ${Math.round(o.paused_s)} s` : ''
+        const how =
+          o.ended_by === 'operator'
+            ? 'handed back by a person (“I’m done, finish”)'
+            : o.ended_by === 'timeout'
+              ? 'the pause ended by itself'
+              : `ended by ${clip(o.ended_by, 40)}`
         return li(
           'escalation',
           h('span', { class: 'kind' }, 'Handoff'),
-          `ended by ${clip(o.ended_by, 40)}${typeof o.paused_s === 'number' ? ` after ${Math.round(o.paused_s)} s` : ''}${o.reason ? `: ${clip(o.reason)}` : ''}`,
+          `${how}${after}${o.reason ? `: ${clip(o.reason)}` : ''}`,
         )
+      }
       case 'request':
         return li(
           'request',
@@ -161,12 +254,18 @@ export class Timeline {
             ? `asked: ${clip(o.title)}`
             : closedByText(typeof o.closed_by === 'string' ? o.closed_by : undefined),
         )
-      case 'message':
+      case 'message': {
+        const sender = h('span', { class: 'sender' })
+        if (typeof o.key === 'string') sender.dataset.key = o.key
+        if (o.sender === 'orchestrator') sender.dataset.orchestrator = ''
+        this.#fillSender(sender)
         return li(
           'message',
           h('span', { class: 'kind' }, `Message ${clip(o.id, 40)}`),
-          o.reply_to ? `answer to ${clip(o.reply_to, 40)}` : `from ${clip(o.sender, 20) || 'someone'}`,
+          o.reply_to ? `answer to ${clip(o.reply_to, 40)} from ` : 'from ',
+          sender,
         )
+      }
       case 'action':
         return li(
           'action',
@@ -223,12 +322,19 @@ export class Timeline {
 
   readonly #scheduleFlush = perFrame(() => this.#flush())
 
-  #flush(): void {
-    const nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80
+  /** Appends what came since the last frame at once (a jump needs every item laid out). */
+  #flushNow(): void {
+    if (this.#pending.childNodes.length === 0) return
     this.#list.appendChild(this.#pending)
     this.#pending = document.createDocumentFragment()
     setText(this.#count, `${this.#items} item${this.#items === 1 ? '' : 's'}`)
-    if (nearBottom && this.#list.isConnected && this.#list.offsetParent !== null)
-      this.#list.lastElementChild?.scrollIntoView({ block: 'nearest' })
+  }
+
+  #flush(): void {
+    this.#flushNow()
+    if (!this.#shown || !this.#list.isConnected) return
+    // Following the newest: stay at the end. Reading back: nothing moves (items only ever go below).
+    if (this.#following) window.scrollTo({ top: document.documentElement.scrollHeight })
+    else this.#jump.hidden = false
   }
 }
