@@ -1,3 +1,5 @@
+import type { Via } from './via.ts'
+
 /**
  * Who did what, to which session: one record per write (and per refused write) under `/desktop/` and
  * `/admin/`. Never the message text, never a token.
@@ -39,6 +41,8 @@ export interface AuditRecord {
   replyTo?: string
   /** The control action (`stop`, `finish_handoff`) or the admin change (`create`, `replace`, `delete`). */
   action?: string
+  /** Through what a reply or a `finish_handoff` was sent (`console`, `sidebar`, `api`, `slack`; see via.ts). */
+  via?: Via
   /**
    * `forwarded`: the runtime (or, for admin routes, the gateway) handled it; `refused`: the gateway refused;
    * `aborted`: the client went away before an answer (an upload cut short), recorded with status 499.
@@ -67,6 +71,8 @@ export interface AuditDetail {
   run?: string
   replyTo?: string
   action?: string
+  /** The channel of a reply or handoff end; a caller that knows better sets it first (the Slack adapter: `slack`). */
+  via?: Via
   upstreamStatus?: number
   error?: string
   /** The session's team, when the route knows it (e.g. a session it removes); else looked up when recording. */
