@@ -1,5 +1,3 @@
-import type { Via } from './via.ts'
-
 /**
  * Who did what, to which session: one record per write (and per refused write) under `/desktop/` and
  * `/admin/`. Never the message text, never a token.
@@ -109,3 +107,14 @@ export interface AuditLog {
   /** The newest records first, at most `limit`, matching the filters. */
   recent(query: AuditQuery): Promise<AuditRecord[]>
 }
+
+/**
+ * Through what a person answered a question or ended a handoff, as the audit records it: `console` (the
+ * gateway's console page, which sends `X-Krg-Client: console`), `sidebar` (a cookie request without it: the
+ * runtime's bundled sidebar, or any other page signed in with the cookie), `api` (a bearer token), `slack` (set
+ * by the Slack adapter through `request.auditDetail.via`, which always wins).
+ */
+export type Via = 'console' | 'sidebar' | 'api' | 'slack'
+
+/** Every {@link Via}, for metrics that export each at 0. */
+export const VIAS: readonly Via[] = ['console', 'sidebar', 'api', 'slack']

@@ -8,20 +8,24 @@ export interface Shell {
   readonly etag: string
 }
 
+/** Which page a shell is: the console's (overview and sessions) or the team report's. */
+export type ShellPage = 'console' | 'report'
+
 /**
  * The console page: no inline script or style (the CSP forbids both), only the bundle's two hashed files
  * under `<base>assets/`. What shows before the script runs is a loading line, and a note for a browser
  * without JavaScript.
  */
-export function renderShell(basePath: string, manifest: ConsoleManifest): Shell {
+export function renderShell(basePath: string, manifest: ConsoleManifest, page: ShellPage = 'console'): Shell {
+  const report = page === 'report'
   const asset = (name: string) => escapeHtml(`${basePath}assets/${name}`)
   const html = Buffer.from(
     htmlDocument({
-      title: 'Sessions · kasm-runtime-gateway',
+      title: report ? 'Report · kasm-runtime-gateway' : 'Sessions · kasm-runtime-gateway',
       head: [
         `<link rel="icon" href="${asset(manifest.icon)}" type="image/svg+xml">`,
-        `<link rel="stylesheet" href="${asset(manifest.stylesheet)}">`,
-        `<script type="module" src="${asset(manifest.script)}"></script>`,
+        `<link rel="stylesheet" href="${asset(report ? manifest.reportStylesheet : manifest.stylesheet)}">`,
+        `<script type="module" src="${asset(report ? manifest.reportScript : manifest.script)}"></script>`,
       ],
       body: `<div id="app"><main class="boot" aria-busy="true"><p role="status">Loading the console…</p></main></div>
 <noscript><p class="boot">The console needs JavaScript. The session routes under /desktop/&lt;kasm_id&gt;/mcp/ work without it.</p></noscript>`,

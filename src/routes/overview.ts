@@ -119,7 +119,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
 }
 
 /** Shared state that cannot be read or written answers 503 `store_unavailable`, not 500. */
-async function shared<T>(what: string, fn: () => Promise<T>): Promise<T> {
+export async function shared<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn()
   } catch (err) {
