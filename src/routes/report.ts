@@ -11,7 +11,7 @@ interface ReportRoute {
   Querystring: { window?: string; team?: string }
 }
 
-/** Only these parameters; each once (a repeated one would be read as a list). */
+/** The parameters, as strings (a repeated one is refused rather than read as a list). */
 const QUERY = {
   querystring: {
     type: 'object',
