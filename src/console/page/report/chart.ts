@@ -33,12 +33,22 @@ function svg<K extends keyof SVGElementTagNameMap>(
   return el
 }
 
-/** A bucket's time as the axis shows it: the hour for a day's chart, the weekday and hour for a week's. */
-export function bucketLabel(iso: string, bucketS: number, long = false): string {
+/** A bucket's time in full (the tooltip, the table): weekday, day and hour. */
+export function bucketLabel(iso: string): string {
   const d = new Date(iso)
-  const hour = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
-  if (bucketS < 6 * 3600 && !long) return hour
-  return `${d.toLocaleDateString([], { weekday: 'short', day: 'numeric' })} ${hour}`
+  return `${d.toLocaleDateString([], { weekday: 'short', day: 'numeric' })}, ${d.toLocaleTimeString([], { hour: 'numeric', minute: '2-digit' })}`
+}
+
+/**
+ * The axis's label under bucket `i`, or null: on a week's chart each day where it starts (its weekday too when
+ * a day has room), on a day's chart the hour of every `every`th bucket (as many as fit).
+ */
+function axisLabel(iso: string, i: number, bucketS: number, every: number, slot: number): string | null {
+  const d = new Date(iso)
+  if (bucketS < 6 * 3600) return i % every === 0 ? d.toLocaleTimeString([], { hour: 'numeric' }) : null
+  if (d.getHours() >= bucketS / 3600) return null
+  const room = slot * (86_400 / bucketS)
+  return room >= 64 ? d.toLocaleDateString([], { weekday: 'short', day: 'numeric' }) : String(d.getDate())
 }
 
 /** A few round steps from 0 to at least `max`. */
@@ -53,7 +63,8 @@ export function drawChart(series: readonly SeriesBucket[], bucketS: number, widt
   const total = (b: SeriesBucket) => b.inTime + b.late + b.timeouts
   const top = ticks(Math.max(0, ...series.map(total)))
   const max = top.at(-1) ?? 1
-  const plotW = Math.max(60, width - LEFT - 4)
+  // Room on the right for the last label's half.
+  const plotW = Math.max(60, width - LEFT - 16)
   const plotH = HEIGHT - TOP - BOTTOM
   const y = (n: number) => TOP + plotH - (n / max) * plotH
   const slot = plotW / Math.max(1, series.length)
@@ -70,8 +81,8 @@ export function drawChart(series: readonly SeriesBucket[], bucketS: number, widt
     root.append(svg('line', { class: 'grid', x1: LEFT, x2: LEFT + plotW, y1: y(n), y2: y(n) }))
     root.append(svg('text', { class: 'axis', x: LEFT - 6, y: y(n) + 4, 'text-anchor': 'end' }, String(n)))
   }
-  // Labels where they fit: every bucket at most once per 56 px.
-  const every = Math.max(1, Math.ceil(56 / slot))
+  // Hours where they fit: a label at most every 48 px.
+  const every = Math.max(1, Math.ceil(48 / slot))
   series.forEach((bucket, i) => {
     const x = LEFT + i * slot + (slot - barW) / 2
     const group = svg('g', { class: 'bucket' })
@@ -79,7 +90,7 @@ export function drawChart(series: readonly SeriesBucket[], bucketS: number, widt
       svg(
         'title',
         {},
-        `${bucketLabel(bucket.start, bucketS, true)}: ${PARTS.map((p) => `${bucket[p.key]} ${p.label.toLowerCase()}`).join(', ')}`,
+        `${bucketLabel(bucket.start)}: ${PARTS.map((p) => `${bucket[p.key]} ${p.label.toLowerCase()}`).join(', ')}`,
       ),
     )
     let base = 0
@@ -99,12 +110,20 @@ export function drawChart(series: readonly SeriesBucket[], bucketS: number, widt
       base += n
     }
     root.append(group)
-    if (i % every === 0)
+    const label = axisLabel(bucket.start, i, bucketS, every, slot)
+    // A day's name starts where the day does; an hour sits under its bar.
+    const day = bucketS >= 6 * 3600
+    if (label !== null)
       root.append(
         svg(
           'text',
-          { class: 'axis', x: LEFT + i * slot + slot / 2, y: HEIGHT - 6, 'text-anchor': 'middle' },
-          bucketLabel(bucket.start, bucketS),
+          {
+            class: 'axis',
+            x: LEFT + i * slot + (day ? 0 : slot / 2),
+            y: HEIGHT - 6,
+            'text-anchor': day ? 'start' : 'middle',
+          },
+          label,
         ),
       )
   })

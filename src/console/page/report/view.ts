@@ -186,7 +186,7 @@ function chartSection(report: Report, observers: ResizeObserver[]): HTMLElement 
     ...PARTS.map((p) => h('li', {}, h('span', { class: `swatch ${p.cls}`, 'aria-hidden': 'true' }), p.label)),
   )
   const rows = report.series.map((b) => [
-    bucketLabel(b.start, report.bucketS, true),
+    bucketLabel(b.start),
     String(b.inTime),
     String(b.late),
     String(b.timeouts),
@@ -202,7 +202,7 @@ function chartSection(report: Report, observers: ResizeObserver[]): HTMLElement 
       'details',
       {},
       h('summary', {}, 'Show the numbers'),
-      table('Answers over time', ['From', ...PARTS.map((p) => p.label)], rows),
+      table('Answers over time, in numbers', ['From', ...PARTS.map((p) => p.label)], rows),
     ),
   )
 }
