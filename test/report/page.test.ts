@@ -117,7 +117,7 @@ test('the report page: the numbers, the chart, the timeouts linked, keyboard, CS
   const viewerPage = await signIn(t, b, gw, vic, { context })
   const answer = await viewerPage.goto(`${gw.url}/report`)
   assert.equal(answer?.status(), 403)
-  assert.match(await viewerPage.locator('body').textContent(), /operators and admins/)
+  assert.match((await viewerPage.locator('body').textContent()) ?? '', /operators and admins/)
   assert.equal(await viewerPage.getByRole('link', { name: 'Report' }).count(), 0)
   await context.close()
   process.stdout.write(`# report screenshots in ${shots}\n`)
