@@ -34,7 +34,8 @@ function matches(request: FastifyRequest, etag: string): boolean {
 
 /**
  * The support console under the base path: the page at `<base>` (the overview) and at
- * `<base>sessions/<kasm_id>` (a session, deep-linkable), and its bundled assets at `<base>assets/<file>`,
+ * `<base>sessions/<kasm_id>` (a session, deep-linkable), the team report's page at `<base>report` (operators and
+ * admins: a viewer gets the 403 page), and their bundled assets at `<base>assets/<file>`,
  * hashed, immutable, brotli or gzip as the browser accepts, with ETags. The page signs in with the cookie
  * and reads everything through the gateway's own routes; it never sees a messaging token.
  *
