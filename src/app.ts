@@ -21,6 +21,7 @@ import { metricsPlugin } from './metrics/plugin.ts'
 import { notifyPlugin } from './notify/plugin.ts'
 import { overviewPlugin } from './overview/plugin.ts'
 import { pagesPlugin } from './pages/plugin.ts'
+import { reportPlugin } from './report/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
 import { consoleRoutes } from './routes/console.ts'
@@ -29,6 +30,7 @@ import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
 import { overviewRoutes } from './routes/overview.ts'
 import { presenceRoutes } from './routes/presence.ts'
+import { reportRoutes } from './routes/report.ts'
 import { signInRoutes } from './routes/signin.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { storesPlugin } from './stores/plugin.ts'
@@ -118,6 +120,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(summaryPlugin)
   await app.register(overviewPlugin)
   await app.register(notifyPlugin)
+  await app.register(reportPlugin)
 
   await app.register(healthRoutes)
   await app.register(eventsRoutes)
@@ -130,6 +133,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(adminRoutes, prefix)
   await app.register(presenceRoutes, prefix)
   await app.register(overviewRoutes, prefix)
+  await app.register(reportRoutes, prefix)
   await app.register(consoleRoutes, prefix)
   return app
 }

@@ -216,6 +216,8 @@ const envSchema = z.object({
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
   // Records of refused and anonymous requests, kept apart so that they never push out the ones above.
   GATEWAY_AUDIT_REFUSED_RECORDS: int(1).default(2_000),
+  // The team report (src/report): how long its records (one per closed question or ended handoff) are kept.
+  GATEWAY_REPORT_RETENTION_DAYS: int(1, 400).default(30),
 
   // Attention routing (src/notify): webhooks for every team, per-team ones in GATEWAY_NOTIFY_FILE. The URLs are
   // secret (a Slack webhook's path is its key): never logged, only their hosts.

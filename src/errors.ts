@@ -310,3 +310,7 @@ export const AnswerUnknown = gatewayError(
   'the gateway has no record of who answered this question (it may have been answered outside the gateway)',
   404,
 )
+
+// The team report
+export const ReportWindowInvalid = gatewayError('report_window_invalid', 'window must be one of 24h, 7d', 400)
+export const TeamNotFound = gatewayError('team_not_found', 'no such team', 404)

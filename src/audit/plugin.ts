@@ -144,6 +144,7 @@ function buildRecord(
   if (detail.run !== undefined) record.run = detail.run
   if (detail.replyTo !== undefined) record.replyTo = detail.replyTo
   if (detail.action !== undefined) record.action = detail.action
+  if (detail.via !== undefined) record.via = detail.via
   if (detail.upstreamStatus !== undefined) record.upstreamStatus = detail.upstreamStatus
   if (error !== undefined) record.error = error
   if (detail.reason !== undefined) record.reason = detail.reason

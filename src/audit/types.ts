@@ -40,6 +40,8 @@ export interface AuditRecord {
   replyTo?: string
   /** The control action (`stop`, `finish_handoff`) or the admin change (`create`, `replace`, `delete`). */
   action?: string
+  /** Through what a reply or a `finish_handoff` was sent (`console`, `sidebar`, `api`, `slack`; see via.ts). */
+  via?: Via
   /**
    * `forwarded`: the runtime (or, for admin routes, the gateway) handled it; `refused`: the gateway refused;
    * `aborted`: the client went away before an answer (an upload cut short), recorded with status 499.
@@ -76,6 +78,8 @@ export interface AuditDetail {
   run?: string
   replyTo?: string
   action?: string
+  /** The channel of a reply or handoff end; a caller that knows better sets it first (the Slack adapter: `slack`). */
+  via?: Via
   upstreamStatus?: number
   error?: string
   /** Why the request was refused, in fixed wording (see {@link AuditRecord.reason}). */
@@ -117,3 +121,14 @@ export interface AuditLog {
   /** The newest records first, at most `limit`, matching the filters. */
   recent(query: AuditQuery): Promise<AuditRecord[]>
 }
+
+/**
+ * Through what a person answered a question or ended a handoff, as the audit records it: `console` (the
+ * gateway's console page, which sends `X-Krg-Client: console`), `sidebar` (a cookie request without it: the
+ * runtime's bundled sidebar, or any other page signed in with the cookie), `api` (a bearer token), `slack` (set
+ * by the Slack adapter through `request.auditDetail.via`, which always wins).
+ */
+export type Via = 'console' | 'sidebar' | 'api' | 'slack'
+
+/** Every {@link Via}, for metrics that export each at 0. */
+export const VIAS: readonly Via[] = ['console', 'sidebar', 'api', 'slack']

@@ -63,6 +63,12 @@ export interface ClusterKeys {
   notifyDelivery(kasmId: string, hash: string): string
   /** List, newest first, capped: the keys of recent webhook deliveries (the admin API lists them). */
   readonly notifyRecent: string
+  /** Sorted set: a team's report records (JSON), scored by their closing time (ms), trimmed to the retention. */
+  report(team: string): string
+  /** String with the retention as TTL: one report write or count claimed (src/report), by a hash of its key. */
+  reportClaim(team: string, hash: string): string
+  /** Sorted set: the teams with report records, scored by their last record's time (ms). */
+  readonly reportTeams: string
 }
 
 /** Builds the key set for a prefix such as `krg:`. */
@@ -99,5 +105,8 @@ export function clusterKeys(prefix: string): ClusterKeys {
     boardChannel: `${p}board:changed`,
     notifyDelivery: (id, hash) => `${p}notify:{${id}}:${hash}`,
     notifyRecent: `${p}notify:recent`,
+    report: (team) => `${p}report:{${team}}`,
+    reportClaim: (team, hash) => `${p}report:{${team}}:claim:${hash}`,
+    reportTeams: `${p}report:teams`,
   }
 }

@@ -2,11 +2,13 @@ import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib'
 
-/** What the bundle holds: the file names of the page's script, stylesheet and icon. */
+/** What the bundle holds: the file names of the page's script, stylesheet and icon, and the report page's. */
 export interface ConsoleManifest {
   readonly script: string
   readonly stylesheet: string
   readonly icon: string
+  readonly reportScript: string
+  readonly reportStylesheet: string
 }
 
 /** One bundled file as esbuild wrote it. */
@@ -89,7 +91,7 @@ export async function loadConsoleAssets(): Promise<ConsoleAssets> {
   if (written !== null) {
     manifest = JSON.parse(written) as ConsoleManifest
     files = await Promise.all(
-      [manifest.script, manifest.stylesheet, manifest.icon].map(async (name) => ({
+      Object.values(manifest).map(async (name: string) => ({
         name,
         contents: await readFile(new URL(name, here)),
       })),

@@ -13,16 +13,18 @@ import { build } from 'esbuild'
 import type { BundledFile, ConsoleManifest } from './assets.ts'
 
 const entry = fileURLToPath(new URL('./page/main.ts', import.meta.url))
+/** The team report's page: an entry of its own, so the console's script does not carry it. */
+const reportEntry = fileURLToPath(new URL('./page/report/main.ts', import.meta.url))
 const icon = new URL('./page/icon.svg', import.meta.url)
 
-/** The page's script, stylesheet and icon, minified, named `console-<hash>.<ext>`. */
+/** The pages' scripts and stylesheets, minified, named `console-<hash>.<ext>` and `report-<hash>.<ext>`, and the icon. */
 export async function bundleConsole(): Promise<{ manifest: ConsoleManifest; files: BundledFile[] }> {
   const result = await build({
-    entryPoints: [entry],
+    entryPoints: { console: entry, report: reportEntry },
     bundle: true,
     write: false,
     outdir: 'out',
-    entryNames: 'console-[hash]',
+    entryNames: '[name]-[hash]',
     format: 'esm',
     platform: 'browser',
     target: ['chrome111', 'firefox115', 'safari16.4'],
@@ -32,14 +34,24 @@ export async function bundleConsole(): Promise<{ manifest: ConsoleManifest; file
     logLevel: 'silent',
   })
   const files = result.outputFiles.map((f) => ({ name: basename(f.path), contents: Buffer.from(f.contents) }))
-  const js = files.find((f) => f.name.endsWith('.js'))
-  const css = files.find((f) => f.name.endsWith('.css'))
-  if (js === undefined || css === undefined)
-    throw new Error('the console bundle lacks its script or stylesheet')
+  const named = (prefix: string, ext: string): string => {
+    const file = files.find((f) => f.name.startsWith(`${prefix}-`) && f.name.endsWith(ext))
+    if (file === undefined) throw new Error(`the console bundle lacks ${prefix}'s ${ext} file`)
+    return file.name
+  }
   const svg = await readFile(icon)
   const svgName = `icon-${createHash('sha256').update(svg).digest('hex').slice(0, 8).toUpperCase()}.svg`
   files.push({ name: svgName, contents: svg })
-  return { manifest: { script: js.name, stylesheet: css.name, icon: svgName }, files }
+  return {
+    manifest: {
+      script: named('console', '.js'),
+      stylesheet: named('console', '.css'),
+      icon: svgName,
+      reportScript: named('report', '.js'),
+      reportStylesheet: named('report', '.css'),
+    },
+    files,
+  }
 }
 
 async function writeBundle(dir: string): Promise<void> {

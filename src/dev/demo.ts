@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.ts'
+import { startDemoColleague } from './demo-colleague.ts'
 import type { DemoIdp } from './demo-idp.ts'
 import type { PlayName } from './runtime/autoplay.ts'
 import { type SimulatedRuntime, startSimulatedRuntime } from './runtime/index.ts'
@@ -104,6 +105,12 @@ export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null)
     runtimes.push(runtime)
     await app.sessions.put({ kasmId, upstream: runtime.url, team, messagingToken, source: 'demo' })
   }
+  // Someone answers some questions and finishes some handoffs, so the team report has people and both kinds.
+  const stopColleague = startDemoColleague(
+    app,
+    DEMO_SESSIONS.map((s) => s.kasmId),
+  )
+  app.addHook('preClose', async () => stopColleague())
   return {
     announce(app) {
       const address = app.server.address()
@@ -127,6 +134,7 @@ export async function startDemo(app: FastifyInstance, signIn: DemoSignIn | null)
       )
     },
     async close() {
+      stopColleague()
       await Promise.all(runtimes.map((r) => r.close()))
       await signIn?.idp.close()
     },

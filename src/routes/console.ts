@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { allows } from '../auth/operator.ts'
+import { type Access, allows } from '../auth/operator.ts'
 import type { Config } from '../config.ts'
 import { type ConsoleAssets, loadConsoleAssets, negotiate } from '../console/assets.ts'
-import { renderShell } from '../console/shell.ts'
-import { NoRole, RouteNotFound } from '../errors.ts'
+import { renderShell, type Shell } from '../console/shell.ts'
+import { Forbidden, NoRole, RouteNotFound } from '../errors.ts'
 import { signInLink } from '../pages/catalogue.ts'
 import { isBrowserNavigation } from '../pages/navigation.ts'
 
@@ -45,7 +45,8 @@ function matches(request: FastifyRequest, etag: string): boolean {
 
 /**
  * The support console under the base path: the page at `<base>` (the overview) and at
- * `<base>sessions/<kasm_id>` (a session, deep-linkable), and its bundled assets at `<base>assets/<file>`,
+ * `<base>sessions/<kasm_id>` (a session, deep-linkable), the team report's page at `<base>report` (operators and
+ * admins: a viewer gets the 403 page), and their bundled assets at `<base>assets/<file>`,
  * hashed, immutable, brotli or gzip as the browser accepts, with ETags. The page signs in with the cookie
  * and reads everything through the gateway's own routes; it never sees a messaging token.
  *
@@ -58,15 +59,18 @@ function matches(request: FastifyRequest, etag: string): boolean {
 export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   const assets: ConsoleAssets = await loadConsoleAssets()
   const shell = renderShell(app.config.basePath, assets.manifest, { kasmOrigin: kasmOrigin(app.config) })
+  const reportShell = renderShell(app.config.basePath, assets.manifest, { page: 'report' })
 
   const signIn = app.auth.signIn
 
   /** True when the request may have the page; otherwise the answer is sent (a redirect) or thrown (a page). */
-  const admit = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
+  const admit = async (request: FastifyRequest, reply: FastifyReply, access: Access): Promise<boolean> => {
     try {
       const operator = await app.auth.authenticate(request)
       if (!allows(operator, 'read'))
         throw new NoRole(operator.name === undefined ? operator.sub : `${operator.name} (${operator.sub})`)
+      // The report is for the people who answer (operators, admins): a viewer gets the page saying so.
+      if (!allows(operator, access)) throw new Forbidden('the report is for operators and admins')
       return true
     } catch (err) {
       const status = (err as { statusCode?: number }).statusCode
@@ -78,8 +82,8 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     }
   }
 
-  const page = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!(await admit(request, reply))) return reply
+  const serve = async (request: FastifyRequest, reply: FastifyReply, which: Shell, access: Access) => {
+    if (!(await admit(request, reply, access))) return reply
     reply
       .header('content-type', 'text/html; charset=utf-8')
       .header('content-security-policy', consolePolicy(signIn?.logoutOrigin() ?? null))
@@ -87,10 +91,11 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
       .header('referrer-policy', 'no-referrer')
       // Per person (it is only sent to someone signed in), and checked again on every load.
       .header('cache-control', 'private, no-cache')
-      .header('etag', shell.etag)
-    if (matches(request, shell.etag)) return reply.code(304).send()
-    return reply.send(shell.html)
+      .header('etag', which.etag)
+    if (matches(request, which.etag)) return reply.code(304).send()
+    return reply.send(which.html)
   }
+  const page = (request: FastifyRequest, reply: FastifyReply) => serve(request, reply, shell, 'read')
 
   app.get('/', async (request, reply) => {
     // `<base>` without its slash would resolve the page's relative URLs one level too high.
@@ -98,6 +103,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     return page(request, reply)
   })
   app.get<{ Params: { kasmId: string } }>('/sessions/:kasmId', page)
+  app.get('/report', (request, reply) => serve(request, reply, reportShell, 'write'))
   // The list of sessions is the overview.
   app.get('/sessions', async (_request, reply) => reply.redirect(app.config.basePath, 308))
   app.get('/sessions/', async (_request, reply) => reply.redirect(app.config.basePath, 308))

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import type { AuditRecord } from '../audit/types.ts'
+import { answerOf } from '../audit/answers.ts'
 import {
   AnswerUnknown,
   QuestionClosed,
@@ -140,11 +141,9 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const { kasmId, requestId } = request.params
       await app.sessions.resolve(kasmId, request.operator!)
-      const records = await shared('audit log', () =>
-        app.audit.recent({ limit: 20, kasmId, replyTo: requestId, run: request.query.run }),
+      const answer = await shared('audit log', () =>
+        answerOf(app.audit, { kasmId, run: request.query.run, requestId }),
       )
-      // Newest first: the oldest accepted reply is the one that closed the question (later ones got 409).
-      const answer = records.filter((r) => r.route === 'messages' && r.status >= 200 && r.status < 300).at(-1)
       if (answer === undefined) throw new AnswerUnknown()
       reply.header('cache-control', 'no-store')
       return { name: answer.name ?? answer.sub ?? 'someone', at: answer.at }
@@ -181,7 +180,7 @@ export function activityOf(records: readonly AuditRecord[]): RunActivity {
 }
 
 /** Shared state that cannot be read or written answers 503 `store_unavailable`, not 500. */
-async function shared<T>(what: string, fn: () => Promise<T>): Promise<T> {
+export async function shared<T>(what: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn()
   } catch (err) {

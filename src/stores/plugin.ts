@@ -21,6 +21,7 @@ import { clusterKeys } from '../cluster/keys.ts'
 import { RedisLoginAttemptStore } from '../cluster/login-attempts.ts'
 import type { Cluster } from '../cluster/plugin.ts'
 import { leasingRateLimitStore } from '../cluster/rate-limit-store.ts'
+import { RedisReportStore } from '../cluster/report-store.ts'
 import { Resealer } from '../cluster/reseal.ts'
 import { RedisSessionStore } from '../cluster/session-store.ts'
 import { RedisUsedLogoutTokens } from '../cluster/used-logout-tokens.ts'
@@ -29,6 +30,7 @@ import { MemoryPresence, type Presence } from '../events/presence.ts'
 import { MemoryStreamSlots } from '../events/stream-slots.ts'
 import { MemoryStaleSessions } from '../kasm/stale.ts'
 import { MemoryDeliveryLedger } from '../notify/ledger.ts'
+import { MemoryReportStore } from '../report/memory-store.ts'
 import { MemorySessionStore } from '../sessions/memory-store.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { MemoryBoard } from '../summary/board.ts'
@@ -66,6 +68,10 @@ export const storesPlugin = fp(
   { name: 'stores', dependencies: ['metrics'] },
 )
 
+function retentionMs(days: number): number {
+  return days * 24 * 3600 * 1000
+}
+
 /** Session change listeners run inside the store's notify; what one throws is logged, never propagated. */
 function listenerErrorLogger(app: FastifyInstance): (err: unknown) => void {
   return (err) => app.log.error({ err }, 'session change listener failed')
@@ -98,6 +104,7 @@ function memoryStores(app: FastifyInstance): Stores {
     streamSlots: new MemoryStreamSlots(env.GATEWAY_MAX_STREAMS_PER_OPERATOR),
     presence: new MemoryPresence(),
     rateLimit: sharedRateLimit(app),
+    report: new MemoryReportStore(retentionMs(env.GATEWAY_REPORT_RETENTION_DAYS)),
     staleSessions: () => new MemoryStaleSessions(),
     deliveryLedger: () => new MemoryDeliveryLedger(),
     // The one process is the whole cluster: its memory lease always grants.
@@ -141,6 +148,8 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     streamSlots: cluster.streamSlots,
     presence: cluster.presence,
     rateLimit: sharedRateLimit(app),
+    // A sorted set per team; each record claimed with SET NX as it is added, so replicas write it once.
+    report: new RedisReportStore(command, keys, retentionMs(env.GATEWAY_REPORT_RETENTION_DAYS)),
     staleSessions: () => new RedisStaleSessions(command, keys.kasmStale),
     // Claimed with SET NX before sending, so one replica sends each delivery once.
     deliveryLedger: () => new RedisDeliveryLedger(command, keys),

@@ -11,6 +11,7 @@ import type { Presence } from '../events/presence.ts'
 import type { StreamSlots } from '../events/stream-slots.ts'
 import type { StaleSessions } from '../kasm/stale.ts'
 import type { DeliveryLedger } from '../notify/ledger.ts'
+import type { ReportStore } from '../report/types.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import type { SessionBoard } from '../summary/board.ts'
 
@@ -59,6 +60,8 @@ export interface Stores {
   readonly rateLimit: RateLimitStore
   /** Sessions the Kasm sync flagged stale (only the Kasm plugin asks, when it is configured). */
   staleSessions(): StaleSessions
+  /** The team report's records and claims (GATEWAY_REPORT_RETENTION_DAYS). */
+  readonly report: ReportStore
   /** Webhook deliveries claimed before sending (only the notify plugin asks, when it is configured). */
   deliveryLedger(): DeliveryLedger
   /**

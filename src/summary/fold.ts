@@ -96,6 +96,8 @@ export class SummaryFold {
   #conclusion: string | null = null
   #ended: 'done' | 'closed' | null = null
   readonly #open = new Map<string, OpenRequest>()
+  /** When each open request's `request.opened` came. */
+  readonly #openedAt = new Map<string, string | null>()
   #escalation: EscalationPause | null = null
   #lastEscalation: EscalationRecord | null = null
   #screenshot: Screenshot | null = null
@@ -125,7 +127,7 @@ export class SummaryFold {
     }
     if (message.run !== this.#run) this.#startRun(message.run, emit)
     if (message.kind === 'closed') {
-      if (this.#ended === null) this.#end('closed', this.#seq, emit)
+      if (this.#ended === null) this.#end('closed', this.#seq, null, emit)
       return out ?? NO_TRANSITIONS
     }
     if (this.#ended !== null || message.seq <= this.#seq) return out ?? NO_TRANSITIONS
@@ -172,7 +174,7 @@ export class SummaryFold {
 
   /** A new run: whatever the old one left open closes with it. */
   #startRun(run: string, emit: (t: Transition) => void): void {
-    if (this.#run !== null && this.#ended === null) this.#end(null, this.#seq, emit)
+    if (this.#run !== null && this.#ended === null) this.#end(null, this.#seq, null, emit)
     this.#run = run
     this.#seq = 0
     this.#app = this.#goal = this.#mode = this.#phase = null
@@ -182,6 +184,7 @@ export class SummaryFold {
     this.#verdict = this.#outcome = this.#conclusion = null
     this.#ended = null
     this.#open.clear()
+    this.#openedAt.clear()
     this.#escalation = null
     this.#lastEscalation = null
     this.#screenshot = null
@@ -189,27 +192,44 @@ export class SummaryFold {
   }
 
   /** The run ended (`done`, `closed`, or replaced when `how` is null). */
-  #end(how: 'done' | 'closed' | null, seq: number, emit: (t: Transition) => void): void {
+  #end(how: 'done' | 'closed' | null, seq: number, at: string | null, emit: (t: Transition) => void): void {
     const run = this.#run as string
     for (const request of this.#open.values()) {
-      emit({ type: 'request.closed', run, seq, request, closedBy: 'run_ended' })
+      const openedAt = this.#openedAt.get(request.requestId) ?? null
+      emit({ type: 'request.closed', run, seq, at, request, closedBy: 'run_ended', openedAt })
     }
     this.#open.clear()
-    this.#endPause(seq, 'run_ended', null, emit)
+    this.#openedAt.clear()
+    this.#endPause(seq, at, 'run_ended', null, emit)
     if (this.#loop !== 'none') this.#loop = 'exited'
     if (how !== null) {
       this.#ended = how
-      emit({ type: 'run.ended', run, seq, verdict: this.#verdict, outcome: this.#outcome })
+      emit({ type: 'run.ended', run, seq, at, verdict: this.#verdict, outcome: this.#outcome })
     }
     this.#changed()
   }
 
-  #endPause(seq: number, endedBy: string, pausedS: number | null, emit: (t: Transition) => void): void {
+  #endPause(
+    seq: number,
+    at: string | null,
+    endedBy: string,
+    pausedS: number | null,
+    emit: (t: Transition) => void,
+  ): void {
     const pause = this.#escalation
     if (pause === null) return
     this.#escalation = null
     this.#lastEscalation = { reason: pause.reason, pausedS, endedBy }
-    emit({ type: 'escalation.ended', run: this.#run as string, seq, reason: pause.reason, endedBy })
+    emit({
+      type: 'escalation.ended',
+      run: this.#run as string,
+      seq,
+      at,
+      reason: pause.reason,
+      endedBy,
+      startedAt: pause.startedAt,
+      pausedS,
+    })
     this.#changed()
   }
 
@@ -219,13 +239,13 @@ export class SummaryFold {
         this.#info(event.info)
         break
       case 'status':
-        this.#status(event.status, seq, emit)
+        this.#status(event.status, seq, at, emit)
         break
       case 'request':
-        this.#request(event.request, seq, emit)
+        this.#request(event.request, seq, at, emit)
         break
       case 'escalation':
-        this.#escalationRecord(event.escalation, seq, emit)
+        this.#escalationRecord(event.escalation, seq, at, emit)
         break
       case 'screenshot':
         this.#shot(event.screenshot)
@@ -237,7 +257,7 @@ export class SummaryFold {
         this.#iteration(event.iteration, seq, at, emit)
         break
       case 'done':
-        this.#end('done', seq, emit)
+        this.#end('done', seq, at, emit)
         break
     }
   }
@@ -257,7 +277,7 @@ export class SummaryFold {
     this.#changed()
   }
 
-  #status(status: unknown, seq: number, emit: (t: Transition) => void): void {
+  #status(status: unknown, seq: number, at: string | null, emit: (t: Transition) => void): void {
     if (!isRecord(status)) return
     this.#phase = text(status.phase, 40) ?? this.#phase
     if (this.#phase === 'agentic' && this.#agentic && this.#loop === 'none') this.#loop = 'running'
@@ -266,12 +286,12 @@ export class SummaryFold {
       this.#outcome = text(status.outcome, 40)
       this.#conclusion = text(status.summary, 500)
       if (this.#loop !== 'none') this.#loop = 'exited'
-      this.#endPause(seq, 'run_ended', null, emit)
+      this.#endPause(seq, at, 'run_ended', null, emit)
     }
     this.#changed()
   }
 
-  #request(request: unknown, seq: number, emit: (t: Transition) => void): void {
+  #request(request: unknown, seq: number, at: string | null, emit: (t: Transition) => void): void {
     if (!isRecord(request)) return
     const id = text(request.request_id, 100)
     if (id === null) return
@@ -288,22 +308,29 @@ export class SummaryFold {
         fieldTypes: fields.map((f) => text(f.type, 40) ?? '?'),
       }
       this.#open.set(id, open)
-      if (known === undefined) emit({ type: 'request.opened', run, seq, request: open })
+      if (known === undefined) {
+        this.#openedAt.set(id, at)
+        emit({ type: 'request.opened', run, seq, at, request: open })
+      }
       this.#changed()
     } else if (request.state === 'closed' && known !== undefined) {
+      const openedAt = this.#openedAt.get(id) ?? null
       this.#open.delete(id)
+      this.#openedAt.delete(id)
       emit({
         type: 'request.closed',
         run,
         seq,
+        at,
         request: known,
         closedBy: text(request.closed_by, 40) ?? 'closed',
+        openedAt,
       })
       this.#changed()
     }
   }
 
-  #escalationRecord(record: unknown, seq: number, emit: (t: Transition) => void): void {
+  #escalationRecord(record: unknown, seq: number, at: string | null, emit: (t: Transition) => void): void {
     if (!isRecord(record)) return
     const endedBy = text(record.ended_by, 40) ?? 'unknown'
     const pausedS = finite(record.paused_s)
@@ -312,7 +339,7 @@ export class SummaryFold {
       this.#lastEscalation = { reason: text(record.reason) ?? 'escalated', pausedS, endedBy }
       this.#changed()
     } else {
-      this.#endPause(seq, endedBy, pausedS, emit)
+      this.#endPause(seq, at, endedBy, pausedS, emit)
     }
     if (this.#loop !== 'none') this.#loop = 'exited'
   }
@@ -327,7 +354,7 @@ export class SummaryFold {
       this.#pauseS === null ? null : new Date(Date.parse(startedAt) + this.#pauseS * 1000).toISOString()
     this.#escalation = { reason, startedAt, endsAt }
     if (this.#loop !== 'none') this.#loop = 'exited'
-    emit({ type: 'escalation.started', run: this.#run as string, seq, reason })
+    emit({ type: 'escalation.started', run: this.#run as string, seq, at, reason })
     this.#changed()
   }
 

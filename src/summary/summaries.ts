@@ -23,6 +23,9 @@ export interface SummaryListener {
   transition?(kasmId: string, transition: Transition, replay: boolean): void
 }
 
+/** Hears a transition of any session summarised on this replica (see {@link SessionSummaries.onTransition}). */
+export type TransitionTap = (kasmId: string, transition: Transition, replay: boolean) => void
+
 /** What {@link SessionSummaries} works with. */
 export interface SessionSummariesOptions {
   readonly bus: EventBus
@@ -46,6 +49,7 @@ class SummaryWatch implements Subscriber {
   readonly log: FastifyBaseLogger
   readonly fold = new SummaryFold()
   readonly listeners = new Set<SummaryListener>()
+  readonly taps: ReadonlySet<TransitionTap>
   health: UpstreamHealth = 'unknown'
   publication: SummaryPublication
   subscription: Subscription | null = null
@@ -55,9 +59,10 @@ class SummaryWatch implements Subscriber {
   #revision = -1
   #publishedActivity = 0
 
-  constructor(kasmId: string, log: FastifyBaseLogger) {
+  constructor(kasmId: string, log: FastifyBaseLogger, taps: ReadonlySet<TransitionTap>) {
     this.kasmId = kasmId
     this.log = log
+    this.taps = taps
     this.publication = { kasmId, summary: this.fold.snapshot(), health: this.health }
     this.#revision = this.fold.revision
   }
@@ -89,12 +94,15 @@ class SummaryWatch implements Subscriber {
   }
 
   #transition(t: Transition, replay: boolean): void {
-    for (const listener of this.listeners) {
-      try {
-        listener.transition?.(this.kasmId, t, replay)
-      } catch (err) {
-        this.log.error({ err, kasmId: this.kasmId }, 'summary transition listener failed')
-      }
+    for (const listener of this.listeners) this.#tell(() => listener.transition?.(this.kasmId, t, replay))
+    for (const tap of this.taps) this.#tell(() => tap(this.kasmId, t, replay))
+  }
+
+  #tell(call: () => void): void {
+    try {
+      call()
+    } catch (err) {
+      this.log.error({ err, kasmId: this.kasmId }, 'summary transition listener failed')
     }
   }
 }
@@ -108,6 +116,7 @@ class SummaryWatch implements Subscriber {
 export class SessionSummaries {
   readonly #o: SessionSummariesOptions
   readonly #watches = new Map<string, SummaryWatch>()
+  readonly #taps = new Set<TransitionTap>()
   readonly #offBoard: () => void
   #closed = false
 
@@ -140,7 +149,7 @@ export class SessionSummaries {
   watch(kasmId: string, listener: SummaryListener): () => void {
     let watch = this.#watches.get(kasmId)
     if (watch === undefined) {
-      watch = new SummaryWatch(kasmId, this.#o.log)
+      watch = new SummaryWatch(kasmId, this.#o.log, this.#taps)
       this.#watches.set(kasmId, watch)
       this.#start(watch)
     }
@@ -151,6 +160,16 @@ export class SessionSummaries {
       if (!current.listeners.delete(listener) || current.listeners.size > 0) return
       this.#stop(current)
     }
+  }
+
+  /**
+   * Calls `tap` with the transitions of every session summarised on this replica, whoever watches it (the
+   * overview, attention routing), without watching any itself: the team report counts what the gateway folds
+   * anyway. Returns the function that stops it.
+   */
+  onTransition(tap: TransitionTap): () => void {
+    this.#taps.add(tap)
+    return () => this.#taps.delete(tap)
   }
 
   /** Records a reader's health for every replica (this replica holds the session's lease). */

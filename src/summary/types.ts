@@ -95,39 +95,53 @@ export type ClosedBy = string
 
 /**
  * A change that may need a person, with the run and the seq of the event that caused it (a key for exactly-
- * once delivery). `request.closed` and `escalation.ended` also come when the run ends or a new run starts.
+ * once delivery) and that event's time (`at`, ISO 8601 as the runtime stamped it; null when the event carries
+ * none, e.g. a trace closed without `done`). `request.closed` and `escalation.ended` also come when the run
+ * ends or a new run starts; they carry when the question opened or the pause started, so a report can say how
+ * long it waited.
  */
 export type Transition =
   | {
       readonly type: 'request.opened'
       readonly run: string
       readonly seq: number
+      readonly at: string | null
       readonly request: OpenRequest
     }
   | {
       readonly type: 'request.closed'
       readonly run: string
       readonly seq: number
+      readonly at: string | null
       readonly request: OpenRequest
       readonly closedBy: ClosedBy
+      /** When its `request.opened` came (ISO 8601), null when that event had no time. */
+      readonly openedAt: string | null
     }
   | {
       readonly type: 'escalation.started'
       readonly run: string
       readonly seq: number
+      readonly at: string | null
       readonly reason: string
     }
   | {
       readonly type: 'escalation.ended'
       readonly run: string
       readonly seq: number
+      readonly at: string | null
       readonly reason: string
       readonly endedBy: string
+      /** When the pause started (the escalate call), ISO 8601. */
+      readonly startedAt: string
+      /** The pause's length as the runtime's escalation record says; null when it ended without one. */
+      readonly pausedS: number | null
     }
   | {
       readonly type: 'run.ended'
       readonly run: string
       readonly seq: number
+      readonly at: string | null
       readonly verdict: string | null
       readonly outcome: string | null
     }

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { viaOf } from '../audit/via.ts'
 import {
   BadRequest,
   RouteNotFound,
@@ -83,11 +84,16 @@ export function handleV1(
     if (route.name === 'actions') {
       const action = auditText(body.value.action)
       if (action !== undefined) detail.action = action
+      if (action === 'finish_handoff') detail.via ??= viaOf(request)
     }
-    // A reply's request, so the console can say who answered first; never its values.
+    // A reply's request and channel, so the console can say who answered first and the report how; never its
+    // values.
     if (route.name === 'messages') {
       const replyTo = auditText(body.value.reply_to)
-      if (replyTo !== undefined) detail.replyTo = replyTo
+      if (replyTo !== undefined) {
+        detail.replyTo = replyTo
+        detail.via ??= viaOf(request)
+      }
     }
     if (route.name === 'actions' && isAck(body.value.action)) throw new SessionTokenOnly()
   }

@@ -52,6 +52,8 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
         'KasmGatewaySocketTakeoverFallback',
         'KasmGatewayRedisDown',
         'KasmGateway5xxRate',
+        'KasmGatewayQuestionsTimingOut',
+        'KasmGatewaySlowAnswers',
         'KasmGatewayDown',
       ],
     )
@@ -67,6 +69,14 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
     assert.match(byName.get('KasmGatewayRedisDown')?.expr ?? '', /krg_degraded/)
     assert.match(byName.get('KasmGatewayUpstreamTokenRefused')?.expr ?? '', /reason="token_refused"/)
     assert.match(byName.get('KasmGatewaySocketTakeoverFallback')?.expr ?? '', /path="fallback"/)
+    // The team report's: a share of timeouts over 15 minutes (and a floor), p90 against the time questions had.
+    const timingOut = byName.get('KasmGatewayQuestionsTimingOut')?.expr ?? ''
+    assert.match(timingOut, /closed_by="timeout"\}\[15m\]\)\)\s+\/ sum by \(namespace, team\)/)
+    assert.match(timingOut, /> 0\.25\s+and .*>= 3$/s)
+    const slow = byName.get('KasmGatewaySlowAnswers')?.expr ?? ''
+    assert.match(slow, /^histogram_quantile\(0\.9, sum by \(namespace, team, le\)/)
+    assert.match(slow, /> 0\.5 \* \(/)
+    assert.match(slow, /krg_question_deadline_left_seconds_sum/)
     // Prometheus' own templating in the descriptions survives helm's.
     assert.match(
       byName.get('KasmGateway5xxRate')?.annotations.description ?? '',
@@ -86,6 +96,9 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
         'metrics.prometheusRule.enabled=true',
         'metrics.prometheusRule.errorRatio=0.2',
         'metrics.prometheusRule.readerFailuresPerMinute=7',
+        'metrics.prometheusRule.questionTimeoutShare=0.4',
+        'metrics.prometheusRule.questionTimeoutsMin=9',
+        'metrics.prometheusRule.slowAnswerDeadlineShare=0.75',
       ],
     })
     const exprs = (
@@ -93,6 +106,8 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
     ).groups[0]!.rules.map((r) => r.expr)
     assert.ok(exprs.some((e) => e.endsWith('> 0.2')))
     assert.ok(exprs.some((e) => e.endsWith('> 7')))
+    assert.ok(exprs.some((e) => e.includes('> 0.4') && e.endsWith('>= 9')))
+    assert.ok(exprs.some((e) => e.includes('> 0.75 * (')))
   })
 
   test('the Grafana dashboard: a sidecar ConfigMap holding files/grafana-dashboard.json, every query valid', async () => {
@@ -143,6 +158,9 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
       'krg_upstream_errors_total',
       'krg_event_viewers',
       'krg_http_request_duration_seconds_bucket',
+      'krg_questions_closed_total',
+      'krg_question_answer_seconds_bucket',
+      'krg_handoffs_total',
     ])
       assert.ok(
         exprs.some((e) => e.includes(metric)),

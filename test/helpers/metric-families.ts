@@ -20,6 +20,13 @@ export const gatewayFamilies: Record<string, string> = {
   krg_event_gaps_unfilled_total: 'counter',
   krg_event_deliveries_total: 'counter',
   krg_socket_takeovers_total: 'counter',
+  // The team report (src/report): a team's series appear with its first session.
+  krg_questions_opened_total: 'counter',
+  krg_questions_closed_total: 'counter',
+  krg_question_answer_seconds: 'histogram',
+  krg_question_deadline_left_seconds: 'histogram',
+  krg_handoffs_total: 'counter',
+  krg_handoff_wait_seconds: 'histogram',
 }
 
 /** What cluster mode adds. */

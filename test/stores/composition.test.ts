@@ -44,6 +44,7 @@ test("embedded: every store is the process's own, and the features hold the very
   assert.equal(app.presence, stores.presence)
   assert.equal(app.audit, stores.audit)
   assert.equal(app.board, stores.board)
+  assert.equal(app.teamReport.store, stores.report)
   assert.equal(app.events.bus, stores.bus)
   assert.equal(app.events.lease, stores.readerLease)
   assert.equal(app.events.storeDown, stores.down)
@@ -78,4 +79,7 @@ test("cluster: every store is the Redis side, the cluster's own ones shared rath
   // What the root built lands in Redis under the replica's prefix.
   await stores.board.set('k', 'probe', '1')
   assert.equal(await cluster.redis.exists(cluster.keys.board('k')), 1)
+  assert.equal(app.teamReport.store, stores.report)
+  assert.equal(await stores.report.claim('blue', 'probe'), true)
+  assert.equal(await stores.report.claim('blue', 'probe'), false, 'claimed once, in Redis')
 })

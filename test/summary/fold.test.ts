@@ -85,8 +85,11 @@ test('a run with a loop: phase, open questions soonest first, their closing, the
       type: 'request.closed',
       run: 'run-1',
       seq: 5,
+      at: '2026-09-16T14:00:05.000Z',
       request: s.openRequests[0],
       closedBy: 'reply',
+      // When q2 opened (its event's time): how long the answer took.
+      openedAt: '2026-09-16T14:00:04.000Z',
     },
   ])
   assert.equal(fold.snapshot().loop, 'stopping')
@@ -102,12 +105,12 @@ test('a run with a loop: phase, open questions soonest first, their closing, the
     }),
     t.event('done'),
   ])
-  // The question still open closes with the run.
+  // The question still open closes with the run, at the time of its `done`.
   assert.deepEqual(
-    ended.map((x) => [x.type, x.type === 'request.closed' ? x.closedBy : null]),
+    ended.map((x) => [x.type, x.type === 'request.closed' ? [x.closedBy, x.openedAt] : null, x.at]),
     [
-      ['request.closed', 'run_ended'],
-      ['run.ended', null],
+      ['request.closed', ['run_ended', '2026-09-16T14:00:03.000Z'], '2026-09-16T14:00:09.000Z'],
+      ['run.ended', null, '2026-09-16T14:00:09.000Z'],
     ],
   )
   s = fold.snapshot()
@@ -132,7 +135,15 @@ test('a handoff pause: started by the escalate call, with its reason and end, en
       tool_calls: [{ name: 'escalate', args: { reason: '2FA on a phone' } }],
     }),
   ])
-  assert.deepEqual(started, [{ type: 'escalation.started', run: 'run-1', seq: 3, reason: '2FA on a phone' }])
+  assert.deepEqual(started, [
+    {
+      type: 'escalation.started',
+      run: 'run-1',
+      seq: 3,
+      at: '2026-09-16T14:00:03.000Z',
+      reason: '2FA on a phone',
+    },
+  ])
   const pause = fold.snapshot().escalation
   assert.equal(pause?.reason, '2FA on a phone')
   assert.equal(pause?.startedAt, '2026-09-16T14:00:03.000Z')
@@ -148,7 +159,16 @@ test('a handoff pause: started by the escalate call, with its reason and end, en
     }),
   ])
   assert.deepEqual(ended, [
-    { type: 'escalation.ended', run: 'run-1', seq: 4, reason: '2FA on a phone', endedBy: 'operator' },
+    {
+      type: 'escalation.ended',
+      run: 'run-1',
+      seq: 4,
+      at: '2026-09-16T14:00:04.000Z',
+      reason: '2FA on a phone',
+      endedBy: 'operator',
+      startedAt: '2026-09-16T14:00:03.000Z',
+      pausedS: 42,
+    },
   ])
   assert.equal(fold.snapshot().escalation, null)
   assert.deepEqual(fold.snapshot().lastEscalation, {

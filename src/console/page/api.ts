@@ -42,7 +42,8 @@ export function reportSignedOut(): void {
 export async function api<T = Record<string, unknown>>(path: string, init: RequestInit = {}): Promise<T> {
   let res: Response
   try {
-    res = await fetch(path, { credentials: 'same-origin', ...init })
+    const headers = { ...Object.fromEntries(new Headers(init.headers)), 'x-krg-client': 'console' }
+    res = await fetch(path, { credentials: 'same-origin', ...init, headers })
   } catch {
     throw new ApiError(0, null, 'the gateway cannot be reached; check your connection')
   }

@@ -79,6 +79,7 @@ async function boot(): Promise<void> {
       'header',
       { class: 'bar' },
       h('a', { class: 'brand', href: base }, 'Support console'),
+      canWrite(me) ? h('a', { class: 'report-link', href: `${base}report` }, 'Report') : null,
       h('span', { class: 'who' }, who),
       attention.button,
       signOut,

@@ -234,7 +234,7 @@ export class RuntimeCore {
    * escalated); the pause ends after runner.escalation_pause_s with an escalation record `ended_by: timeout`,
    * or earlier by finish_handoff (`ended_by: operator`).
    */
-  escalate(reason: string): void {
+  escalate(reason: string, pauseS = this.options.escalationPauseS): void {
     const run = this.state
     this.emit('iteration', {
       n: ++run.iterationSeq,
@@ -249,7 +249,7 @@ export class RuntimeCore {
     })
     run.escalationReason = reason
     this.setLoop('escalation')
-    run.escalationTimer = this.timers.after(this.options.escalationPauseS * 1000, () => {
+    run.escalationTimer = this.timers.after(pauseS * 1000, () => {
       run.escalationTimer = null
       if (run === this.state && this.loop === 'escalation') this.endEscalation(run, 'timeout')
     })

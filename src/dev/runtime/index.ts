@@ -91,12 +91,15 @@ export interface SimulatedRuntime {
   setHang(hang: boolean): void
   /** What the agent's loop is doing, which decides the valid actions. */
   setLoop(state: LoopState): void
-  /** The agent calls escalate: the verdict is fixed and the handoff pause starts (see RuntimeCore.escalate). */
-  escalate(reason: string): void
+  /**
+   * The agent calls escalate: the verdict is fixed and the handoff pause starts (see RuntimeCore.escalate),
+   * for `pauseS` (default runner.escalation_pause_s).
+   */
+  escalate(reason: string, pauseS?: number): void
   /** Replaces tokens (an empty string removes one). */
   rotateTokens(tokens: { messagingToken?: string; sessionToken?: string }): void
   /** Asks a typed question as the agent (ask_human). Throws when the fields are invalid. */
-  ask(request: { title: string; help?: string; fields: unknown[]; deadlineS?: number }): {
+  ask(request: { title: string; help?: string; fields: unknown[]; deadlineS?: number; waitS?: number }): {
     request_id: string
     revision: number
   }
@@ -187,7 +190,7 @@ export async function startSimulatedRuntime(
       controls.hang = hang
     },
     setLoop: (state) => core.setLoop(state),
-    escalate: (reason) => core.escalate(reason),
+    escalate: (reason, pauseS) => core.escalate(reason, pauseS),
     rotateTokens: (tokens) => core.credentials.rotate(tokens),
     ask(request) {
       try {

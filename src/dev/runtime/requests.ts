@@ -24,6 +24,11 @@ export interface NewRequest {
   help?: string
   fields: unknown[]
   deadlineS?: number
+  /**
+   * How long the agent really waits, when not the deadline it announces: a runtime that keeps waiting past it
+   * lets a reply come late (the deadline is still what the request says). Default the deadline.
+   */
+  waitS?: number
 }
 
 /** POST /requests: checks the body's shape (400) and then its field definitions (422). */
@@ -88,7 +93,7 @@ export function createRequest(
   run.requests.set(request.request_id, request)
   run.requestDeadlines.set(
     request.request_id,
-    core.timers.after(deadlineS * 1000, () => {
+    core.timers.after((input.waitS ?? deadlineS) * 1000, () => {
       if (request.state === 'open') closeRequest(core, run, request, 'timeout')
     }),
   )

@@ -1,0 +1,303 @@
+/**
+ * The report's view: what `GET <base>api/report` answered, as headline numbers, the chart of answers over
+ * time (with its table), the teams and the people side by side, the timeouts (each linked to its session) and
+ * the handoffs. Everything from the gateway becomes text nodes (dom.ts).
+ */
+
+import type { HandoffStats, PersonStats, QuestionStats, Report, TeamStats } from '../../../report/stats.ts'
+import { base } from '../api.ts'
+import { h, replace } from '../dom.ts'
+import { bucketLabel, drawChart, PARTS } from './chart.ts'
+
+/** `42 s`, `3 min 05 s`, `1 h 12 min`; an em dash (read as "none") without a value. */
+export function duration(seconds: number | null): string {
+  if (seconds === null) return '—'
+  const s = Math.round(seconds)
+  if (s < 60) return `${s} s`
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`
+}
+
+function percent(share: number | null): string {
+  return share === null ? '—' : `${Math.round(share * 100)}%`
+}
+
+function when(iso: string): string {
+  const d = new Date(iso)
+  return d.toLocaleString([], { weekday: 'short', hour: '2-digit', minute: '2-digit' })
+}
+
+function time(iso: string): HTMLTimeElement {
+  return h('time', { datetime: iso, title: new Date(iso).toLocaleString() }, when(iso))
+}
+
+function sessionLink(kasmId: string): HTMLAnchorElement {
+  return h('a', { href: `${base}sessions/${encodeURIComponent(kasmId)}` }, kasmId)
+}
+
+/** A table in a box that scrolls sideways on a phone (focusable, so a keyboard can scroll it). */
+function table(caption: string, head: readonly string[], rows: readonly (Node | string)[][]): HTMLElement {
+  return h(
+    'div',
+    { class: 'table-scroll', tabindex: '0', role: 'region', 'aria-label': caption },
+    h(
+      'table',
+      {},
+      h('caption', { class: 'sr-only' }, caption),
+      h('thead', {}, h('tr', {}, ...head.map((c) => h('th', { scope: 'col' }, c)))),
+      h(
+        'tbody',
+        {},
+        ...rows.map((cells) =>
+          h('tr', {}, ...cells.map((c, i) => (i === 0 ? h('th', { scope: 'row' }, c) : h('td', {}, c)))),
+        ),
+      ),
+    ),
+  )
+}
+
+function card(label: string, value: string, detail?: string, tone?: 'good' | 'bad' | 'warn'): HTMLElement {
+  return h(
+    'div',
+    { class: tone === undefined ? 'card' : `card card-${tone}` },
+    h('dt', {}, label),
+    h(
+      'dd',
+      {},
+      h('span', { class: 'value' }, value),
+      detail === undefined ? null : h('span', { class: 'detail' }, detail),
+    ),
+  )
+}
+
+function inTimeTone(q: QuestionStats): 'good' | 'bad' | 'warn' | undefined {
+  if (q.inTimeShare === null) return undefined
+  return q.inTimeShare >= 0.9 ? 'good' : q.inTimeShare >= 0.6 ? 'warn' : 'bad'
+}
+
+function headline(all: TeamStats): HTMLElement {
+  const q = all.questions
+  const hs = all.handoffs
+  return h(
+    'dl',
+    { class: 'cards' },
+    card('Questions', String(q.questions), `${q.answered} answered`),
+    card(
+      'Answered in time',
+      percent(q.inTimeShare),
+      `${q.inTime} of ${q.answered + q.timeouts}`,
+      inTimeTone(q),
+    ),
+    card('Median time to answer', duration(q.medianAnswerS), `p90 ${duration(q.p90AnswerS)}`),
+    card(
+      'Timeouts',
+      String(q.timeouts),
+      q.late > 0 ? `${q.late} answered late` : undefined,
+      q.timeouts > 0 ? 'bad' : undefined,
+    ),
+    card('Handoffs', String(hs.handoffs), `median wait ${duration(hs.medianWaitS)}`),
+  )
+}
+
+function questionCells(q: QuestionStats): string[] {
+  return [
+    String(q.questions),
+    String(q.answered),
+    percent(q.inTimeShare),
+    duration(q.medianAnswerS),
+    duration(q.p90AnswerS),
+    String(q.timeouts),
+  ]
+}
+
+function handoffCells(hs: HandoffStats): string[] {
+  return [String(hs.handoffs), duration(hs.medianWaitS), duration(hs.p90WaitS)]
+}
+
+function teamsTable(teams: readonly TeamStats[]): HTMLElement {
+  return table(
+    'Questions and handoffs by team',
+    [
+      'Team',
+      'Questions',
+      'Answered',
+      'In time',
+      'Median',
+      'p90',
+      'Timeouts',
+      'Handoffs',
+      'Median wait',
+      'p90 wait',
+    ],
+    teams.map((t) => [t.team, ...questionCells(t.questions), ...handoffCells(t.handoffs)]),
+  )
+}
+
+function channels(q: QuestionStats): string {
+  const used = Object.entries(q.via).filter(([, n]) => n > 0)
+  return used.length === 0 ? '—' : used.map(([via, n]) => `${via} ${n}`).join(', ')
+}
+
+function peopleTable(people: readonly PersonStats[]): HTMLElement {
+  return table(
+    'Answers and handoffs by person',
+    ['Person', 'Answered', 'In time', 'Median', 'p90', 'Through', 'Handoffs finished', 'Median wait'],
+    people.map((p) => [
+      p.name ?? p.sub,
+      String(p.questions.answered),
+      percent(p.questions.answered === 0 ? null : p.questions.inTime / p.questions.answered),
+      duration(p.questions.medianAnswerS),
+      duration(p.questions.p90AnswerS),
+      channels(p.questions),
+      String(p.handoffs.byPerson),
+      duration(p.handoffs.medianWaitS),
+    ]),
+  )
+}
+
+const ENDED_BY: Record<string, string> = {
+  operator: 'a person finished it',
+  timeout: 'ran out',
+  run_end: 'the run ended',
+  other: 'other',
+}
+
+function chartSection(report: Report, observers: ResizeObserver[]): HTMLElement {
+  const box = h('div', { class: 'chart-box' })
+  const answers = report.series.reduce((n, b) => n + b.inTime + b.late + b.timeouts, 0)
+  const summary = h(
+    'p',
+    { class: 'muted', id: 'chart-summary' },
+    answers === 0
+      ? 'No question was answered or timed out in this period.'
+      : `${report.all.questions.inTime} answered in time, ${report.all.questions.late} late and ${report.all.questions.timeouts} timed out, per ${report.bucketS >= 6 * 3600 ? 'six hours' : 'hour'}.`,
+  )
+  const draw = (): void => {
+    const width = Math.floor(box.clientWidth)
+    if (width > 0) replace(box, drawChart(report.series, report.bucketS, width))
+  }
+  // Drawn at its real width (text stays legible on a phone), again when the width changes.
+  const observer = new ResizeObserver(draw)
+  observer.observe(box)
+  observers.push(observer)
+  const legend = h(
+    'ul',
+    { class: 'legend' },
+    ...PARTS.map((p) => h('li', {}, h('span', { class: `swatch ${p.cls}`, 'aria-hidden': 'true' }), p.label)),
+  )
+  const rows = report.series.map((b) => [
+    bucketLabel(b.start),
+    String(b.inTime),
+    String(b.late),
+    String(b.timeouts),
+  ])
+  return h(
+    'section',
+    { 'aria-labelledby': 'chart-title' },
+    h('h2', { id: 'chart-title' }, 'Answers over time'),
+    summary,
+    box,
+    legend,
+    h(
+      'details',
+      {},
+      h('summary', {}, 'Show the numbers'),
+      table('Answers over time, in numbers', ['From', ...PARTS.map((p) => p.label)], rows),
+    ),
+  )
+}
+
+function timeoutsSection(report: Report): HTMLElement {
+  const list = report.timeouts
+  return h(
+    'section',
+    { 'aria-labelledby': 'timeouts-title' },
+    h('h2', { id: 'timeouts-title' }, 'Timeouts'),
+    list.length === 0
+      ? h('p', { class: 'muted' }, 'No question timed out in this period.')
+      : table(
+          'Questions that timed out',
+          ['Question', 'Session', 'Team', 'Run', 'Asked', 'Deadline'],
+          list.map((t) => [
+            t.title,
+            sessionLink(t.kasmId),
+            t.team,
+            h('code', { class: 'run' }, t.run),
+            time(t.openedAt),
+            t.deadline === null ? '—' : time(t.deadline),
+          ]),
+        ),
+    list.length < report.all.questions.timeouts
+      ? h(
+          'p',
+          { class: 'muted' },
+          `The latest ${list.length} of ${report.all.questions.timeouts}; the CSV has them all.`,
+        )
+      : null,
+  )
+}
+
+function handoffsSection(report: Report): HTMLElement {
+  const list = report.handoffs
+  return h(
+    'section',
+    { 'aria-labelledby': 'handoffs-title' },
+    h('h2', { id: 'handoffs-title' }, 'Handoffs'),
+    list.length === 0
+      ? h('p', { class: 'muted' }, 'No handoff ended in this period.')
+      : table(
+          'Handoffs and their waits',
+          ['Reason', 'Session', 'Team', 'Started', 'Waited', 'Ended'],
+          list.map((x) => [
+            x.reason,
+            sessionLink(x.kasmId),
+            x.team,
+            time(x.openedAt),
+            duration(x.waitS),
+            x.endedBy === 'operator' && x.name !== null
+              ? `${x.name} finished it`
+              : (ENDED_BY[x.endedBy] ?? x.endedBy),
+          ]),
+        ),
+  )
+}
+
+/** The whole report under its controls; `destroy` stops what follows the page's width. */
+export function reportView(report: Report): { el: HTMLElement; destroy(): void } {
+  const people = report.all.people
+  const observers: ResizeObserver[] = []
+  const el = h(
+    'div',
+    { class: 'report' },
+    headline(report.all),
+    chartSection(report, observers),
+    report.teams.length > 1
+      ? h(
+          'section',
+          { 'aria-labelledby': 'teams-title' },
+          h('h2', { id: 'teams-title' }, 'By team'),
+          teamsTable(report.teams),
+        )
+      : null,
+    h(
+      'section',
+      { 'aria-labelledby': 'people-title' },
+      h('h2', { id: 'people-title' }, 'By person'),
+      people.length === 0
+        ? h(
+            'p',
+            { class: 'muted' },
+            'Nobody answered a question or finished a handoff through the gateway in this period.',
+          )
+        : peopleTable(people),
+    ),
+    timeoutsSection(report),
+    handoffsSection(report),
+  )
+  return {
+    el,
+    destroy: () => {
+      for (const o of observers) o.disconnect()
+    },
+  }
+}

@@ -1,0 +1,279 @@
+import type { Channel, HandoffRecord, QuestionRecord, ReportRecord } from './types.ts'
+
+/**
+ * The report's numbers, computed from the records of a window: per team, per person, over every team shown,
+ * with the timeouts and handoffs listed and answers counted per time bucket for the page's chart. Pure: the
+ * API route calls it with what the store returned.
+ */
+
+/** The windows the report offers, with the width of the chart's buckets. */
+export const WINDOWS = {
+  '24h': { ms: 24 * 3600 * 1000, bucketMs: 3600 * 1000 },
+  '7d': { ms: 7 * 24 * 3600 * 1000, bucketMs: 6 * 3600 * 1000 },
+} as const
+
+export type ReportWindow = keyof typeof WINDOWS
+
+export function isReportWindow(value: unknown): value is ReportWindow {
+  return typeof value === 'string' && Object.hasOwn(WINDOWS, value)
+}
+
+/** Questions of a group (a team, a person, everyone shown). */
+export interface QuestionStats {
+  /** Questions that closed in the window, however. */
+  readonly questions: number
+  readonly answered: number
+  /** Answered at or before the deadline (or with no deadline). */
+  readonly inTime: number
+  /** Answered after the deadline (a runtime that kept waiting). */
+  readonly late: number
+  readonly timeouts: number
+  readonly cancelled: number
+  readonly runEnded: number
+  /** inTime / (answered + timeouts): the questions that waited for a person until they closed; null: none. */
+  readonly inTimeShare: number | null
+  /** Time to answer (s), nearest rank; null without answers. */
+  readonly medianAnswerS: number | null
+  readonly p90AnswerS: number | null
+  /** Answers per channel. */
+  readonly via: Readonly<Record<Channel, number>>
+}
+
+/** Handoffs of a group. */
+export interface HandoffStats {
+  readonly handoffs: number
+  /** Ended by a person ("I'm done, finish"). */
+  readonly byPerson: number
+  /** The pause ran out with nobody finishing it. */
+  readonly ranOut: number
+  readonly medianWaitS: number | null
+  readonly p90WaitS: number | null
+}
+
+/** One person's part: what they answered and the handoffs they finished. */
+export interface PersonStats {
+  readonly sub: string
+  readonly name: string | null
+  readonly questions: QuestionStats
+  readonly handoffs: HandoffStats
+}
+
+export interface TeamStats {
+  readonly team: string
+  readonly questions: QuestionStats
+  readonly handoffs: HandoffStats
+  readonly people: readonly PersonStats[]
+}
+
+/** A question nobody answered in time, with what the page needs to link its session. */
+export interface TimeoutItem {
+  readonly team: string
+  readonly kasmId: string
+  readonly run: string
+  readonly requestId: string
+  readonly title: string
+  readonly openedAt: string
+  readonly closedAt: string
+  readonly deadline: string | null
+}
+
+export interface HandoffItem {
+  readonly team: string
+  readonly kasmId: string
+  readonly run: string
+  readonly reason: string
+  readonly openedAt: string
+  readonly closedAt: string
+  readonly waitS: number
+  readonly endedBy: HandoffRecord['endedBy']
+  readonly name: string | null
+}
+
+/** Answers in one bucket of the chart. */
+export interface SeriesBucket {
+  /** ISO 8601: the bucket's start. */
+  readonly start: string
+  readonly inTime: number
+  readonly late: number
+  readonly timeouts: number
+}
+
+/** What `GET <base>api/report` answers. */
+export interface Report {
+  readonly window: ReportWindow
+  readonly from: string
+  readonly to: string
+  readonly bucketS: number
+  /** Over every team shown. */
+  readonly all: TeamStats
+  readonly teams: readonly TeamStats[]
+  readonly series: readonly SeriesBucket[]
+  /** Newest first, at most {@link LISTED} of each (`all` counts them all; the CSV lists every record). */
+  readonly timeouts: readonly TimeoutItem[]
+  readonly handoffs: readonly HandoffItem[]
+}
+
+/** Items listed per kind (the CSV has every record). */
+export const LISTED = 100
+
+const CHANNELS: readonly Channel[] = ['console', 'sidebar', 'api', 'slack', 'unknown']
+
+/** The value at rank ceil(p·n) of the sorted values (nearest rank); null for none. */
+export function percentile(sorted: readonly number[], p: number): number | null {
+  if (sorted.length === 0) return null
+  const rank = Math.max(1, Math.ceil(p * sorted.length))
+  return sorted[Math.min(rank, sorted.length) - 1] as number
+}
+
+/** Whether an answered question was answered at or before its deadline. */
+export function inTime(record: QuestionRecord): boolean {
+  return record.deadline === null || record.closedAt <= record.deadline
+}
+
+/** Seconds from a record's opening to its closing. */
+export function waitedS(record: ReportRecord): number {
+  return Math.max(0, Date.parse(record.closedAt) - Date.parse(record.openedAt)) / 1000
+}
+
+function round(value: number | null): number | null {
+  return value === null ? null : Math.round(value * 10) / 10
+}
+
+function questionStats(records: readonly QuestionRecord[]): QuestionStats {
+  const via = Object.fromEntries(CHANNELS.map((c) => [c, 0])) as Record<Channel, number>
+  const times: number[] = []
+  let onTime = 0
+  let timeouts = 0
+  let cancelled = 0
+  let runEnded = 0
+  for (const r of records) {
+    if (r.closedBy === 'reply') {
+      times.push(waitedS(r))
+      if (inTime(r)) onTime++
+      via[r.via ?? 'unknown']++
+    } else if (r.closedBy === 'timeout') timeouts++
+    else if (r.closedBy === 'cancel') cancelled++
+    else if (r.closedBy === 'run_end') runEnded++
+  }
+  times.sort((a, b) => a - b)
+  const waited = times.length + timeouts
+  return {
+    questions: records.length,
+    answered: times.length,
+    inTime: onTime,
+    late: times.length - onTime,
+    timeouts,
+    cancelled,
+    runEnded,
+    inTimeShare: waited === 0 ? null : Math.round((onTime / waited) * 1000) / 1000,
+    medianAnswerS: round(percentile(times, 0.5)),
+    p90AnswerS: round(percentile(times, 0.9)),
+    via,
+  }
+}
+
+function handoffStats(records: readonly HandoffRecord[]): HandoffStats {
+  const waits = records.map((r) => r.waitS).sort((a, b) => a - b)
+  return {
+    handoffs: records.length,
+    byPerson: records.filter((r) => r.endedBy === 'operator').length,
+    ranOut: records.filter((r) => r.endedBy === 'timeout').length,
+    medianWaitS: round(percentile(waits, 0.5)),
+    p90WaitS: round(percentile(waits, 0.9)),
+  }
+}
+
+/** The questions and handoffs among `records`. */
+function ownStats(records: readonly ReportRecord[]): Pick<TeamStats, 'questions' | 'handoffs'> {
+  return {
+    questions: questionStats(records.filter((r): r is QuestionRecord => r.kind === 'question')),
+    handoffs: handoffStats(records.filter((r): r is HandoffRecord => r.kind === 'handoff')),
+  }
+}
+
+/** A group's numbers and each person's in it, the busiest first. */
+function groupStats(team: string, records: readonly ReportRecord[]): TeamStats {
+  const people = new Map<string, { name: string | null; records: ReportRecord[] }>()
+  for (const r of records) {
+    if (r.sub === null) continue
+    const person = people.get(r.sub) ?? { name: null, records: [] }
+    person.name = r.name ?? person.name
+    person.records.push(r)
+    people.set(r.sub, person)
+  }
+  const busy = (p: PersonStats): number => p.questions.answered + p.handoffs.handoffs
+  return {
+    team,
+    ...ownStats(records),
+    people: [...people]
+      .map(([sub, p]): PersonStats => ({ sub, name: p.name, ...ownStats(p.records) }))
+      .sort((a, b) => busy(b) - busy(a) || a.sub.localeCompare(b.sub)),
+  }
+}
+
+/**
+ * The report of `records` (every one closed in the window; the store's answer) for `teams`, over the window
+ * ending `now`.
+ */
+export function buildReport(
+  window: ReportWindow,
+  teams: readonly string[],
+  records: readonly ReportRecord[],
+  now: number,
+): Report {
+  const { ms, bucketMs } = WINDOWS[window]
+  // Buckets aligned to whole hours (UTC) so the chart's bars do not shift with every reload.
+  const end = Math.ceil(now / bucketMs) * bucketMs
+  const start = end - ms
+  const since = now - ms
+  const shown = records.filter((r) => Date.parse(r.closedAt) >= since)
+  const series = Array.from({ length: ms / bucketMs }, (_, i) => ({
+    start: new Date(start + i * bucketMs).toISOString(),
+    inTime: 0,
+    late: 0,
+    timeouts: 0,
+  }))
+  const timeouts: TimeoutItem[] = []
+  const handoffs: HandoffItem[] = []
+  for (const r of shown) {
+    const bucket = series[Math.floor((Date.parse(r.closedAt) - start) / bucketMs)]
+    if (r.kind === 'handoff') {
+      handoffs.push({
+        team: r.team,
+        kasmId: r.kasmId,
+        run: r.run,
+        reason: r.reason,
+        openedAt: r.openedAt,
+        closedAt: r.closedAt,
+        waitS: r.waitS,
+        endedBy: r.endedBy,
+        name: r.name ?? r.sub,
+      })
+      continue
+    }
+    if (r.closedBy === 'reply' && bucket !== undefined) {
+      if (inTime(r)) bucket.inTime++
+      else bucket.late++
+    } else if (r.closedBy === 'timeout') {
+      if (bucket !== undefined) bucket.timeouts++
+      const { team, kasmId, run, requestId, title, openedAt, closedAt, deadline } = r
+      timeouts.push({ team, kasmId, run, requestId, title, openedAt, closedAt, deadline })
+    }
+  }
+  return {
+    window,
+    from: new Date(since).toISOString(),
+    to: new Date(now).toISOString(),
+    bucketS: bucketMs / 1000,
+    all: groupStats('', shown),
+    teams: teams.map((team) =>
+      groupStats(
+        team,
+        shown.filter((r) => r.team === team),
+      ),
+    ),
+    series,
+    timeouts: timeouts.reverse().slice(0, LISTED),
+    handoffs: handoffs.reverse().slice(0, LISTED),
+  }
+}

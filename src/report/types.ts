@@ -1,0 +1,76 @@
+/**
+ * The team report's records: one small record per closed question and per ended handoff of a session the
+ * gateway watched, with who answered and through what (from the audit log). Never a field value, a message's
+ * text or a token: ids, a clipped title or reason, times and fixed words.
+ */
+
+import type { Via } from '../audit/types.ts'
+
+/** How a question closed, in the metrics' words (the protocol's `cancelled` and `run_ended` shortened). */
+export type QuestionEnd = 'reply' | 'timeout' | 'cancel' | 'run_end' | 'other'
+
+/** How a handoff pause ended: a person (`operator`), its time ran out, the run ended, or a word we do not know. */
+export type HandoffEnd = 'operator' | 'timeout' | 'run_end' | 'other'
+
+/** Through what an answer came: an audited channel, or `unknown` when no reply of the gateway's closed it. */
+export type Channel = Via | 'unknown'
+
+export const QUESTION_ENDS: readonly QuestionEnd[] = ['reply', 'timeout', 'cancel', 'run_end', 'other']
+export const HANDOFF_ENDS: readonly HandoffEnd[] = ['operator', 'timeout', 'run_end', 'other']
+
+/** What both kinds of record carry. */
+interface RecordBase {
+  /** Unique per question or handoff, the same on every replica: the idempotency key of the write. */
+  readonly id: string
+  readonly team: string
+  readonly kasmId: string
+  readonly run: string
+  /** ISO 8601: when the question opened or the pause started. */
+  readonly openedAt: string
+  /** ISO 8601: when it closed or ended. */
+  readonly closedAt: string
+  /** Who answered or ended it through the gateway; null when nobody did (a timeout, or outside the gateway). */
+  readonly sub: string | null
+  readonly name: string | null
+  /** The channel of that person's answer or "I'm done"; null when no person closed it. */
+  readonly via: Channel | null
+}
+
+/** A question the run asked, once it closed. */
+export interface QuestionRecord extends RecordBase {
+  readonly kind: 'question'
+  readonly requestId: string
+  /** The question's title, clipped. */
+  readonly title: string
+  /** ISO 8601, or null when the question had none. */
+  readonly deadline: string | null
+  readonly closedBy: QuestionEnd
+}
+
+/** A handoff pause, once it ended. */
+export interface HandoffRecord extends RecordBase {
+  readonly kind: 'handoff'
+  /** Why the agent escalated, clipped. */
+  readonly reason: string
+  readonly endedBy: HandoffEnd
+  /** How long the pause lasted (the runtime's `paused_s`, or from the times). */
+  readonly waitS: number
+}
+
+export type ReportRecord = QuestionRecord | HandoffRecord
+
+/**
+ * Where report records are kept, for `GATEWAY_REPORT_RETENTION_DAYS`: in memory (embedded) or in Redis, a
+ * sorted set per team scored by the closing time. Every write is idempotent by its key, so replicas racing
+ * for the same question, or one taking another's session over, write it once.
+ */
+export interface ReportStore {
+  /** Claims `key` of `team` for the retention: true for the first caller ever, false for every other. */
+  claim(team: string, key: string): Promise<boolean>
+  /** Adds a record unless one with its id was added (claimed and stored at once): true when this call did. */
+  add(record: ReportRecord): Promise<boolean>
+  /** The records of `teams` (every team: null) that closed at or after `since` (ms), oldest first. */
+  list(teams: readonly string[] | null, since: number): Promise<ReportRecord[]>
+  /** Teams with records still kept. */
+  teams(): Promise<string[]>
+}

@@ -1,0 +1,246 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { request } from 'undici'
+import { csvCell } from '../../src/report/csv.ts'
+import type { Report } from '../../src/report/stats.ts'
+import type { HandoffRecord, QuestionRecord } from '../../src/report/types.ts'
+import { startGateway } from '../helpers/gateway.ts'
+import { bearer } from '../helpers/jwt.ts'
+
+/** The report's routes: who may read what, the refusals, and the CSV, from records in the real store. */
+
+const now = Date.now()
+const iso = (agoS: number) => new Date(now - agoS * 1000).toISOString()
+
+function question(id: string, team: string, extra: Partial<QuestionRecord> = {}): QuestionRecord {
+  return {
+    kind: 'question',
+    id: JSON.stringify(['question', 'k1', 'run-1', id]),
+    team,
+    kasmId: team === 'blue' ? 'k1' : 'k2',
+    run: 'run-1',
+    requestId: id,
+    title: `Question ${id}`,
+    openedAt: iso(600),
+    closedAt: iso(540),
+    deadline: iso(300),
+    closedBy: 'reply',
+    sub: 'dan',
+    name: 'Dan',
+    via: 'console',
+    ...extra,
+  }
+}
+
+async function start(t: { after(fn: () => unknown): void }) {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const store = gw.app.teamReport.store
+  const handoff: HandoffRecord = {
+    kind: 'handoff',
+    id: JSON.stringify(['handoff', 'k1', 'run-1']),
+    team: 'blue',
+    kasmId: 'k1',
+    run: 'run-1',
+    reason: 'a login, only a person may do it',
+    openedAt: iso(400),
+    closedAt: iso(340),
+    endedBy: 'operator',
+    waitS: 60,
+    sub: 'dan',
+    name: 'Dan',
+    via: 'sidebar',
+  }
+  for (const record of [
+    question('q1', 'blue'),
+    question('q2', 'blue', {
+      title: '=HYPERLINK("http://evil.example","click") , "quoted"\nline',
+      closedBy: 'timeout',
+      sub: null,
+      name: null,
+      via: null,
+      closedAt: iso(290),
+    }),
+    question('q3', 'blue', { name: '+Eve, "the" @admin', sub: '-eve', closedAt: iso(3 * 86_400) }),
+    question('r1', 'red'),
+    handoff,
+  ])
+    assert.equal(await store.add(record), true)
+  assert.equal(await store.add(question('q1', 'blue')), false, 'a record is added once')
+  return gw
+}
+
+const get = async (url: string, token: string | null, headers: Record<string, string> = {}) => {
+  const res = await request(url, {
+    headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...headers },
+  })
+  const raw = Buffer.from(await res.body.arrayBuffer())
+  return { status: res.statusCode, headers: res.headers, raw, text: raw.toString('utf8') }
+}
+
+test('refusals: anonymous 401, a viewer 403, a foreign team 404, a bad window or team 400', async (t) => {
+  const gw = await start(t)
+  const viewer = await bearer({ sub: 'val', roles: ['viewer'], teams: ['blue'] })
+  const blue = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] })
+  const cases: [string, string | null, number, string][] = [
+    ['/api/report', null, 401, 'unauthenticated'],
+    ['/api/report.csv', null, 401, 'unauthenticated'],
+    ['/api/report', viewer, 403, 'forbidden'],
+    ['/api/report.csv', viewer, 403, 'forbidden'],
+    ['/api/report?team=red', blue, 404, 'team_not_found'],
+    ['/api/report.csv?team=red', blue, 404, 'team_not_found'],
+    ['/api/report?team=nobody', blue, 404, 'team_not_found'],
+    ['/api/report?window=30d', blue, 400, 'report_window_invalid'],
+    ['/api/report.csv?window=1h', blue, 400, 'report_window_invalid'],
+    ['/api/report?team=%20', blue, 400, 'bad_request'],
+    ['/api/report?window=7d&window=24h', blue, 400, 'bad_request'],
+  ]
+  for (const [path, token, status, code] of cases) {
+    const res = await get(`${gw.url}${path}`, token)
+    assert.equal(res.status, status, `${path}: ${res.text}`)
+    assert.equal((JSON.parse(res.text) as { error: string }).error, code, path)
+    assert.ok(!res.text.includes('Question'), `${path} says nothing of the records`)
+  }
+})
+
+test('an operator sees their teams only; an admin of every team sees all; the window is kept', async (t) => {
+  const gw = await start(t)
+  const blue = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] })
+  const everyone = await bearer({ sub: 'root', roles: ['admin'], teams: ['*'] })
+  const day = JSON.parse((await get(`${gw.url}/api/report`, blue)).text) as Report
+  assert.equal(day.window, '24h')
+  assert.deepEqual(
+    day.teams.map((x) => x.team),
+    ['blue'],
+  )
+  assert.equal(day.all.questions.questions, 2, 'q3 closed three days ago: not in the last 24 hours')
+  assert.equal(day.all.questions.answered, 1)
+  assert.equal(day.all.questions.inTimeShare, 0.5)
+  assert.deepEqual(
+    day.timeouts.map((x) => x.requestId),
+    ['q2'],
+  )
+  assert.equal(day.all.handoffs.byPerson, 1)
+  const week = JSON.parse((await get(`${gw.url}/api/report?window=7d&team=blue`, blue)).text) as Report
+  assert.equal(week.all.questions.questions, 3)
+  assert.equal(week.series.length, 28, 'six-hour buckets over 7 days')
+  const all = JSON.parse((await get(`${gw.url}/api/report?window=7d`, everyone)).text) as Report
+  assert.deepEqual(
+    all.teams.map((x) => x.team),
+    ['blue', 'red'],
+  )
+  assert.equal(all.all.questions.questions, 4)
+})
+
+test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralised, a download', async (t) => {
+  const gw = await start(t)
+  const blue = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] })
+  const res = await get(`${gw.url}/api/report.csv?window=7d&team=blue`, blue)
+  assert.equal(res.status, 200)
+  assert.equal(res.headers['content-type'], 'text/csv; charset=utf-8')
+  assert.match(
+    String(res.headers['content-disposition']),
+    /^attachment; filename="krg-report-blue-7d-\d{4}-\d{2}-\d{2}\.csv"$/,
+  )
+  assert.equal(res.headers['cache-control'], 'no-store')
+  assert.deepEqual([...res.raw.subarray(0, 3)], [0xef, 0xbb, 0xbf], 'a UTF-8 byte order mark')
+  assert.ok(res.text.startsWith('\uFEFFkind,team,kasm_id,run,request_id,title,opened_at,closed_at,'))
+  const lines = res.text.slice(1).split('\r\n')
+  assert.equal(lines.at(-1), '', 'every line ends with CRLF')
+  const rows = parseCsv(res.text.slice(1))
+  assert.equal(rows.length, 5, 'a header and four records of team blue (red is not asked for)')
+  const [header, ...records] = rows as string[][]
+  const col = (row: string[], name: string) => row[(header as string[]).indexOf(name)]
+  const byRequest = new Map(records.map((r) => [col(r, 'request_id') || col(r, 'kind'), r]))
+  const evil = byRequest.get('q2') as string[]
+  assert.equal(col(evil, 'title'), `'=HYPERLINK("http://evil.example","click") , "quoted"\nline`)
+  assert.equal(col(evil, 'closed_by'), 'timeout')
+  assert.equal(col(evil, 'in_time'), '')
+  const eve = byRequest.get('q3') as string[]
+  assert.equal(col(eve, 'name'), `'+Eve, "the" @admin`)
+  assert.equal(col(eve, 'sub'), "'-eve")
+  const q1 = byRequest.get('q1') as string[]
+  assert.deepEqual([col(q1, 'in_time'), col(q1, 'seconds'), col(q1, 'via')], ['yes', '60', 'console'])
+  const handoff = byRequest.get('handoff') as string[]
+  assert.deepEqual(
+    [col(handoff, 'closed_by'), col(handoff, 'seconds'), col(handoff, 'title')],
+    ['operator', '60', 'a login, only a person may do it'],
+  )
+  // A day's CSV leaves out q3.
+  const day = parseCsv((await get(`${gw.url}/api/report.csv`, blue)).text.slice(1))
+  assert.equal(day.length, 4)
+})
+
+test('csvCell: quotes what must be quoted, guards formula starts, leaves numbers alone', () => {
+  assert.equal(csvCell('plain'), 'plain')
+  assert.equal(csvCell('a,b'), '"a,b"')
+  assert.equal(csvCell('say "hi"'), '"say ""hi"""')
+  assert.equal(csvCell('two\r\nlines'), '"two\r\nlines"')
+  assert.equal(csvCell(' padded'), '" padded"')
+  for (const start of ['=', '+', '-', '@', '\t', '\r'])
+    assert.ok(csvCell(`${start}1+1`).replace(/^"/, '').startsWith(`'${start}`), JSON.stringify(start))
+  assert.equal(csvCell(-5), '-5')
+  assert.equal(csvCell(null), '')
+})
+
+test('the page <base>report: an operator gets it under the strict CSP, a viewer the 403 page', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const sessionOf = async (roles: string[]) => {
+    const token = await bearer({ sub: `p-${roles[0]}`, roles, teams: ['blue'] })
+    const res = await request(`${gw.url}/auth/session`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+    })
+    await res.body.dump()
+    return String(res.headers['set-cookie']).split(';')[0] as string
+  }
+  const navigation = { accept: 'text/html', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' }
+  const page = await get(`${gw.url}/report`, null, { ...navigation, cookie: await sessionOf(['operator']) })
+  assert.equal(page.status, 200)
+  assert.match(
+    String(page.headers['content-security-policy']),
+    /^default-src 'none'; script-src 'self'; style-src 'self'/,
+  )
+  assert.match(page.text, /<title>Report · kasm-runtime-gateway<\/title>/)
+  const script = /src="\/assets\/(report-[A-Z0-9]{8}\.js)"/.exec(page.text)?.[1]
+  assert.ok(script, 'the report bundle, not the console one')
+  assert.match(page.text, /href="\/assets\/report-[A-Z0-9]{8}\.css"/)
+  assert.equal((await get(`${gw.url}/assets/${script}`, null)).status, 200)
+  const refused = await get(`${gw.url}/report`, null, { ...navigation, cookie: await sessionOf(['viewer']) })
+  assert.equal(refused.status, 403)
+  assert.match(String(refused.headers['content-type']), /^text\/html/)
+  assert.match(refused.text, /operators and admins/)
+  const program = await get(`${gw.url}/report`, null, { cookie: await sessionOf(['viewer']) })
+  assert.equal(program.status, 403)
+  assert.equal((JSON.parse(program.text) as { error: string }).error, 'forbidden')
+})
+
+/** A strict RFC 4180 reader (quotes, doubled quotes, CRLF records), to check what a spreadsheet would see. */
+function parseCsv(text: string): string[][] {
+  const rows: string[][] = []
+  let row: string[] = []
+  let cell = ''
+  let quoted = false
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i] as string
+    if (quoted) {
+      if (ch === '"' && text[i + 1] === '"') {
+        cell += '"'
+        i++
+      } else if (ch === '"') quoted = false
+      else cell += ch
+    } else if (ch === '"') quoted = true
+    else if (ch === ',') {
+      row.push(cell)
+      cell = ''
+    } else if (ch === '\r' && text[i + 1] === '\n') {
+      row.push(cell)
+      rows.push(row)
+      row = []
+      cell = ''
+      i++
+    } else cell += ch
+  }
+  return rows
+}
