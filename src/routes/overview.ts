@@ -1,7 +1,7 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import type { AuditRecord } from '../audit/types.ts'
 import { answerOf } from '../audit/answers.ts'
+import type { AuditRecord } from '../audit/types.ts'
 import {
   AnswerUnknown,
   QuestionClosed,
