@@ -58,9 +58,13 @@ export const reportPlugin = fp(
     }
     const failed = (err: unknown) => log.error({ err }, 'report: sessions not followed')
     const offSessions = app.sessions.onChange((kasmId) => void follow(kasmId).catch(failed))
+    // A registry that cannot be read yet (Redis away at boot) must not stop the boot: its sessions are followed
+    // by their change events once it loads, as the eager readers are.
     app.addHook('onReady', async () => {
-      const views = await app.sessions.list()
-      await Promise.all(views.map((v) => follow(v.kasmId))).catch(failed)
+      await app.sessions
+        .list()
+        .then((views) => Promise.all(views.map((v) => follow(v.kasmId))))
+        .catch(failed)
     })
     app.addHook('preClose', async () => {
       offTap()

@@ -23,6 +23,7 @@ const catalogue = metricCatalogue(REDIS_TEST_URL)
 const NOT_METRICS: Record<string, string> = {
   krg_session: 'the cookie name (without __Host-)',
   krg_signin: 'the sign-in binding cookie name (without __Host-)',
+  krg_signed_out: 'the cookie that makes the next sign-in ask for the password',
   krg_http_ended_streams: 'summed into krg_http_requests_total, never registered itself',
 }
 

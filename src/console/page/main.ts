@@ -78,7 +78,13 @@ async function boot(): Promise<void> {
     h(
       'header',
       { class: 'bar' },
-      h('a', { class: 'brand', href: base }, 'Support console'),
+      // On a phone the brand is short so that the header stays one line; its name stays the full one.
+      h(
+        'a',
+        { class: 'brand', href: base, 'aria-label': 'Support console' },
+        h('span', { class: 'long' }, 'Support console'),
+        h('span', { class: 'short', 'aria-hidden': 'true' }, 'Console'),
+      ),
       canWrite(me) ? h('a', { class: 'report-link', href: `${base}report` }, 'Report') : null,
       h('span', { class: 'who' }, who),
       attention.button,
