@@ -59,6 +59,18 @@ export interface ClusterKeys {
   notifyDelivery(kasmId: string, hash: string): string
   /** List, newest first, capped: the keys of recent webhook deliveries (the admin API lists them). */
   readonly notifyRecent: string
+  /** Hash: a linked chat account (src/identity), by its key `slack:<team>:<user>`. */
+  chatLink(key: string): string
+  /** Set of a person's linked chat account keys. */
+  chatLinksOf(sub: string): string
+  /** Set of the chat account keys linked in one identity-provider session (back-channel logout). */
+  chatLinksOfIdpSession(sid: string): string
+  /** Sorted set: every linked chat account key, scored by when its link ends (ms). */
+  readonly chatLinks: string
+  /** String (JSON) with a TTL: a chat message the gateway posted (src/chat), by a hash of what it is about. */
+  chatMessage(kasmId: string, hash: string): string
+  /** String with a TTL: a key seen once (a chat platform's signed request, a link token's id). */
+  seen(hash: string): string
 }
 
 /** Builds the key set for a prefix such as `krg:`. */
@@ -93,5 +105,11 @@ export function clusterKeys(prefix: string): ClusterKeys {
     boardChannel: `${p}board:changed`,
     notifyDelivery: (id, hash) => `${p}notify:{${id}}:${hash}`,
     notifyRecent: `${p}notify:recent`,
+    chatLink: (key) => `${p}chatlink:${key}`,
+    chatLinksOf: (sub) => `${p}chatlinks-of:${sub}`,
+    chatLinksOfIdpSession: (sid) => `${p}chatlinks-of-sid:${sid}`,
+    chatLinks: `${p}chatlinks`,
+    chatMessage: (id, hash) => `${p}chatmsg:{${id}}:${hash}`,
+    seen: (hash) => `${p}seen:${hash}`,
   }
 }
