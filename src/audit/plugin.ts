@@ -124,6 +124,8 @@ function buildRecord(
     latencyMs,
   }
   if (request.operator?.name !== undefined) record.name = request.operator.name
+  const via = request.operator?.via
+  if (via !== undefined && via !== 'bearer' && via !== 'cookie') record.via = via
   if (detail.key !== undefined) record.key = detail.key
   if (detail.run !== undefined) record.run = detail.run
   if (detail.replyTo !== undefined) record.replyTo = detail.replyTo

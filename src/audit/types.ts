@@ -1,3 +1,5 @@
+import type { ChatKind } from '../identity/chat-link-store.ts'
+
 /**
  * Who did what, to which session: one record per write (and per refused write) under `/desktop/` and
  * `/admin/`. Never the message text, never a token.
@@ -16,6 +18,8 @@ export interface AuditRecord {
   sub: string | null
   /** The operator's display name, when the credential carries one (the console says who answered). */
   name?: string
+  /** The chat the person acted from (`slack`: an answer given in Slack, through a linked account). */
+  via?: ChatKind
   /** The session, when the URL or the route named a valid one. */
   kasmId: string | null
   /**

@@ -101,6 +101,8 @@ export interface AuthService {
   authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator>
   /** The cross-site rule: throws 403 `csrf_refused` for a cookie-authenticated write from elsewhere. */
   checkCsrf(request: FastifyRequest, operator: Operator): void
+  /** The same rule for a form a page of the gateway posts without a session (confirming a chat link). */
+  assertSameOrigin(request: FastifyRequest): void
   /** For long-lived streams: is this operator's credential still valid now (cookie not revoked/expired, token not expired)? */
   stillValid(operator: Operator): Promise<boolean>
   issueLoginTicket(claims: { sub: string; name?: string; roles: Role[]; teams: string[] }): string
@@ -436,14 +438,18 @@ export const authPlugin = fp(
     }
 
     function checkCsrf(request: FastifyRequest, operator: Operator): void {
-      if (operator.via !== 'cookie') return
+      if (operator.via === 'cookie') assertSameOrigin(request, operator.sub)
+    }
+
+    function assertSameOrigin(request: FastifyRequest, sub?: string): void {
       const why = csrfRefusal({
         method: request.method,
         secFetchSite: header(request, 'sec-fetch-site'),
         origin: header(request, 'origin'),
         originAllowed: (origin) => originAllowed(request, origin),
       })
-      if (why !== undefined) throw refuse(request, 'csrf', new CsrfRefused(why), { sub: operator.sub })
+      if (why !== undefined)
+        throw refuse(request, 'csrf', new CsrfRefused(why), sub === undefined ? {} : { sub })
     }
 
     const cookies: CookieSessionControl = {
@@ -480,6 +486,7 @@ export const authPlugin = fp(
     const service: AuthService = {
       authenticate,
       checkCsrf,
+      assertSameOrigin: (request) => assertSameOrigin(request),
       stillValid: (operator) => people.stillValid(operator),
       issueLoginTicket: (claims) => tickets.issue(claims),
       assertSignInAllowed,

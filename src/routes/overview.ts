@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
+import { whoAnswered } from '../audit/answers.ts'
 import {
   AnswerUnknown,
   QuestionClosed,
@@ -107,14 +108,12 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const { kasmId, requestId } = request.params
       await app.sessions.resolve(kasmId, request.operator!)
-      const records = await shared('audit log', () =>
-        app.audit.recent({ limit: 20, kasmId, replyTo: requestId, run: request.query.run }),
+      const answer = await shared('audit log', () =>
+        whoAnswered(app.audit, { kasmId, run: request.query.run, requestId }),
       )
-      // Newest first: the oldest accepted reply is the one that closed the question (later ones got 409).
-      const answer = records.filter((r) => r.route === 'messages' && r.status >= 200 && r.status < 300).at(-1)
-      if (answer === undefined) throw new AnswerUnknown()
+      if (answer === null) throw new AnswerUnknown()
       reply.header('cache-control', 'no-store')
-      return { name: answer.name ?? answer.sub ?? 'someone', at: answer.at }
+      return { name: answer.name, at: answer.at }
     },
   )
 }

@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client'
 import { NoRole, SignInStateInvalid } from '../../errors.ts'
+import type { LinkRequest } from '../../identity/link-tokens.ts'
 import type { OperatorClaims } from '../claims.ts'
 import type { IdpRefresher, IdpSignIn } from '../cookie-sessions.ts'
 import type { IdpTokens, OidcClient } from './client.ts'
@@ -15,6 +16,8 @@ export interface CompletedSignIn {
   readonly claims: OperatorClaims
   readonly idp: IdpSignIn
   readonly returnTo: string
+  /** The chat account the sign-in links, when it was started to link one. */
+  readonly chatLink?: LinkRequest
 }
 
 /**
@@ -34,7 +37,12 @@ export class SignIn {
   }
 
   /** Starts a sign-in: the IdP's authorization URL for this browser (`bindingHash`) and `returnTo`. */
-  async begin(options: { returnTo: string; bindingHash: string; prompt?: 'login' }): Promise<URL> {
+  async begin(options: {
+    returnTo: string
+    bindingHash: string
+    prompt?: 'login'
+    chatLink?: LinkRequest
+  }): Promise<URL> {
     const nonce = oidc.randomNonce()
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const state = await this.#attempts.start({
@@ -42,6 +50,7 @@ export class SignIn {
       nonce,
       codeVerifier,
       returnTo: options.returnTo,
+      ...(options.chatLink === undefined ? {} : { chatLink: options.chatLink }),
     })
     return this.#client.authorizationUrl({
       state,
@@ -78,6 +87,7 @@ export class SignIn {
       claims,
       idp: { ...(typeof sid === 'string' && sid !== '' ? { sid } : {}), tokens: answer.tokens },
       returnTo: attempt.returnTo,
+      ...(attempt.chatLink === undefined ? {} : { chatLink: attempt.chatLink }),
     }
   }
 
