@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { type Dispatcher, request } from 'undici'
-import { checkFieldDefs, type FieldDef } from '../protocol/fields.ts'
+import { checkFieldDefs, type FieldDef, isFieldType } from '../protocol/fields.ts'
 import type { Session } from '../sessions/types.ts'
 import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { isSafeParam, upstreamUrl } from '../upstream/paths.ts'
@@ -54,7 +54,14 @@ export class RuntimeReads {
     const body = await this.#get(session, `requests/${requestId}`)
     if (!isRecord(body) || typeof body.run !== 'string' || body.request_id !== requestId) return null
     const fields = Array.isArray(body.fields) ? body.fields : []
-    const fieldsValid = fields.length > 0 && checkFieldDefs(fields).length === 0
+    // Version 1 is additive: a type this gateway does not know is a newer one, not an error (it is shown as
+    // needing the console, never guessed at).
+    const newer = new Set(
+      fields
+        .map((f) => (f as { type?: unknown })?.type)
+        .filter((t): t is string => typeof t === 'string' && !isFieldType(t)),
+    )
+    const fieldsValid = fields.length > 0 && checkFieldDefs(fields, newer).length === 0
     const help = typeof body.help === 'string' ? body.help.slice(0, MAX_HELP) : undefined
     return {
       run: body.run,

@@ -20,6 +20,8 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
   const secret = slack?.adapter.signingSecret
   if (slack === null || secret === null || secret === undefined) return
   const { interactions: counted } = slack.metrics
+  // Slack posts forms; nothing else is parsed here (a JSON body is 415, not read).
+  app.removeAllContentTypeParsers()
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
     { parseAs: 'buffer', bodyLimit: MAX_BODY_BYTES },

@@ -165,7 +165,7 @@ export function linkIn(call: { args: Record<string, unknown> }): string {
  * Follows a link to connect a Slack account as a person would: the gateway sends the browser to the IdP,
  * which asks `username` to sign in (and to allow access), and back to the confirmation page.
  */
-export async function openLink(stack: SlackStack, url: string, username: string, browser = new Browser()) {
+export async function openLink(url: string, username: string, browser = new Browser()) {
   let page = await browser.navigate(url)
   if (page.text.includes('/login"'))
     page = await browser.submit(page, '/login', { username, password: PASSWORD })
@@ -184,7 +184,7 @@ export async function link(
   const before = stack.slack.ephemerals(user.id).length
   await click(stack, user, message, actionId)
   const prompt = await ephemeralAfter(stack, user, before)
-  const { browser, page } = await openLink(stack, linkIn(prompt), username)
+  const { browser, page } = await openLink(linkIn(prompt), username)
   assert.equal(page.status, 200, page.text)
   const done: Visit = await browser.submit(page, 'auth/slack-link/confirm')
   assert.equal(done.status, 200, done.text)
