@@ -75,7 +75,7 @@ test('a question opens: one message in the team’s channel with its title, fiel
   const b = buttons(message)
   assert.deepEqual(Object.keys(b), ['krg:choose:0', 'krg:choose:1', 'krg:choose:2', 'krg:console'])
   assert.deepEqual(
-    [0, 1, 2].map((i) => (b[`krg:choose:${i}`]?.text as { text: string }).text),
+    [0, 1, 2].map((i) => (b[`krg:choose:${i}`]?.text as { text?: string } | undefined)?.text),
     ['chrome', 'firefox', 'safari'],
   )
   assert.equal(b['krg:console']?.url, `${stack.base}sessions/k1`)
