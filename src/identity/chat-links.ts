@@ -100,8 +100,7 @@ export class ChatLinks {
       running = this.#refresh(key, record).finally(() => this.#refreshing.delete(key))
       this.#refreshing.set(key, running)
     }
-    const finished = await Promise.race([running.then(() => true), delay(waitMs)])
-    if (!finished) return { ok: true, record }
+    if (!(await within(running, waitMs))) return { ok: true, record }
     const now = await this.#store.get(key)
     if (now === null) return { ok: false, reason: 'unlinked' }
     return now.state === 'active' ? { ok: true, record: now } : { ok: false, reason: 'suspended' }
@@ -175,7 +174,16 @@ export class ChatLinks {
   }
 }
 
-function delay(ms: number): Promise<false> {
-  if (!Number.isFinite(ms)) return new Promise(() => {})
-  return new Promise((resolve) => setTimeout(() => resolve(false), ms).unref())
+/** Whether `work` finished within `ms` (it goes on either way). */
+async function within(work: Promise<void>, ms: number): Promise<boolean> {
+  if (!Number.isFinite(ms)) return work.then(() => true)
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms)
+  })
+  try {
+    return await Promise.race([work.then(() => true as const), late])
+  } finally {
+    clearTimeout(timer)
+  }
 }

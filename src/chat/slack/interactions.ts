@@ -207,8 +207,7 @@ export class SlackInteractions {
       values,
       ...(origin.clientIp === undefined ? {} : { clientIp: origin.clientIp }),
     })
-    const left = SUBMIT_BUDGET_MS - (Date.now() - started)
-    const outcome = await Promise.race([sending, wait(Math.max(0, left))])
+    const outcome = await within(sending, SUBMIT_BUDGET_MS - (Date.now() - started))
     const say = (o: AnswerOutcome) => this.#say(o, ref, question.fields, auth.operator.sub)
     if (outcome !== null) {
       this.#count('modal_submit', outcomeLabel(outcome))
@@ -410,6 +409,15 @@ function messageTsOf(payload: Payload): string | undefined {
   return typeof ts === 'string' && /^\d{1,12}\.\d{1,8}$/.test(ts) ? ts : undefined
 }
 
-function wait(ms: number): Promise<null> {
-  return new Promise((resolve) => setTimeout(() => resolve(null), ms).unref())
+/** What `work` resolved to within `ms`, or null (it goes on either way). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), Math.max(0, ms))
+  })
+  try {
+    return await Promise.race([work, late])
+  } finally {
+    clearTimeout(timer)
+  }
 }
