@@ -149,8 +149,8 @@ export async function click(stack: SlackStack, user: SlackUser, message: SlackMe
 }
 
 /** The last ephemeral message to `user` that has arrived since `before` of them. */
-export function ephemeralAfter(stack: SlackStack, user: SlackUser, before: number) {
-  return waitFor(`an ephemeral message to ${user.username}`, () => stack.slack.ephemerals(user.id)[before])
+export function ephemeralAfter(slack: SlackStandIn, user: SlackUser, before: number) {
+  return waitFor(`an ephemeral message to ${user.username}`, () => slack.ephemerals(user.id)[before])
 }
 
 /** The URL of the button of an ephemeral message ("Connect your Slack account"). */
@@ -183,7 +183,7 @@ export async function link(
 ) {
   const before = stack.slack.ephemerals(user.id).length
   await click(stack, user, message, actionId)
-  const prompt = await ephemeralAfter(stack, user, before)
+  const prompt = await ephemeralAfter(stack.slack, user, before)
   const { browser, page } = await openLink(linkIn(prompt), username)
   assert.equal(page.status, 200, page.text)
   const done: Visit = await browser.submit(page, 'auth/slack-link/confirm')

@@ -43,7 +43,7 @@ async function linkFor(stack: SlackStack, user = OLIVIA) {
   const message = await question(stack, `Link ${Math.random()}`)
   const before = stack.slack.ephemerals(user.id).length
   await click(stack, user, message, 'krg:choose:0')
-  return { url: linkIn(await ephemeralAfter(stack, user, before)), message }
+  return { url: linkIn(await ephemeralAfter(stack.slack, user, before)), message }
 }
 
 const chatKey = (user = OLIVIA) => `slack:T0TEST001:${user.id}`
@@ -216,7 +216,7 @@ test('a refused refresh suspends the link; a refreshed role is what answers; a b
   )
   let before = stack.slack.ephemerals(OLIVIA.id).length
   await click(stack, OLIVIA, message, 'krg:choose:0')
-  assert.match(String((await ephemeralAfter(stack, OLIVIA, before)).args.text), /You may only watch/)
+  assert.match(String((await ephemeralAfter(stack.slack, OLIVIA, before)).args.text), /You may only watch/)
   assert.equal(stack.idp.grants.get('refresh_token'), 1)
 
   // She is disabled: the refresh is refused and the link suspended; she is asked to connect again.
@@ -228,7 +228,7 @@ test('a refused refresh suspends the link; a refreshed role is what answers; a b
   )
   before = stack.slack.ephemerals(OLIVIA.id).length
   await click(stack, OLIVIA, message, 'krg:choose:0')
-  const suspended = await ephemeralAfter(stack, OLIVIA, before)
+  const suspended = await ephemeralAfter(stack.slack, OLIVIA, before)
   assert.match(String(suspended.args.text), /Connect your Slack account again/)
   assert.equal((await links.get(chatKey()))?.state, 'suspended')
   assert.equal(repliesSent(stack.rt), 0)
@@ -248,7 +248,7 @@ test('a refused refresh suspends the link; a refreshed role is what answers; a b
   before = stack.slack.ephemerals(OLIVIA.id).length
   await click(stack, OLIVIA, message, 'krg:choose:0')
   assert.match(
-    String((await ephemeralAfter(stack, OLIVIA, before)).args.text),
+    String((await ephemeralAfter(stack.slack, OLIVIA, before)).args.text),
     /^Connect your Slack account to answer/,
   )
 })
@@ -290,7 +290,10 @@ test('the console shows the person their links and removes one; admins list and 
   })
   const before = stack.slack.ephemerals(OLIVIA.id).length
   await click(stack, OLIVIA, message, 'krg:choose:0')
-  assert.match(String((await ephemeralAfter(stack, OLIVIA, before)).args.text), /^Connect your Slack account/)
+  assert.match(
+    String((await ephemeralAfter(stack.slack, OLIVIA, before)).args.text),
+    /^Connect your Slack account/,
+  )
 
   const auth = async (roles: string[], teams: string[]) => ({
     authorization: `Bearer ${await bearer({ sub: `admin-${teams.join('-')}`, roles, teams })}`,

@@ -139,7 +139,7 @@ test('an unlinked user is offered the link; once linked through the IdP, their c
   const message = await messageAbout(stack, 'Which browser?')
 
   await click(stack, OLIVIA, message, 'krg:choose:1')
-  const prompt = await ephemeralAfter(stack, OLIVIA, 0)
+  const prompt = await ephemeralAfter(stack.slack, OLIVIA, 0)
   assert.equal(prompt.args.channel, CHANNEL)
   assert.match(String(prompt.args.text), /Connect your Slack account/)
   const url = linkIn(prompt)
@@ -349,13 +349,13 @@ test('a viewer is told they may only watch, an operator of another team that the
   const v = stack.slack.ephemerals(VICTOR.id).length
   await click(stack, VICTOR, message, 'krg:choose:0')
   assert.match(
-    String((await ephemeralAfter(stack, VICTOR, v)).args.text),
+    String((await ephemeralAfter(stack.slack, VICTOR, v)).args.text),
     /You may only watch this session: answering needs the operator role in team blue/,
   )
   const r = stack.slack.ephemerals(RITA.id).length
   await click(stack, RITA, message, 'krg:choose:0')
   assert.match(
-    String((await ephemeralAfter(stack, RITA, r)).args.text),
+    String((await ephemeralAfter(stack.slack, RITA, r)).args.text),
     /You may not answer questions of this session/,
   )
 
@@ -363,7 +363,7 @@ test('a viewer is told they may only watch, an operator of another team that the
   stack.rt.ask({ title: 'How many?', fields: [{ id: 'n', type: 'integer' }] })
   const form = await messageAbout(stack, 'How many?')
   await click(stack, VICTOR, form, 'krg:answer')
-  assert.match(String((await ephemeralAfter(stack, VICTOR, v + 1)).args.text), /You may only watch/)
+  assert.match(String((await ephemeralAfter(stack.slack, VICTOR, v + 1)).args.text), /You may only watch/)
   assert.equal(stack.slack.of('views.open').length, 0)
   assert.equal(repliesSent(stack.rt), 0)
   assert.equal((await runtimeRequest(stack, q.request_id)).state, 'open')
@@ -427,7 +427,7 @@ test('a double click is one reply; a second choice by the same person is told th
   assert.equal(stack.slack.ephemerals(OLIVIA.id).length, before, 'a repeat is not worth a message')
   await click(stack, OLIVIA, message, 'krg:choose:2')
   assert.match(
-    String((await ephemeralAfter(stack, OLIVIA, before)).args.text),
+    String((await ephemeralAfter(stack.slack, OLIVIA, before)).args.text),
     /You answered this question already/,
   )
   assert.deepEqual(await replyValues(stack, q.request_id), { browser: 'firefox' })
@@ -454,7 +454,7 @@ test('a question that timed out, was cancelled or whose run ended: the message s
   const before = stack.slack.ephemerals(OLIVIA.id).length
   assert.equal((await postInteraction(stack.interactions, late)).status, 200)
   assert.match(
-    String((await ephemeralAfter(stack, OLIVIA, before)).args.text),
+    String((await ephemeralAfter(stack.slack, OLIVIA, before)).args.text),
     /This question is no longer open/,
   )
   assert.equal(repliesSent(stack.rt), sent, 'nothing sent for a closed question')
