@@ -167,3 +167,20 @@ test('a team with a webhook and a Slack channel gets both; the global webhook is
     ],
   )
 })
+
+test('without the Slack app, the console’s list of links is empty and nothing else of it is served', async (t) => {
+  const gw = await startGateway()
+  t.after(() => gw.close())
+  const auth = { authorization: `Bearer ${await bearer({ roles: ['admin'] })}` }
+  const list = await fetch(`${gw.url}/api/chat-links`, { headers: auth })
+  assert.deepEqual([list.status, await list.json()], [200, { links: [] }])
+  for (const [method, path] of [
+    ['POST', '/slack/interactions'],
+    ['GET', '/auth/slack-link?t=x'],
+    ['GET', '/admin/chat-links'],
+    ['DELETE', '/api/chat-links/slack/T0TEST001/U0OLIVIA1'],
+  ] as const)
+    assert.equal((await fetch(`${gw.url}${path}`, { method, headers: auth })).status, 404, path)
+  assert.equal(gw.app.chat, null)
+  assert.equal(gw.app.people.links, null)
+})

@@ -1,6 +1,7 @@
 import './console.css'
 import { ApiError, api, base, onSignedOut } from './api.ts'
 import { Attention } from './attention.ts'
+import { chatLinks } from './chat-links.ts'
 import { h, replace } from './dom.ts'
 import { OverviewModel } from './overview-model.ts'
 import { OverviewView, tickCountdowns } from './overview-view.ts'
@@ -78,6 +79,7 @@ async function boot(): Promise<void> {
       h('a', { class: 'brand', href: base }, 'Support console'),
       h('span', { class: 'who' }, `${me.name ?? me.sub} (${role})`),
       attention.button,
+      chatLinks(),
       signOut,
     ),
     main,
