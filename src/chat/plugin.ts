@@ -51,6 +51,8 @@ export const chatPlugin = fp(
       return
     }
     const log = app.log.child({ component: 'slack' })
+    if (env.GATEWAY_NOTIFY_FILE === undefined)
+      log.warn('GATEWAY_SLACK_BOT_TOKEN is set but GATEWAY_NOTIFY_FILE is not: no channel gets a message')
     const metrics = createSlackMetrics(app.metrics.registry)
     const base = `${env.GATEWAY_PUBLIC_ORIGIN ?? ''}${config.basePath}`
     const reads = new RuntimeReads({

@@ -173,8 +173,15 @@ export class SlackInteractions {
       })
       this.#count('modal_open', 'opened')
     } catch (err) {
+      const code = slackErrorCode(err)
       this.#count('modal_open', 'failed')
-      this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: the answer modal did not open')
+      this.#o.log.warn({ error: code }, 'slack: the answer modal did not open')
+      // A trigger lives three seconds: a slow answer here leaves the person a click to try again.
+      await this.#tell(
+        channel,
+        person,
+        `The form did not open (${code}). Click “Answer…” again, or answer in the console.`,
+      )
     }
   }
 
@@ -190,7 +197,18 @@ export class SlackInteractions {
       this.#count('modal_submit', auth.reason)
       return update(noticeModal('Not sent', await this.#denial(person, auth.reason, auth.team)))
     }
-    const question = await this.#question(ref, channel)
+    // Read within what is left of the three seconds (the message store has it at once; the runtime may not).
+    const read = await within(
+      this.#question(ref, channel).then((q) => ({ q })),
+      SUBMIT_BUDGET_MS - (Date.now() - started),
+    )
+    if (read === null) {
+      this.#count('modal_submit', 'failed')
+      return update(
+        noticeModal('Not sent', 'The gateway could not read the question in time: click “Answer…” again.'),
+      )
+    }
+    const question = read.q
     if (question === null) {
       this.#count('modal_submit', 'closed')
       return update(noticeModal('Not sent', 'This question is no longer open.'))
