@@ -196,3 +196,12 @@ export async function link(
 export function repliesSent(rt: SimulatedRuntime): number {
   return rt.received.filter((r) => r.method === 'POST' && r.url.split('?')[0] === '/messages').length
 }
+
+/** The texts of the threaded replies under `ts`, once `count` of them are posted. */
+export async function threadTexts(slack: SlackStandIn, ts: string, count = 1): Promise<string[]> {
+  const replies = await waitFor(`${count} threaded replies`, () => {
+    const thread = slack.thread(ts)
+    return thread.length >= count ? thread : undefined
+  })
+  return replies.map((m) => m.text)
+}

@@ -20,6 +20,7 @@ import {
   startSlackStack,
   TOKEN,
   textOf,
+  threadTexts,
   VICTOR,
 } from './helpers.ts'
 
@@ -169,10 +170,9 @@ test('an unlinked user is offered the link; once linked through the IdP, their c
   assert.deepEqual(Object.keys(buttons(message)), ['krg:console'], 'the answer buttons are gone')
   assert.match(textOf(message), /Question closed/)
   assert.match(textOf(message), /Answered by Olivia Operator in Slack · Browser: firefox/)
-  assert.deepEqual(
-    stack.slack.thread(message.ts).map((m) => m.text),
-    ['Answered by Olivia Operator in Slack · Browser: firefox'],
-  )
+  assert.deepEqual(await threadTexts(stack.slack, message.ts), [
+    'Answered by Olivia Operator in Slack · Browser: firefox',
+  ])
 
   // The reply went through the console's path: audited as the person, with where it came from.
   const records = await stack.app.audit.recent({ limit: 50, kasmId: 'k1' })
@@ -446,10 +446,7 @@ test('a question that timed out, was cancelled or whose run ended: the message s
   await waitFor('timed out', () => quick.updates === 1, 5000)
   assert.match(textOf(quick), /Timed out: nobody answered in time/)
   assert.deepEqual(Object.keys(buttons(quick)), ['krg:console'])
-  assert.deepEqual(
-    stack.slack.thread(quick.ts).map((m) => m.text),
-    ['Timed out: nobody answered in time'],
-  )
+  assert.deepEqual(await threadTexts(stack.slack, quick.ts), ['Timed out: nobody answered in time'])
   assert.equal((await runtimeRequest(stack, timeout.request_id)).closed_by, 'timeout')
   const before = stack.slack.ephemerals(OLIVIA.id).length
   assert.equal((await postInteraction(stack.interactions, late)).status, 200)
@@ -474,10 +471,7 @@ test('a question that timed out, was cancelled or whose run ended: the message s
   stack.rt.newRun()
   await waitFor('run ended', () => third.updates === 1)
   assert.match(textOf(third), /Run ended before an answer/)
-  assert.deepEqual(
-    stack.slack.thread(third.ts).map((m) => m.text),
-    ['Run ended before an answer'],
-  )
+  assert.deepEqual(await threadTexts(stack.slack, third.ts), ['Run ended before an answer'])
 })
 
 test('the Request URL refuses a payload badly signed, unsigned, stale, from the future, replayed or not a payload, and nothing is sent', async (t) => {
