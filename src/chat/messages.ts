@@ -25,6 +25,13 @@ export interface ChatMessage {
   /** The question as posted (absent for a handoff, or a question whose definition could not be read). */
   readonly question?: PostedQuestion
   readonly state: 'open' | 'closed'
+  /** How a closed question closed, as its message says (for a click that comes after). */
+  readonly closing?: {
+    /** `reply`, `timeout`, `cancelled`, `run_ended`, … */
+    readonly by: string
+    /** The closing line (mrkdwn): "Answered by … · …", "Timed out…". */
+    readonly line: string
+  }
 }
 
 /** What a message is about: the target (a channel's label), the session, the run and the item. */

@@ -380,6 +380,11 @@ test('two people click at once: one reply, and the other is told, only them, who
 
   const q = stack.rt.ask({ title: 'Which browser?', fields: CHOICE })
   const message = await messageAbout(stack, 'Which browser?')
+  // Clicks that will arrive once the message says the question closed.
+  const late = {
+    [OLIVIA.id]: stack.slack.click(OLIVIA, message, 'krg:choose:1'),
+    [OSCAR.id]: stack.slack.click(OSCAR, message, 'krg:choose:1'),
+  }
   const before = {
     olivia: stack.slack.ephemerals(OLIVIA.id).length,
     oscar: stack.slack.ephemerals(OSCAR.id).length,
@@ -407,6 +412,16 @@ test('two people click at once: one reply, and the other is told, only them, who
   await waitFor('the message updated', () => message.updates === 1)
   assert.match(textOf(message), new RegExp(`Answered by ${winner} in Slack`))
   assert.equal(await metric(stack, 'krg_slack_interactions_total{type="button",outcome="taken"}'), 1)
+  // Later, the message (on any replica) says who it was: nothing is asked of the runtime.
+  await threadTexts(stack.slack, message.ts)
+  const sent = repliesSent(stack.rt)
+  const n = stack.slack.ephemerals(loser.id).length
+  assert.equal((await postInteraction(stack.interactions, late[loser.id] ?? {})).status, 200)
+  assert.match(
+    String((await ephemeralAfter(stack.slack, loser, n)).args.text),
+    new RegExp(`Someone answered first\\. Answered by ${winner} in Slack · Browser: ${values.browser}`),
+  )
+  assert.equal(repliesSent(stack.rt), sent)
 })
 
 test('a double click is one reply; a second choice by the same person is told they answered already', async (t) => {
@@ -414,15 +429,20 @@ test('a double click is one reply; a second choice by the same person is told th
   const q = stack.rt.ask({ title: 'Which browser?', fields: CHOICE })
   const message = await messageAbout(stack, 'Which browser?')
   await link(stack, OLIVIA, message, 'olivia', 'krg:choose:0')
+  // The runtime's events wait, so the message stays open while she clicks: what she is told comes from the
+  // runtime's answers (200 for the same reply again, 409 for another), not from the closing.
+  stack.rt.stallStreams(true)
   const before = stack.slack.ephemerals(OLIVIA.id).length
   await Promise.all([
     click(stack, OLIVIA, message, 'krg:choose:1'),
     click(stack, OLIVIA, message, 'krg:choose:1'),
   ])
-  await waitFor('both clicks handled', async () => {
-    const text = await (await fetch(`${stack.origin}/metrics`)).text()
-    return /outcome="answered"} 1/.test(text) && /outcome="repeated"} 1/.test(text)
-  })
+  const counted = async (outcome: string) =>
+    metric(stack, `krg_slack_interactions_total{type="button",outcome="${outcome}"}`)
+  await waitFor(
+    'both clicks handled',
+    async () => (await counted('answered')) === 1 && (await counted('repeated')) === 1,
+  )
   assert.equal((await repliesTo(stack, q.request_id)).length, 1)
   assert.equal(stack.slack.ephemerals(OLIVIA.id).length, before, 'a repeat is not worth a message')
   await click(stack, OLIVIA, message, 'krg:choose:2')
@@ -431,6 +451,8 @@ test('a double click is one reply; a second choice by the same person is told th
     /You answered this question already/,
   )
   assert.deepEqual(await replyValues(stack, q.request_id), { browser: 'firefox' })
+  stack.rt.stallStreams(false)
+  await waitFor('the message updated', () => message.updates === 1)
 })
 
 test('a question that timed out, was cancelled or whose run ended: the message says so for everyone, in the thread too', async (t) => {

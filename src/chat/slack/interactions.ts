@@ -130,12 +130,13 @@ export class SlackInteractions {
     const channel = channelOf(payload)
     const ref = decodeRef(action.value)
     const index = ref === null ? -1 : Number(ref.extra.c)
-    const question = ref === null ? null : await this.#question(ref, channel)
+    const closing: { line?: string } = {}
+    const question = ref === null ? null : await this.#question(ref, channel, closing)
     const form = question === null ? null : formFor(question.fields)
     const choice = form?.kind === 'buttons' ? form.choices[index] : undefined
     if (ref === null || question === null || form?.kind !== 'buttons' || choice === undefined) {
       this.#count('button', 'closed')
-      return this.#tell(channel, person, 'This question is no longer open.')
+      return this.#tell(channel, person, closing.line ?? 'This question is no longer open.')
     }
     const auth = await this.#o.answers.authorise(person, ref.kasmId)
     if (!auth.ok) return this.#deny('button', channel, person, auth.reason, auth.team)
@@ -161,10 +162,11 @@ export class SlackInteractions {
       return void this.#count('modal_open', 'ignored')
     const auth = await this.#o.answers.authorise(person, ref.kasmId, OPEN_REFRESH_MS)
     if (!auth.ok) return this.#deny('modal_open', channel, person, auth.reason, auth.team)
-    const question = await this.#question(ref, channel)
+    const closing: { line?: string } = {}
+    const question = await this.#question(ref, channel, closing)
     if (question === null) {
       this.#count('modal_open', 'closed')
-      return this.#tell(channel, person, 'This question is no longer open.')
+      return this.#tell(channel, person, closing.line ?? 'This question is no longer open.')
     }
     try {
       await this.#o.web.views.open({
@@ -252,14 +254,29 @@ export class SlackInteractions {
     }
   }
 
-  /** The question an interaction is about: as posted (any replica), else as the runtime defines it now. */
-  async #question(ref: QuestionRef, channel: string | undefined): Promise<PostedQuestion | null> {
+  /**
+   * The question an interaction is about: as posted (any replica), else as the runtime defines it now; null
+   * when it is not open, with what its message says of the closing in `closing` when there is one.
+   */
+  async #question(
+    ref: QuestionRef,
+    channel: string | undefined,
+    closing: { line?: string } = {},
+  ): Promise<PostedQuestion | null> {
     if (channel !== undefined) {
       const posted = await this.#o.messages
         .get({ target: `slack:${channel}`, kasmId: ref.kasmId, run: ref.run, item: ref.requestId })
         .catch(() => null)
-      if (posted?.question !== undefined && posted.question.revision === ref.revision)
-        return posted.state === 'open' ? posted.question : null
+      if (posted?.question !== undefined && posted.question.revision === ref.revision) {
+        if (posted.state === 'open') return posted.question
+        const how = posted.closing
+        if (how !== undefined)
+          closing.line =
+            how.by === 'reply'
+              ? `Someone answered first. ${how.line}`
+              : `This question is no longer open: ${how.line}.`
+        return null
+      }
     }
     const session = await this.#o.sessions.get(ref.kasmId)
     const read = session === undefined ? null : await this.#o.reads.question(session, ref.requestId)

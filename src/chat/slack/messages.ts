@@ -123,17 +123,14 @@ export class SlackMessages {
     const closing: Closing =
       closedBy === 'reply' ? await this.answered(n.kasmId, n.run, requestIdOf(n)) : { by: closedBy }
     const view = this.#view(job, question)
+    const line = closingLine(closing, question.fields)
     await this.#o.web.chat.update({
       channel: message.channel,
       ts: message.ts,
       ...closedMessage(view, closing),
     })
-    await this.#o.web.chat.postMessage({
-      channel: message.channel,
-      thread_ts: message.ts,
-      text: closingLine(closing, question.fields),
-    })
-    await this.#o.messages.put(key, { ...message, state: 'closed' })
+    await this.#o.web.chat.postMessage({ channel: message.channel, thread_ts: message.ts, text: line })
+    await this.#o.messages.put(key, { ...message, state: 'closed', closing: { by: closing.by, line } })
     return { ok: true }
   }
 
