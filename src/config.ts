@@ -135,6 +135,13 @@ const envSchema = z.object({
   GATEWAY_KASM_PUBLIC_URL: origin.optional(),
   // Kasm returns session ids with and without dashes depending on the call and release; /desktop/ paths use one.
   GATEWAY_KASM_ID_FORM: z.enum(['dashed', 'plain']).default('dashed'),
+  // Who launched sessions belong to in Kasm: this user for every team, unless the teams file names the team's
+  // own; a caller's `user_id` only when the team's entry lists it (src/kasm/teams.ts).
+  GATEWAY_KASM_USER_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,64}$/, 'must be a Kasm user id (letters, digits, "-")')
+    .optional(),
+  GATEWAY_KASM_TEAMS_FILE: z.string().min(1).optional(),
 
   GATEWAY_JWT_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
   GATEWAY_JWKS_URL: z.string().url().optional(),
@@ -201,9 +208,14 @@ const envSchema = z.object({
   GATEWAY_EXTRA_READ_ROUTES: list.default(''),
   GATEWAY_RATE_LIMIT_MAX: int(1).default(600),
   GATEWAY_RATE_LIMIT_WINDOW_MS: int(1000).default(60_000),
+  // Requests without a credential per client address per GATEWAY_RATE_LIMIT_WINDOW_MS, before anything else
+  // looks at them (src/http/anonymous-limit.ts); 0: no limit.
+  GATEWAY_ANONYMOUS_RATE_LIMIT_MAX: int(0).default(300),
   GATEWAY_SIGNIN_FAILURES_MAX: int(1).default(20),
   GATEWAY_SIGNIN_FAILURES_WINDOW_MS: int(1000).default(300_000),
   GATEWAY_AUDIT_RECORDS: int(1).default(10_000),
+  // Records of refused and anonymous requests, kept apart so that they never push out the ones above.
+  GATEWAY_AUDIT_REFUSED_RECORDS: int(1).default(2_000),
 
   // Attention routing (src/notify): webhooks for every team, per-team ones in GATEWAY_NOTIFY_FILE. The URLs are
   // secret (a Slack webhook's path is its key): never logged, only their hosts.

@@ -90,6 +90,11 @@ export const TooManyStreams = gatewayError(
   'you already hold %s event streams (the most one person may open)',
   429,
 )
+export const AnonymousRateLimited = gatewayError(
+  'anonymous_rate_limited',
+  'too many requests without a credential from your address; sign in, or retry after %s seconds',
+  429,
+)
 export const TooManyFailedSignIns = gatewayError(
   'signin_rate_limited',
   'too many failed sign-ins from your address; retry after %s seconds',
@@ -156,6 +161,22 @@ export const KasmBadAnswer = gatewayError(
   'Kasm answered %s with something unusable: %s',
   502,
 )
+/** `DELETE /admin/sessions/<launched>`: Kasm did not destroy the session, so its registration stays. */
+export const KasmDestroyFailed = gatewayError(
+  'kasm_destroy_failed',
+  '%s; the session still runs in Kasm and stays registered: retry, or end it in Kasm and delete it again (or let the Kasm sync remove it)',
+  502,
+)
+/** A launch's `user_id` that the team's admins may not choose (GATEWAY_KASM_TEAMS_FILE `userIds`). */
+export const KasmUserRefused = gatewayError('kasm_user_refused', 'user_id: %s', 403)
+/** No Kasm user to launch a team's sessions as: neither GATEWAY_KASM_USER_ID nor the team's `kasmUserId`. */
+export const KasmUserNotConfigured = gatewayError(
+  'kasm_user_not_configured',
+  "no Kasm user is configured to launch team %s's sessions as: set GATEWAY_KASM_USER_ID, or kasmUserId for the team in GATEWAY_KASM_TEAMS_FILE",
+  501,
+)
+/** A launch `environment` variable no launch may set, or that the team's allowlist does not name. */
+export const EnvironmentRefused = gatewayError('environment_refused', 'environment: %s', 400)
 export const KasmLaunchTimeout = gatewayError(
   'kasm_launch_timeout',
   'the Kasm session did not report its address within %s s; it was destroyed',
@@ -165,6 +186,15 @@ export const KasmLaunchTimeout = gatewayError(
 // The gateway's own state
 export const NotReady = gatewayError('not_ready', '%s', 503)
 export const StoreUnavailable = gatewayError('store_unavailable', 'shared state is unavailable: %s', 503)
+/**
+ * A replica that cannot open every stored session record refuses registry writes: it would seal them with a
+ * key the other replicas may not have (cluster mode; see docs/cluster.md).
+ */
+export const RegistryUnreadable = gatewayError(
+  'registry_unreadable',
+  'this replica cannot open %s, so it takes no registry writes (they would be sealed with a key the other replicas may not have): send the change to another replica, or fix the key or delete the records (GET /admin/unreadable-sessions)',
+  503,
+)
 export const ShuttingDown = gatewayError('shutting_down', 'this replica is shutting down; retry', 503)
 /** Load shedding (@fastify/under-pressure): event-loop delay or heap over its threshold. */
 export const Overloaded = gatewayError('overloaded', 'this replica is overloaded; retry shortly', 503)

@@ -1,12 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { seesTeam } from '../auth/operator.ts'
 import { toErrorBody } from '../errors.ts'
+import type { AuditStreams } from './streams.ts'
 import { auditTarget } from './target.ts'
-import type { AuditDetail, AuditLog, AuditRecord } from './types.ts'
+import type { AuditDetail, AuditRecord } from './types.ts'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    audit: AuditLog
+    audit: AuditStreams
   }
   interface FastifyRequest {
     /** Filled by the route that handles a write (session, v1 route, key, action, upstream status). */
@@ -17,10 +19,21 @@ declare module 'fastify' {
 }
 
 /**
+ * Refusals that are counted instead of recorded: the per-address limit of requests without a credential
+ * (`krg_anonymous_requests_limited_total`, one sampled log line), which answers a flood before anything else.
+ */
+const UNRECORDED: ReadonlySet<string> = new Set(['anonymous_rate_limited'])
+
+/**
  * Decorates `app.audit` and records, in one onResponse hook, every request of a route that names itself in
  * its `config.audit` (see target.ts), forwarded or refused: refusals by auth, rate limit or body limit happen
  * before the handler but after routing, so they carry the route's name; and every write under `/desktop/` or
  * `<base>admin/` that no route serves. Each record is also an info log line `{audit: record}`.
+ *
+ * A forwarded request of an authenticated caller goes to the trail; every other one (refused, aborted, or made
+ * with no credential) to the refusals, bounded apart ({@link AuditStreams}), so no flood of them can push an
+ * authenticated action out. A record takes its session's team only when its caller is authenticated and
+ * belongs to that team: an anonymous or foreign caller cannot write into a team's audit view.
  */
 export const auditPlugin = fp(
   async (app) => {
@@ -38,28 +51,31 @@ export const auditPlugin = fp(
     app.addHook('onError', async (request, _reply, error) => {
       if (request.auditDetail) request.auditDetail.error ??= toErrorBody(error).body.error
     })
-    const write = (request: FastifyRequest, record: AuditRecord | null): void => {
-      if (record === null || request.auditDetail?.recorded) return
+    const write = (request: FastifyRequest, record: AuditRecord): void => {
+      if (request.auditDetail?.recorded) return
       if (request.auditDetail) request.auditDetail.recorded = true
-      log.record(record)
+      const authenticated = request.operator !== null || request.auditDetail?.authenticated === true
+      if (record.outcome === 'forwarded' && authenticated) log.record(record)
+      else log.recordRefusal(record)
       request.log.info({ audit: record }, 'audit')
     }
     const base = app.config.basePath
     /**
      * The record with its session's team, which an admin limited to teams filters on: at once when the route
-     * resolved the session (the usual write), else looked up.
+     * resolved the session (the usual write), else looked up; none when the caller is not of that team (or
+     * not authenticated), whatever the URL or the route named.
      */
-    const withTeam = (
-      record: AuditRecord,
-      detail: AuditDetail | null,
-    ): AuditRecord | Promise<AuditRecord> => {
+    const withTeam = (record: AuditRecord, request: FastifyRequest): AuditRecord | Promise<AuditRecord> => {
       // The record is this request's own, not written yet: completed in place.
-      const team = detail?.team ?? null
-      record.team = team
-      if (team !== null || record.kasmId === null) return record
+      const operator = request.operator
+      const ofCaller = (team: string | null | undefined): string | null =>
+        team != null && operator !== null && seesTeam(operator, team) ? team : null
+      const named = request.auditDetail?.team
+      record.team = ofCaller(named)
+      if (named !== undefined || operator === null || record.kasmId === null) return record
       return app.sessions.get(record.kasmId).then(
         (session) => {
-          record.team = session?.team ?? null
+          record.team = ofCaller(session?.team)
           return record
         },
         () => record,
@@ -68,8 +84,8 @@ export const auditPlugin = fp(
     app.addHook('onResponse', (request, reply, done) => {
       const record = buildRecord(request, reply, base)
       // Reads are not recorded: they finish here, without a promise; so do writes whose team is known.
-      if (record === null) return done()
-      const complete = withTeam(record, request.auditDetail)
+      if (record === null || (record.error !== undefined && UNRECORDED.has(record.error))) return done()
+      const complete = withTeam(record, request)
       if (!(complete instanceof Promise)) {
         write(request, complete)
         return done()
@@ -82,7 +98,7 @@ export const auditPlugin = fp(
     // A client that goes away mid-request (an upload given up) gets no response, so no onResponse either.
     app.addHook('onRequestAbort', async (request) => {
       const record = buildRecord(request, null, base)
-      if (record !== null) write(request, await withTeam(record, request.auditDetail))
+      if (record !== null) write(request, await withTeam(record, request))
     })
   },
   { name: 'audit', dependencies: ['sessions', 'stores'] },
@@ -132,5 +148,6 @@ function buildRecord(
   if (detail.action !== undefined) record.action = detail.action
   if (detail.upstreamStatus !== undefined) record.upstreamStatus = detail.upstreamStatus
   if (error !== undefined) record.error = error
+  if (detail.reason !== undefined) record.reason = detail.reason
   return record
 }

@@ -24,8 +24,9 @@ export interface AuditRecord {
   kasmId: string | null
   /**
    * The team of that session when the record was made (what an admin limited to teams may read); null when
-   * no registered session was named. Records from before 0.2 have none and are shown to admins of every team
-   * (`*`) only.
+   * no registered session was named, or when the caller was not authenticated or not of that team (anyone
+   * could otherwise write into a team's view). Records from before 0.2 have none and are shown to admins of
+   * every team (`*`) only.
    */
   team?: string | null
   method: string
@@ -55,7 +56,10 @@ export interface AuditRecord {
   latencyMs: number
   /** The gateway's error code when it refused (`unauthenticated`, `forbidden`, `rate_limited`, …). */
   error?: string
-  /** Why the gateway itself made a change no request asked for (the Kasm sync's removals). */
+  /**
+   * Why: the gateway's own change no request asked for (the Kasm sync's removals), or what made it refuse a
+   * sign-in (the check an ID token failed, what the identity provider answered). Fixed wording, never input.
+   */
   reason?: string
 }
 
@@ -66,6 +70,11 @@ export interface AuditDetail {
   kasmId?: string
   /** Who, when no credential says so (a sign-in refused after the IdP named the person, a logout token's `sub`). */
   sub?: string
+  /**
+   * The route authenticated the request by a credential of its own (a back-channel logout's token): its
+   * record belongs to the trail of authenticated actions though no operator signed in.
+   */
+  authenticated?: true
   route?: string
   key?: string
   run?: string
@@ -73,7 +82,12 @@ export interface AuditDetail {
   action?: string
   upstreamStatus?: number
   error?: string
-  /** The session's team, when the route knows it (e.g. a session it removes); else looked up when recording. */
+  /** Why the request was refused, in fixed wording (see {@link AuditRecord.reason}). */
+  reason?: string
+  /**
+   * The session's team, when the route knows it (e.g. a session it removes); else looked up when recording.
+   * Either way the record takes it only when the caller belongs to that team.
+   */
   team?: string
 }
 
@@ -100,7 +114,7 @@ export function matches(record: AuditRecord, query: AuditQuery): boolean {
   return true
 }
 
-/** Where audit records go: a ring buffer in memory, a capped Redis stream in a cluster. */
+/** Where audit records go: a ring buffer in memory, a capped Redis stream in a cluster (each of two, see streams.ts). */
 export interface AuditLog {
   /** Stores a record; never throws and never waits (a failing store logs, the request is not held up). */
   record(record: AuditRecord): void

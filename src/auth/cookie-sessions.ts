@@ -30,6 +30,8 @@ export function hashSessionId(id: string): string {
 
 /** What a sign-in at the identity provider adds to a new cookie session. */
 export interface IdpSignIn {
+  /** The issuer signed in through (the ID token's `iss`), for back-channel logout. */
+  readonly iss: string
   /** The IdP session (`sid`), for back-channel logout. */
   readonly sid?: string
   readonly tokens: IdpTokens
@@ -121,6 +123,7 @@ export class CookieSessions {
     }
     if (idp !== undefined) {
       record.idp = {
+        iss: idp.iss,
         ...(idp.sid === undefined ? {} : { sid: idp.sid }),
         ...this.#refreshTime(idp.tokens, now),
         sealedTokens: await this.#seal(idHash, idp.tokens),
@@ -202,6 +205,8 @@ export class CookieSessions {
   /** Claims the due refresh (one request on one replica wins), asks the IdP, and updates or ends the session. */
   async #refresh(idHash: string, record: CookieSessionRecord, now: number): Promise<void> {
     const { refresher, onRefresh } = this.options
+    const link = record.idp
+    if (link === undefined) return
     try {
       if (!(await this.store.claimRefresh(idHash, now, this.options.refreshLeaseMs ?? 60_000))) return
       const tokens = await this.#open(idHash, record)
@@ -216,7 +221,8 @@ export class CookieSessions {
         ...record,
         ...copyClaims({ ...answer.claims, name: answer.claims.name ?? record.name }),
         idp: {
-          ...(record.idp?.sid === undefined ? {} : { sid: record.idp.sid }),
+          iss: link.iss,
+          ...(link.sid === undefined ? {} : { sid: link.sid }),
           ...this.#refreshTime(answer.tokens, Date.now()),
           sealedTokens: await this.#seal(idHash, answer.tokens),
         },
@@ -248,10 +254,21 @@ export class CookieSessions {
     return revoked
   }
 
-  /** Ends every cookie session signed in through the IdP session `sid` (back-channel logout). */
-  async revokeIdpSession(sid: string): Promise<number> {
-    const revoked = await this.store.revokeIdpSession(sid)
+  /** Ends every cookie session signed in through the IdP session `sid` of `iss` (back-channel logout). */
+  async revokeIdpSession(iss: string, sid: string): Promise<number> {
+    const revoked = await this.store.revokeIdpSession(iss, sid)
     this.#recent?.forgetIdpSession(sid)
+    return revoked
+  }
+
+  /**
+   * Ends the cookie sessions of `sub` signed in through `iss` that began before `signedInBefore` (epoch ms): a
+   * back-channel logout naming only the person. Sessions made from a bearer stay.
+   */
+  async revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    const revoked = await this.store.revokeIdpSubject(iss, sub, signedInBefore)
+    // Over-forgets the person's other sessions here: they are looked up again, nothing more.
+    this.#recent?.forgetSub(sub)
     return revoked
   }
 

@@ -14,6 +14,8 @@ export interface CookieSessionRecord extends OperatorClaims {
 
 /** What ties a cookie session to the identity provider's sign-in it came from. */
 export interface IdpLink {
+  /** The issuer the person signed in through: a back-channel logout ends only its own sign-ins. */
+  iss: string
   /** The IdP's session (`sid` of the ID token): a back-channel logout of it ends this cookie session. */
   sid?: string
   /** When roles and teams are next refreshed (ms since epoch); absent when the IdP issued no refresh token. */
@@ -64,8 +66,17 @@ export interface CookieSessionStore {
   revoke(idHash: string): Promise<boolean>
   /** Revokes every active session of `sub` (sign out everywhere); resolves how many. */
   revokeAllOf(sub: string): Promise<number>
-  /** Revokes every active session of the IdP session `sid` (back-channel logout); resolves how many. */
-  revokeIdpSession(sid: string): Promise<number>
+  /**
+   * Revokes every active session signed in through the IdP session `sid` of issuer `iss` (back-channel
+   * logout); resolves how many.
+   */
+  revokeIdpSession(iss: string, sid: string): Promise<number>
+  /**
+   * Revokes every active session of `sub` signed in through issuer `iss` that began before `signedInBefore`
+   * (epoch ms): a back-channel logout naming only the person. Sessions made from a bearer have no issuer of
+   * sign-in and are never among them. Resolves how many.
+   */
+  revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number>
   /**
    * Calls `listener` for every revocation, on this replica or (cluster mode) any other, so open event
    * streams end at once. Resolves, with the call that stops listening, once listening is in effect.
@@ -162,8 +173,14 @@ export class MemoryCookieStore implements CookieSessionStore {
     return this.#revokeWhere((record) => record.sub === sub)
   }
 
-  async revokeIdpSession(sid: string): Promise<number> {
-    return this.#revokeWhere((record) => record.idp?.sid === sid)
+  async revokeIdpSession(iss: string, sid: string): Promise<number> {
+    return this.#revokeWhere((record) => record.idp?.iss === iss && record.idp.sid === sid)
+  }
+
+  async revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    return this.#revokeWhere(
+      (record) => record.sub === sub && record.idp?.iss === iss && record.createdAt < signedInBefore,
+    )
   }
 
   async onRevoked(listener: RevocationListener): Promise<() => void> {

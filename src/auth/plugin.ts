@@ -11,6 +11,7 @@ import {
   TooManyFailedSignIns,
   Unauthenticated,
 } from '../errors.ts'
+import { registerAnonymousLimit } from '../http/anonymous-limit.ts'
 import { People, toOperator } from '../identity/people.ts'
 import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
@@ -121,8 +122,16 @@ export interface AuthService {
    * administrator removing access, a back-channel logout naming only the person).
    */
   revokeCookieSessions(sub: string): Promise<number>
-  /** Revokes every cookie session and chat link made through the IdP session `sid` (back-channel logout). */
-  revokeIdpSession(sid: string): Promise<number>
+  /**
+   * Revokes every cookie session and chat link made through the IdP session `sid` of `iss` (back-channel
+   * logout).
+   */
+  revokeIdpSession(iss: string, sid: string): Promise<number>
+  /**
+   * Revokes the cookie sessions and chat links of `sub` signed in through `iss` before `signedInBefore` (epoch
+   * ms): a back-channel logout naming only the person. Cookie sessions made from a bearer are not among them.
+   */
+  revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number>
   /** Sign-in through the identity provider; null when none is configured (GATEWAY_OIDC_ISSUER). */
   readonly signIn: SignIn | null
   /**
@@ -202,6 +211,14 @@ export const authPlugin = fp(
     const claimNames = { roles: env.GATEWAY_ROLES_CLAIM, teams: env.GATEWAY_TEAMS_CLAIM }
 
     await app.register(fastifyCookie, { secret: secrets.cookieSecrets, hook: 'onRequest' })
+    // Right after the cookies are parsed, before any credential is judged or any body read.
+    registerAnonymousLimit(app, {
+      max: env.GATEWAY_ANONYMOUS_RATE_LIMIT_MAX,
+      windowMs: env.GATEWAY_RATE_LIMIT_WINDOW_MS,
+      store: app.stores.rateLimit,
+      hasCredential: (request) =>
+        header(request, 'authorization') !== undefined || Boolean(request.cookies?.[config.cookieName]),
+    })
 
     const stores = app.stores
     const store = stores.cookies
@@ -209,7 +226,14 @@ export const authPlugin = fp(
     const oidc = oidcSettings(config)
     const attemptStore = stores.loginAttempts
     const signIn =
-      oidc === null ? null : new SignIn(new OidcClient(oidc), new LoginAttempts(attemptStore, sealer), oidc)
+      oidc === null
+        ? null
+        : new SignIn(
+            new OidcClient(oidc),
+            new LoginAttempts(attemptStore, sealer),
+            oidc,
+            stores.usedLogoutTokens,
+          )
     const chatLinkStore = env.GATEWAY_SLACK_BOT_TOKEN === undefined ? null : stores.chatLinks()
     const people = new People({
       cookies: store,
@@ -492,7 +516,8 @@ export const authPlugin = fp(
       assertSignInAllowed,
       refuseSignIn: (request, reason, error) => refuse(request, reason, error),
       revokeCookieSessions: (sub) => people.revokePerson(sub),
-      revokeIdpSession: (sid) => people.revokeIdpSession(sid),
+      revokeIdpSession: (iss, sid) => people.revokeIdpSession(iss, sid),
+      revokeIdpSubject: (iss, sub, before) => people.revokeIdpSubject(iss, sub, before),
       signIn,
       onCookieRevoked: (listener) => people.onCookieRevoked(listener),
       cookies,

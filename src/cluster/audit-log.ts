@@ -7,7 +7,9 @@ import type { ClusterKeys } from './keys.ts'
 export interface RedisAuditLogOptions {
   readonly command: Redis
   readonly keys: ClusterKeys
-  /** Records kept (`XADD MAXLEN ~`), GATEWAY_AUDIT_RECORDS. */
+  /** The stream: `keys.audit` (default), or `keys.auditRefused` for the refusals. */
+  readonly key?: string
+  /** Records kept (`XADD MAXLEN ~`): GATEWAY_AUDIT_RECORDS, or GATEWAY_AUDIT_REFUSED_RECORDS. */
   readonly capacity: number
   readonly log: FastifyBaseLogger
   /**
@@ -55,6 +57,7 @@ const BATCH_MAX = 500
  */
 export class RedisAuditLog implements AuditLog {
   readonly #o: RedisAuditLogOptions
+  readonly #key: string
   readonly #pending: string[] = []
   #timer: NodeJS.Timeout | null = null
   #writing: Promise<void> | null = null
@@ -64,6 +67,7 @@ export class RedisAuditLog implements AuditLog {
 
   constructor(options: RedisAuditLogOptions) {
     this.#o = options
+    this.#key = options.key ?? options.keys.audit
     const command = options.command as Redis & Partial<AppendCommand>
     if (!command.krgAuditAppend) command.defineCommand('krgAuditAppend', { numberOfKeys: 1, lua: append })
     options.command.on('ready', () => this.#schedule())
@@ -93,7 +97,7 @@ export class RedisAuditLog implements AuditLog {
     let end = '+'
     // Filters match few records at times: page back through the (capped) stream until enough are found.
     while (out.length < query.limit) {
-      const page = (await this.#o.command.xrevrange(this.#o.keys.audit, end, '-', 'COUNT', PAGE)) as [
+      const page = (await this.#o.command.xrevrange(this.#key, end, '-', 'COUNT', PAGE)) as [
         string,
         string[],
       ][]
@@ -154,7 +158,7 @@ export class RedisAuditLog implements AuditLog {
    * false when some are kept for a retry (Redis down, a refusal).
    */
   async #send(): Promise<boolean> {
-    const { command, keys, capacity, log } = this.#o
+    const { command, capacity, log } = this.#o
     if (this.#pending.length === 0) return true
     if (command.status !== 'ready') {
       this.#stalled = true
@@ -163,7 +167,7 @@ export class RedisAuditLog implements AuditLog {
     const batch = this.#pending.splice(0, this.#pending.length)
     let retry: string[] = batch
     try {
-      const written = await (command as Redis & AppendCommand).krgAuditAppend(keys.audit, capacity, ...batch)
+      const written = await (command as Redis & AppendCommand).krgAuditAppend(this.#key, capacity, ...batch)
       // Keep only what was not written, so a retry writes no record twice.
       retry = batch.slice(written)
       if (retry.length > 0)

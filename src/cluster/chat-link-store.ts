@@ -105,8 +105,14 @@ export class RedisChatLinkStore implements ChatLinkStore {
     return this.#removeAll(await this.#redis.smembers(this.#keys.chatLinksOf(sub)))
   }
 
-  async removeIdpSession(sid: string): Promise<number> {
-    return this.#removeAll(await this.#redis.smembers(this.#keys.chatLinksOfIdpSession(sid)))
+  async removeIdpSession(iss: string, sid: string): Promise<number> {
+    const ks = await this.#redis.smembers(this.#keys.chatLinksOfIdpSession(sid))
+    return this.#removeAll(ks, (r) => r.idp?.iss === iss)
+  }
+
+  async removeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    const ks = await this.#redis.smembers(this.#keys.chatLinksOf(sub))
+    return this.#removeAll(ks, (r) => r.idp?.iss === iss && r.createdAt < signedInBefore)
   }
 
   async list(limit: number): Promise<ChatLinkRecord[]> {
@@ -121,9 +127,12 @@ export class RedisChatLinkStore implements ChatLinkStore {
   /** The connection belongs to the cluster plugin. */
   async close(): Promise<void> {}
 
-  async #removeAll(ks: string[]): Promise<number> {
+  async #removeAll(ks: string[], matches: (record: ChatLinkRecord) => boolean = () => true): Promise<number> {
     let removed = 0
-    for (const k of ks) if ((await this.remove(k)) !== null) removed++
+    for (const k of ks) {
+      const record = await this.get(k)
+      if (record !== null && matches(record) && (await this.remove(k)) !== null) removed++
+    }
     return removed
   }
 
@@ -161,6 +170,7 @@ function parse(hash: Record<string, string>): ChatLinkRecord | null {
     record.idp === undefined
       ? undefined
       : {
+          iss: record.idp.iss,
           ...(record.idp.sid === undefined ? {} : { sid: record.idp.sid }),
           ...(hash.refreshAt === undefined ? {} : { refreshAt: Number(hash.refreshAt) }),
           sealedTokens: record.idp.sealedTokens,

@@ -9,8 +9,9 @@ import type { ChangeFeed } from './change-feed.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /**
- * Each cookie session is a hash `{state, record, createdAt, expiresAt, lastSeenAt, refreshAt, revokedAt}` under the SHA-256
- * of its id; the identity (`record`, JSON) is dropped when revoked. The key expires (PEXPIREAT, Redis's clock)
+ * Each cookie session is a hash `{state, record, createdAt, expiresAt, lastSeenAt, refreshAt, idpIss, revokedAt}`
+ * under the SHA-256 of its id (`idpIss`: the issuer it was signed in through, for back-channel logout); the
+ * identity (`record`, JSON) is dropped when revoked. The key expires (PEXPIREAT, Redis's clock)
  * once the session can no longer be valid plus a retention, like the memory store. A per-subject set lists the
  * hashes for "sign out everywhere", a per-IdP-session set those for back-channel logout. Every revocation is
  * published (in the same script), so each replica ends that session's open streams at once and forgets the
@@ -73,12 +74,45 @@ if #revoked > 0 then redis.call('PUBLISH', KEYS[2], table.concat(revoked, ',')) 
 return #revoked
 `
 
+/**
+ * KEYS: a set of session hashes (a subject's or an IdP session's), revocation channel. ARGV: now, key prefix of
+ * sessions, issuer, the creation time sessions must be before (ms; '' for any). Revokes every active one
+ * signed in through that issuer (and begun before the time), removes them and the forgotten ones from the
+ * set, publishes the revoked hashes; returns how many.
+ */
+const revokeSignedIn = `
+local revoked = {}
+local before = tonumber(ARGV[4])
+for _, hash in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local key = ARGV[2] .. hash
+  local state, iss, created = unpack(redis.call('HMGET', key, 'state', 'idpIss', 'createdAt'))
+  if not state then
+    redis.call('SREM', KEYS[1], hash)
+  elseif state == 'active' and iss == ARGV[3] and (before == nil or tonumber(created) < before) then
+    redis.call('HSET', key, 'state', 'revoked', 'revokedAt', ARGV[1])
+    redis.call('HDEL', key, 'record', 'createdAt', 'refreshAt', 'idpIss')
+    redis.call('SREM', KEYS[1], hash)
+    revoked[#revoked + 1] = hash
+  end
+end
+if #revoked > 0 then redis.call('PUBLISH', KEYS[2], table.concat(revoked, ',')) end
+return #revoked
+`
+
 interface CookieCommands {
   krgCookieTouch(key: string, lastSeenAt: number, idleMs: number, retainMs: number): Promise<number>
   krgCookieUpdate(key: string, record: string, refreshAt: string): Promise<number>
   krgCookieClaimRefresh(key: string, now: number, leaseMs: number): Promise<number>
   krgCookieRevoke(key: string, channel: string, now: number, idHash: string): Promise<number>
   krgCookieRevokeSet(setKey: string, channel: string, now: number, prefix: string): Promise<number>
+  krgCookieRevokeSignedIn(
+    setKey: string,
+    channel: string,
+    now: number,
+    prefix: string,
+    iss: string,
+    before: string,
+  ): Promise<number>
 }
 
 /** Options of {@link RedisCookieStore}. */
@@ -109,6 +143,7 @@ export class RedisCookieStore implements CookieSessionStore {
       options.command.defineCommand('krgCookieClaimRefresh', { numberOfKeys: 1, lua: claimRefresh })
       options.command.defineCommand('krgCookieRevoke', { numberOfKeys: 2, lua: revoke })
       options.command.defineCommand('krgCookieRevokeSet', { numberOfKeys: 2, lua: revokeSet })
+      options.command.defineCommand('krgCookieRevokeSignedIn', { numberOfKeys: 2, lua: revokeSignedIn })
     }
     this.#redis = options.command as Redis & CookieCommands
     this.#keys = options.keys
@@ -128,6 +163,7 @@ export class RedisCookieStore implements CookieSessionStore {
       expiresAt: String(record.expiresAt),
       lastSeenAt: String(record.lastSeenAt),
       ...(record.idp?.refreshAt === undefined ? {} : { refreshAt: String(record.idp.refreshAt) }),
+      ...(record.idp === undefined ? {} : { idpIss: record.idp.iss }),
     })
     multi.pexpireat(key, forgetAt)
     // Each set lives as long as the longest session in it could.
@@ -182,8 +218,12 @@ export class RedisCookieStore implements CookieSessionStore {
     return this.#revokeSet(this.#keys.cookiesOf(sub))
   }
 
-  revokeIdpSession(sid: string): Promise<number> {
-    return this.#revokeSet(this.#keys.cookiesOfIdpSession(sid))
+  revokeIdpSession(iss: string, sid: string): Promise<number> {
+    return this.#revokeSignedIn(this.#keys.cookiesOfIdpSession(sid), iss, '')
+  }
+
+  revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    return this.#revokeSignedIn(this.#keys.cookiesOf(sub), iss, String(Math.floor(signedInBefore)))
   }
 
   async onRevoked(listener: RevocationListener): Promise<() => void> {
@@ -196,6 +236,18 @@ export class RedisCookieStore implements CookieSessionStore {
 
   /** The connections belong to the cluster plugin. */
   async close(): Promise<void> {}
+
+  #revokeSignedIn(setKey: string, iss: string, before: string): Promise<number> {
+    const { cookie, cookiesRevokedChannel } = this.#keys
+    return this.#redis.krgCookieRevokeSignedIn(
+      setKey,
+      cookiesRevokedChannel,
+      Date.now(),
+      cookie(''),
+      iss,
+      before,
+    )
+  }
 
   #revokeSet(setKey: string): Promise<number> {
     const { cookie, cookiesRevokedChannel } = this.#keys

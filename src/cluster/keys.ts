@@ -37,10 +37,14 @@ export interface ClusterKeys {
   cookiesOfIdpSession(sid: string): string
   /** Pub/sub channel: comma-separated hashes of cookie sessions just revoked (their streams end). */
   readonly cookiesRevokedChannel: string
+  /** String with an expiry: a back-channel logout token acted on, by the hash of its issuer and `jti`. */
+  usedLogoutToken(hash: string): string
   /** Sorted set: an operator's open event streams over every replica, scored by expiry (ms). */
   streamSlots(sub: string): string
-  /** Capped stream of audit records. */
+  /** Capped stream of audit records of authenticated actions (and the gateway's own changes). */
   readonly audit: string
+  /** Capped stream of audit records of refused and anonymous requests, bounded apart from {@link audit}. */
+  readonly auditRefused: string
   /** Rate-limit namespace (the key follows: `op:<sub>`, `ip:<address>`, or a route's own budget's). */
   readonly rateLimit: string
   /** String (sealed) with a TTL: a sign-in waiting for its callback, by the hash of its `state`. */
@@ -94,8 +98,10 @@ export function clusterKeys(prefix: string): ClusterKeys {
     cookiesOf: (sub) => `${p}cookies-of:${sub}`,
     cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${sid}`,
     cookiesRevokedChannel: `${p}cookies:revoked`,
+    usedLogoutToken: (hash) => `${p}logout-jti:${hash}`,
     streamSlots: (sub) => `${p}slots:${sub}`,
     audit: `${p}audit`,
+    auditRefused: `${p}audit:refused`,
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,
     loginAttempt: (hash) => `${p}login:${hash}`,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
-import { StoreUnavailable } from '../errors.ts'
+import { RegistryUnreadable, StoreUnavailable } from '../errors.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { type TokenVault, TokenVaultError, type UnsealFailure } from '../sessions/token-vault.ts'
 import type { Session, SessionSource, UnreadableSession } from '../sessions/types.ts'
@@ -16,6 +16,8 @@ interface StoredSession {
   team: string
   source: SessionSource
   version: number
+  /** Launched sessions: the Kasm user it runs as. */
+  kasmUserId?: string
   /** Compact JWE (`dir`/`A256GCM`) of the messaging token, bound to kasmId, naming its key (`kid`). */
   token: string
 }
@@ -55,6 +57,13 @@ export interface RedisSessionStoreOptions {
  * it is unreachable) and are announced on a pub/sub channel, on which every other replica re-reads that one
  * session and tells its listeners. After a reconnect the whole hash is re-read, so a missed message costs
  * nothing.
+ *
+ * Every change of the mirror runs in one queue, one at a time, in the order it was asked for: a whole read
+ * (the first load, a resync), the re-read of sessions another replica announced, this replica's own writes
+ * and re-seals. Each reads or writes Redis when its turn comes, so nothing older than what the mirror holds
+ * is ever applied over it: a load whose hash was read before a re-seal wrote cannot put the old record back
+ * after the re-seal's announcement was applied, and an announcement that arrives while a load runs (the
+ * first one included) is re-read once the load is done, never dropped.
  */
 export class RedisSessionStore implements SessionStore {
   readonly #o: RedisSessionStoreOptions
@@ -66,6 +75,12 @@ export class RedisSessionStore implements SessionStore {
   readonly #unreadable = new Map<string, Unreadable>()
   #loaded: Promise<void> | undefined
   #isLoaded = false
+  /** The mirror's one queue of changes (see the class comment). */
+  #queue: Promise<unknown> = Promise.resolve()
+  /** Sessions announced by other replicas and not re-read yet. */
+  readonly #announced = new Set<string>()
+  /** Whether a re-read of {@link #announced} is queued and has not started yet. */
+  #rereadQueued = false
   #unlisten: (() => void) | undefined
   #closed = false
   #retry: NodeJS.Timeout | undefined
@@ -97,40 +112,45 @@ export class RedisSessionStore implements SessionStore {
     return [...this.#mirror.values()]
   }
 
-  async put(session: Session): Promise<void> {
-    const { command, keys } = this.#o
-    const raw = JSON.stringify(await this.#seal(session))
-    try {
-      await command
-        .multi()
-        .hset(keys.sessions, session.kasmId, raw)
-        .publish(keys.sessionsChannel, this.#announce(session.kasmId))
-        .exec()
-    } catch (err) {
-      throw new StoreUnavailable('the session registry cannot be written', { cause: err })
-    }
-    this.#unreadable.delete(session.kasmId)
-    this.#sealed.set(session.kasmId, { raw, current: true })
-    this.#mirror.set(session.kasmId, session)
-    this.#notify(session.kasmId)
+  put(session: Session): Promise<void> {
+    return this.#inTurn(async () => {
+      this.assertWritable()
+      const { command, keys } = this.#o
+      const raw = JSON.stringify(await this.#seal(session))
+      try {
+        await command
+          .multi()
+          .hset(keys.sessions, session.kasmId, raw)
+          .publish(keys.sessionsChannel, this.#announce(session.kasmId))
+          .exec()
+      } catch (err) {
+        throw new StoreUnavailable('the session registry cannot be written', { cause: err })
+      }
+      this.#unreadable.delete(session.kasmId)
+      this.#sealed.set(session.kasmId, { raw, current: true })
+      this.#mirror.set(session.kasmId, session)
+      this.#notify(session.kasmId)
+    })
   }
 
-  async remove(kasmId: string): Promise<boolean> {
-    const { command, keys } = this.#o
-    let removed: number
-    try {
-      const results = await command
-        .multi()
-        .hdel(keys.sessions, kasmId)
-        .publish(keys.sessionsChannel, this.#announce(kasmId))
-        .exec()
-      removed = Number(results?.[0]?.[1] ?? 0)
-    } catch (err) {
-      throw new StoreUnavailable('the session registry cannot be written', { cause: err })
-    }
-    const had = this.#forget(kasmId)
-    if (removed > 0 || had) this.#notify(kasmId)
-    return removed > 0
+  remove(kasmId: string): Promise<boolean> {
+    return this.#inTurn(async () => {
+      const { command, keys } = this.#o
+      let removed: number
+      try {
+        const results = await command
+          .multi()
+          .hdel(keys.sessions, kasmId)
+          .publish(keys.sessionsChannel, this.#announce(kasmId))
+          .exec()
+        removed = Number(results?.[0]?.[1] ?? 0)
+      } catch (err) {
+        throw new StoreUnavailable('the session registry cannot be written', { cause: err })
+      }
+      const had = this.#forget(kasmId)
+      if (removed > 0 || had) this.#notify(kasmId)
+      return removed > 0
+    })
   }
 
   async unreadable(): Promise<UnreadableSession[]> {
@@ -139,28 +159,39 @@ export class RedisSessionStore implements SessionStore {
       .sort((a, b) => (a.kasmId < b.kasmId ? -1 : a.kasmId > b.kasmId ? 1 : 0))
   }
 
-  async dropUnreadable(kasmId: string): Promise<boolean> {
-    const record = this.#unreadable.get(kasmId)
-    if (record === undefined) return false
-    const { command, keys } = this.#o
-    let result: number
-    try {
-      result = await command.krgCasRecord(
-        keys.sessions,
-        keys.sessions,
-        '',
-        kasmId,
-        record.raw,
-        '',
-        keys.sessionsChannel,
-        this.#announce(kasmId),
-      )
-    } catch (err) {
-      throw new StoreUnavailable('the session registry cannot be written', { cause: err })
-    }
-    if (result !== 1) return false
-    this.#unreadable.delete(kasmId)
-    return true
+  dropUnreadable(kasmId: string): Promise<boolean> {
+    return this.#inTurn(async () => {
+      const record = this.#unreadable.get(kasmId)
+      if (record === undefined) return false
+      const { command, keys } = this.#o
+      let result: number
+      try {
+        result = await command.krgCasRecord(
+          keys.sessions,
+          keys.sessions,
+          '',
+          kasmId,
+          record.raw,
+          '',
+          keys.sessionsChannel,
+          this.#announce(kasmId),
+        )
+      } catch (err) {
+        throw new StoreUnavailable('the session registry cannot be written', { cause: err })
+      }
+      if (result !== 1) return false
+      this.#unreadable.delete(kasmId)
+      return true
+    })
+  }
+
+  assertWritable(): void {
+    if (this.#unreadable.size === 0) return
+    const reasons = new Map<string, number>()
+    for (const { reason } of this.#unreadable.values()) reasons.set(reason, (reasons.get(reason) ?? 0) + 1)
+    const counts = [...reasons].map(([reason, n]) => `${reason}: ${n}`).join(', ')
+    const records = this.#unreadable.size === 1 ? 'record' : 'records'
+    throw new RegistryUnreadable(`${this.#unreadable.size} stored session ${records} (${counts})`)
   }
 
   /** Sessions whose record is sealed with an older key (or by 0.1.0, with none named): the re-seal's work. */
@@ -177,26 +208,29 @@ export class RedisSessionStore implements SessionStore {
    * Seals one record again with the sealing key, compare-and-set against the record as read (a write made
    * since wins) and fenced by the caller's job lease (a holder that lost it writes nothing).
    */
-  async reseal(kasmId: string, lease: { key: string; fence: number }): Promise<ResealResult> {
-    const sealed = this.#sealed.get(kasmId)
-    const session = this.#mirror.get(kasmId)
-    if (sealed === undefined || session === undefined || sealed.current) return 'current'
-    const raw = JSON.stringify(await this.#seal(session))
-    const { command, keys } = this.#o
-    const result = await command.krgCasRecord(
-      keys.sessions,
-      lease.key,
-      String(lease.fence),
-      kasmId,
-      sealed.raw,
-      raw,
-      keys.sessionsChannel,
-      this.#announce(kasmId),
-    )
-    if (result === -1) return 'fenced'
-    if (result === 0) return 'changed'
-    if (this.#sealed.get(kasmId) === sealed) this.#sealed.set(kasmId, { raw, current: true })
-    return 'resealed'
+  reseal(kasmId: string, lease: { key: string; fence: number }): Promise<ResealResult> {
+    return this.#inTurn(async () => {
+      const sealed = this.#sealed.get(kasmId)
+      const session = this.#mirror.get(kasmId)
+      if (sealed === undefined || session === undefined || sealed.current) return 'current'
+      const raw = JSON.stringify(await this.#seal(session))
+      const { command, keys } = this.#o
+      const result = await command.krgCasRecord(
+        keys.sessions,
+        lease.key,
+        String(lease.fence),
+        kasmId,
+        sealed.raw,
+        raw,
+        keys.sessionsChannel,
+        this.#announce(kasmId),
+      )
+      if (result === -1) return 'fenced'
+      // Written meanwhile: its announcement re-reads it.
+      if (result === 0) return 'changed'
+      this.#sealed.set(kasmId, { raw, current: true })
+      return 'resealed'
+    })
   }
 
   subscribe(listener: (kasmId: string) => void): () => void {
@@ -226,9 +260,16 @@ export class RedisSessionStore implements SessionStore {
     return `${this.#o.replicaId} ${kasmId}`
   }
 
+  /** Runs `change` after every change asked for before it (see the class comment). */
+  #inTurn<T>(change: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(change, change)
+    this.#queue = run.catch(() => {})
+    return run
+  }
+
   async #loadedOrFail(): Promise<void> {
     if (this.#isLoaded) return
-    this.#loaded ??= this.#reload().finally(() => {
+    this.#loaded ??= this.#inTurn(() => this.#reload()).finally(() => {
       this.#loaded = undefined
     })
     try {
@@ -248,13 +289,20 @@ export class RedisSessionStore implements SessionStore {
     this.#retry = undefined
     if (this.#closed) return
     try {
-      await this.#restoreIfLost()
-      await this.#reload()
+      await this.#inTurn(async () => {
+        await this.#restoreIfLost()
+        await this.#reload()
+      })
     } catch (err) {
       this.#o.log[this.#o.quiet?.() ? 'debug' : 'warn']({ err }, 'sessions not read from redis; retrying')
-      this.#retry = setTimeout(() => void this.#resync(), 1000)
-      this.#retry.unref()
+      this.#scheduleResync()
     }
+  }
+
+  #scheduleResync(): void {
+    if (this.#closed || this.#retry !== undefined) return
+    this.#retry = setTimeout(() => void this.#resync(), 1000)
+    this.#retry.unref()
   }
 
   /** The stored form of a session: its token sealed (JWE) so a Redis dump holds no token. */
@@ -265,6 +313,7 @@ export class RedisSessionStore implements SessionStore {
       team: session.team,
       source: session.source,
       version: session.version,
+      ...(session.kasmUserId === undefined ? {} : { kasmUserId: session.kasmUserId }),
       token: await this.#o.vault.seal(session.kasmId, session.messagingToken),
     }
   }
@@ -289,7 +338,11 @@ export class RedisSessionStore implements SessionStore {
     }
   }
 
-  /** Re-reads the whole hash and tells listeners about every session that differs from the mirror. */
+  /**
+   * Re-reads the whole hash and tells listeners about every session that differs from the mirror; then the
+   * sessions announced while it ran, so that a store reports itself loaded only with every change announced
+   * until then applied. Runs in turn.
+   */
   async #reload(): Promise<void> {
     const all = await this.#o.command.hgetall(this.#o.keys.sessions)
     const seen = new Set<string>()
@@ -301,27 +354,58 @@ export class RedisSessionStore implements SessionStore {
     for (const kasmId of [...this.#mirror.keys(), ...this.#unreadable.keys()]) {
       if (!seen.has(kasmId) && this.#forget(kasmId)) changed.push(kasmId)
     }
+    // Announced while the hash was read and applied (a re-seal, another replica's write): read again, never
+    // dropped. What is announced from now on is re-read by the turn its announcement queued.
+    changed.push(...(await this.#reread()))
     this.#isLoaded = true
-    for (const kasmId of changed) this.#notify(kasmId)
+    for (const kasmId of new Set(changed)) this.#notify(kasmId)
   }
 
-  async #onMessage(payload: string): Promise<void> {
+  /** An announcement of another replica's change: the session is re-read in turn (batched). */
+  #onMessage(payload: string): void {
     const space = payload.indexOf(' ')
-    const kasmId = payload.slice(space + 1)
-    if (payload.slice(0, space) === this.#o.replicaId || this.#closed || !this.#isLoaded) return
-    try {
-      const json = await this.#o.command.hget(this.#o.keys.sessions, kasmId)
-      let changed: boolean
-      if (json === null) {
-        changed = this.#forget(kasmId)
-      } else {
-        changed = await this.#apply(kasmId, json)
+    if (payload.slice(0, space) === this.#o.replicaId || this.#closed) return
+    this.#announced.add(payload.slice(space + 1))
+    if (this.#rereadQueued) return
+    this.#rereadQueued = true
+    void this.#inTurn(async () => {
+      this.#rereadQueued = false
+      if (this.#closed) return
+      try {
+        for (const kasmId of await this.#reread()) this.#notify(kasmId)
+      } catch (err) {
+        // The mirror keeps the last known sessions; a whole re-read a second from now catches up.
+        this.#o.log[this.#o.quiet?.() ? 'debug' : 'warn'](
+          { err },
+          'session change not read from redis; reading the registry again',
+        )
+        this.#scheduleResync()
       }
-      if (changed) this.#notify(kasmId)
+    })
+  }
+
+  /**
+   * Re-reads the sessions announced so far (one HMGET) and applies them; returns those that changed for the
+   * caller to notify. Runs in turn.
+   */
+  async #reread(): Promise<string[]> {
+    const ids = [...this.#announced]
+    if (ids.length === 0) return []
+    // Taken before the read: one announced again while it runs is read again by the next turn.
+    this.#announced.clear()
+    let records: (string | null)[]
+    try {
+      records = await this.#o.command.hmget(this.#o.keys.sessions, ...ids)
     } catch (err) {
-      // The next reconnect (or message) re-reads it; meanwhile the mirror keeps the last known session.
-      this.#o.log.warn({ err, kasmId }, 'session change not read from redis')
+      for (const kasmId of ids) this.#announced.add(kasmId)
+      throw err
     }
+    const changed: string[] = []
+    for (const [i, kasmId] of ids.entries()) {
+      const json = records[i] ?? null
+      if (json === null ? this.#forget(kasmId) : await this.#apply(kasmId, json)) changed.push(kasmId)
+    }
+    return changed
   }
 
   /** Drops a session from the mirror and every side table; true when the mirror had it. */
@@ -348,6 +432,7 @@ export class RedisSessionStore implements SessionStore {
         source: stored.source,
         version: stored.version,
         messagingToken: opened.secret,
+        ...(typeof stored.kasmUserId === 'string' ? { kasmUserId: stored.kasmUserId } : {}),
       }
     } catch (err) {
       const reason: UnsealFailure = err instanceof TokenVaultError ? err.reason : 'malformed'

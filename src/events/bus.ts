@@ -65,6 +65,13 @@ export interface Subscriber {
    * the first `deliver`; the subscriber fills the gap from the trace or shows it.
    */
   gap?(from: number, to: number): void
+  /**
+   * The run the bus serves, once, when the subscription started before it was known (`servedRun` null) and
+   * the first events read of it were all behind the subscriber's position (`after=<current seq>&run=` on a
+   * session nobody read yet): a stream opens with `: run <id>` as soon as the run is known. A subscriber
+   * handed events learns their run from them instead.
+   */
+  served?(run: string): void
 }
 
 /** Fan-out of one session's events to every subscriber, with replay from a buffer. */

@@ -20,12 +20,15 @@ class HubViewer<P> extends ViewerCursor implements Subscription {
   readonly servedRun: string | null
   offset: P
   inStep = false
+  /** The subscriber knows the run the bus serves (its `servedRun`, or a batch read since). */
+  knowsRun: boolean
 
   constructor(session: HubSession<P>, subscriber: Subscriber, servedRun: string | null) {
     super()
     this.session = session
     this.subscriber = subscriber
     this.servedRun = servedRun
+    this.knowsRun = servedRun !== null
     this.offset = session.broker.origin
   }
 
@@ -43,6 +46,18 @@ class HubViewer<P> extends ViewerCursor implements Subscription {
   offer(batch: readonly BrokerDelivery<P>[], replay: boolean): void {
     const own = this.admitAll(batch)
     if (own.length > 0) this.subscriber.deliver(own, replay, new PreparedBatch(own))
+    if (!this.knowsRun) this.learnRun(batch, own.length > 0)
+  }
+
+  /**
+   * The first batch read since the viewer joined knowing no run: the run is known now. When nothing of it
+   * was new to the viewer (its position was past it), it is told the run alone.
+   */
+  learnRun(batch: readonly BrokerDelivery<P>[], delivered: boolean): void {
+    const last = batch[batch.length - 1]
+    if (last === undefined) return
+    this.knowsRun = true
+    if (!delivered) this.subscriber.served?.(last.message.run)
   }
 
   protected override admits(d: Delivery): boolean {
@@ -86,11 +101,13 @@ class HubSession<P> implements BrokerListener<P> {
     for (const viewer of this.viewers) {
       if (viewer.inStep) {
         if (shared.length > 0) viewer.subscriber.deliver(shared, false, prepared)
+        if (!viewer.knowsRun) viewer.learnRun(batch, shared.length > 0)
         continue
       }
       const own = viewer.admitAll(batch)
       if (own.length > 0)
         viewer.subscriber.deliver(own, false, own === shared ? prepared : new PreparedBatch(own))
+      if (!viewer.knowsRun) viewer.learnRun(batch, own.length > 0)
       viewer.inStep = viewer.inStepWith(this.stepped) && this.broker.compare(viewer.offset, end) <= 0
     }
   }

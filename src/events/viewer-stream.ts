@@ -188,6 +188,14 @@ export class ViewerStream implements Subscriber {
     this.#markDirty()
   }
 
+  /** The run became known with nothing to deliver (a cold session, a stream at its current position). */
+  served(run: string): void {
+    if (this.#ended || this.#closing || this.#run !== undefined) return
+    this.#run = run
+    this.#enqueue(runComment(run), true)
+    this.#markDirty()
+  }
+
   gap(from: number, to: number): void {
     const run = this.position.run
     if (this.#ended || run === undefined) return

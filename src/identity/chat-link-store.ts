@@ -52,8 +52,13 @@ export interface ChatLinkStore {
   remove(key: string): Promise<ChatLinkRecord | null>
   /** Removes every link of a person; resolves how many. */
   removeOf(sub: string): Promise<number>
-  /** Removes every link made in the IdP session `sid`; resolves how many. */
-  removeIdpSession(sid: string): Promise<number>
+  /** Removes every link made in the IdP session `sid` of issuer `iss`; resolves how many. */
+  removeIdpSession(iss: string, sid: string): Promise<number>
+  /**
+   * Removes every link of `sub` made through issuer `iss` before `signedInBefore` (epoch ms): a back-channel
+   * logout naming only the person. Resolves how many.
+   */
+  removeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number>
   /** Links that have not ended, soonest end first, at most `limit`. */
   list(limit: number): Promise<ChatLinkRecord[]>
   /** A person's links that have not ended. */
@@ -113,8 +118,12 @@ export class MemoryChatLinkStore implements ChatLinkStore {
     return this.#removeWhere((r) => r.sub === sub)
   }
 
-  async removeIdpSession(sid: string): Promise<number> {
-    return this.#removeWhere((r) => r.idp?.sid === sid)
+  async removeIdpSession(iss: string, sid: string): Promise<number> {
+    return this.#removeWhere((r) => r.idp?.iss === iss && r.idp.sid === sid)
+  }
+
+  async removeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    return this.#removeWhere((r) => r.sub === sub && r.idp?.iss === iss && r.createdAt < signedInBefore)
   }
 
   async list(limit: number): Promise<ChatLinkRecord[]> {

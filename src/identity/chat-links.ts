@@ -77,7 +77,7 @@ export class ChatLinks {
       createdAt: now,
       expiresAt: now + this.#o.ttlMs,
       state: 'active',
-      ...(idp === undefined ? {} : { idp: await this.#idpLink(key, idp.sid, idp.tokens, now) }),
+      ...(idp === undefined ? {} : { idp: await this.#idpLink(key, idp.iss, idp.sid, idp.tokens, now) }),
     }
     await this.#store.put(record)
     return record
@@ -131,8 +131,12 @@ export class ChatLinks {
     return this.#store.removeOf(sub)
   }
 
-  removeIdpSession(sid: string): Promise<number> {
-    return this.#store.removeIdpSession(sid)
+  removeIdpSession(iss: string, sid: string): Promise<number> {
+    return this.#store.removeIdpSession(iss, sid)
+  }
+
+  removeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    return this.#store.removeIdpSubject(iss, sub, signedInBefore)
   }
 
   async #refresh(key: string, record: ChatLinkRecord): Promise<void> {
@@ -146,10 +150,12 @@ export class ChatLinks {
         onRefresh?.('refused', record.sub)
         return
       }
+      const iss = record.idp?.iss
+      if (iss === undefined) return
       await this.#store.update(key, {
         ...record,
         ...copyClaims({ ...answer.claims, name: answer.claims.name ?? record.name }),
-        idp: await this.#idpLink(key, record.idp?.sid, answer.tokens, Date.now()),
+        idp: await this.#idpLink(key, iss, record.idp?.sid, answer.tokens, Date.now()),
       })
       onRefresh?.('updated', record.sub)
     } catch (err) {
@@ -158,9 +164,10 @@ export class ChatLinks {
     }
   }
 
-  async #idpLink(key: string, sid: string | undefined, tokens: IdpTokens, now: number) {
+  async #idpLink(key: string, iss: string, sid: string | undefined, tokens: IdpTokens, now: number) {
     const refreshes = tokens.refreshToken !== undefined && this.#o.refresher !== undefined
     return {
+      iss,
       ...(sid === undefined ? {} : { sid }),
       ...(refreshes ? { refreshAt: now + (this.#o.refreshMs ?? 300_000) } : {}),
       sealedTokens: await this.#sealer.seal(`chat-link:${key}`, new Secret(JSON.stringify(tokens))),

@@ -52,7 +52,7 @@ export class People {
   constructor(options: PeopleOptions) {
     const refreshes = new Counter({
       name: 'krg_signin_refreshes_total',
-      help: 'Refreshes of signed-in people at the identity provider: updated, refused (session ended), failed (kept)',
+      help: 'Refreshes at the identity provider of signed-in people (cookie sessions, chat links): updated, refused (ended or suspended), failed (kept)',
       labelNames: ['outcome'],
       registers: [options.registry],
     })
@@ -130,11 +130,23 @@ export class People {
     return cookies + (links ?? 0)
   }
 
-  /** Ends what the IdP session `sid` signed in (back-channel logout): its cookie sessions and chat links. */
-  async revokeIdpSession(sid: string): Promise<number> {
+  /** Ends what the IdP session `sid` of `iss` signed in (back-channel logout): cookie sessions, chat links. */
+  async revokeIdpSession(iss: string, sid: string): Promise<number> {
     const [cookies, links] = await Promise.all([
-      this.sessions.revokeIdpSession(sid),
-      this.links?.removeIdpSession(sid),
+      this.sessions.revokeIdpSession(iss, sid),
+      this.links?.removeIdpSession(iss, sid),
+    ])
+    return cookies + (links ?? 0)
+  }
+
+  /**
+   * Ends what `sub` signed in through `iss` before `signedInBefore` (a back-channel logout naming only the
+   * person): cookie sessions and chat links.
+   */
+  async revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
+    const [cookies, links] = await Promise.all([
+      this.sessions.revokeIdpSubject(iss, sub, signedInBefore),
+      this.links?.removeIdpSubject(iss, sub, signedInBefore),
     ])
     return cookies + (links ?? 0)
   }

@@ -14,7 +14,7 @@ export type KasmIdForm = 'dashed' | 'plain'
 
 const HEX32 = /^[0-9a-f]{32}$/
 
-/** The comparison key of a Kasm id: lower case, without dashes. */
+/** The comparison key of a Kasm id (of a session or a user): lower case, without dashes. */
 export function kasmIdKey(id: string): string {
   return id.replaceAll('-', '').toLowerCase()
 }

@@ -6,8 +6,9 @@ import type { SessionRegistry, SessionView } from '../sessions/types.ts'
 import { teamSchema } from '../sessions/validate.ts'
 import type { UrlPolicy } from '../upstream/url-policy.ts'
 import type { KasmClient } from './client.ts'
-import { type KasmIdForm, registryKasmId } from './ids.ts'
+import { type KasmIdForm, kasmIdKey, registryKasmId, sameKasmId } from './ids.ts'
 import { registerFromKasm } from './registration.ts'
+import type { LaunchPolicy } from './teams.ts'
 import { needsDetails, type UpstreamRules, upstreamFor } from './upstream.ts'
 
 /** What `POST /admin/sessions` asks for (validated by the route). */
@@ -15,7 +16,7 @@ export interface LaunchInput {
   /** Kasm's image id, or (resolved through `get_images`) an image's name or friendly name. */
   readonly imageId?: string
   readonly image?: string
-  /** The Kasm user the session runs as; Kasm makes an anonymous user when absent. */
+  /** The Kasm user the caller asks for; the team's own when absent ({@link LaunchPolicy.userFor}). */
   readonly userId?: string
   readonly team: string
   /** Extra environment for the session's container. */
@@ -25,20 +26,12 @@ export interface LaunchInput {
 /** A launched, registered session. */
 export interface Launched {
   readonly session: SessionView
-  /** Kasm's viewer link for the session (carries Kasm's own session token for that user), if Kasm gave one. */
+  /**
+   * Kasm's viewer link for the session (it carries Kasm's own session token for the session's user), when Kasm
+   * gave one on the viewer's origin for that session and that user.
+   */
   readonly viewerUrl?: string
 }
-
-/**
- * Environment variables the gateway sets itself: the messaging token, and the observe routes closed to
- * anyone without a token (the runtime is reached directly, not behind Kasm's session cookie, and the
- * gateway sends the token on reads too). A launch request may not set these.
- */
-export const RESERVED_ENVIRONMENT: ReadonlySet<string> = new Set([
-  'KASM_RUNTIME_INBOX_TOKEN',
-  'KASM_RUNTIME_SESSION_TOKEN',
-  'KASM_RUNTIME_OBSERVE_TOKEN_REQUIRED',
-])
 
 /** A Kasm id of an image or a user: hex, optionally dashed. */
 const kasmRef = (what: string) =>
@@ -61,10 +54,6 @@ export const launchBodySchema = z
           .max(4096, 'values must be at most 4096 characters'),
       )
       .refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')
-      .refine(
-        (env) => Object.keys(env).every((name) => !RESERVED_ENVIRONMENT.has(name)),
-        `${[...RESERVED_ENVIRONMENT].join(', ')} are set by the gateway`,
-      )
       .optional(),
   })
   .strict()
@@ -79,8 +68,10 @@ export interface KasmLauncherOptions {
   /** The upstream URL policy every address from Kasm passes (GATEWAY_UPSTREAM_ALLOW). */
   readonly policy: UrlPolicy
   readonly rules: UpstreamRules
+  /** Who a team's launches run as and what they may set (GATEWAY_KASM_TEAMS_FILE); the current one. */
+  readonly launchPolicy: () => LaunchPolicy
   readonly idForm: KasmIdForm
-  /** GATEWAY_KASM_SIDEBAR: the sidebar the viewer shows (KASM_RUNTIME_SIDEBAR), unless the request sets one. */
+  /** GATEWAY_KASM_SIDEBAR: the sidebar the viewer shows (KASM_RUNTIME_SIDEBAR; a request cannot set it). */
   readonly sidebar: string | undefined
   /** Where viewer links point (GATEWAY_KASM_PUBLIC_URL, default the API's origin). */
   readonly publicOrigin: string
@@ -93,9 +84,11 @@ export interface KasmLauncherOptions {
 /**
  * Launches Kasm sessions with a messaging token only the gateway knows: 32 random bytes, put into the
  * session's environment by `request_kasm` and into the registry (sealed at rest in cluster mode), never
- * returned or logged. When the upstream rule needs the session's address, the launch waits (bounded) for
- * Kasm to report it; a session that cannot be registered is destroyed again rather than left running with
- * a token nobody holds.
+ * returned or logged. The session runs as the Kasm user the team's policy allows, and its environment holds
+ * only what the policy allows, both checked before Kasm is asked anything. When the upstream rule needs the
+ * session's address, the launch waits (bounded) for Kasm to report it; a session that cannot be registered,
+ * or that Kasm started for another user than the one asked for, is destroyed again rather than left running
+ * with a token nobody holds.
  */
 export class KasmLauncher {
   readonly #o: KasmLauncherOptions
@@ -117,6 +110,9 @@ export class KasmLauncher {
 
   async #launch(input: LaunchInput): Promise<Launched> {
     const { client, idForm, log } = this.#o
+    const policy = this.#o.launchPolicy()
+    const asked = policy.userFor(input.team, input.userId)
+    policy.checkEnvironment(input.team, input.environment)
     const imageId = input.imageId ?? (await this.#resolveImage(input.image ?? ''))
     const token = randomBytes(32).toString('base64url')
     const environment: Record<string, string> = {
@@ -125,21 +121,10 @@ export class KasmLauncher {
       KASM_RUNTIME_OBSERVE_TOKEN_REQUIRED: 'true',
       KASM_RUNTIME_INBOX_TOKEN: token,
     }
-    const requested = await client.requestKasm({
-      imageId,
-      ...(input.userId === undefined ? {} : { userId: input.userId }),
-      environment,
-      scrub: [token],
-    })
-    const userId = requested.userId ?? input.userId
+    const requested = await client.requestKasm({ imageId, userId: asked, environment, scrub: [token] })
+    // Kasm's session belongs to the user it names (the one destroy_kasm needs), whoever was asked for.
+    const userId = requested.userId ?? asked
     const destroy = async (why: string): Promise<void> => {
-      if (userId === undefined) {
-        log.error(
-          { kasmId: requested.kasmId, why },
-          'launched Kasm session left running: Kasm gave no user id',
-        )
-        return
-      }
       await client
         .destroyKasm({ kasmId: requested.kasmId, userId })
         .then(() => log.warn({ kasmId: requested.kasmId, why }, 'launched Kasm session destroyed again'))
@@ -148,6 +133,10 @@ export class KasmLauncher {
         )
     }
 
+    if (kasmIdKey(userId) !== kasmIdKey(asked)) {
+      await destroy('started for another user')
+      throw new KasmBadAnswer('request_kasm', 'a session of another Kasm user than the one asked for')
+    }
     const kasmId = registryKasmId(requested.kasmId, idForm)
     if (kasmId === null) {
       await destroy('kasm_id unusable')
@@ -168,29 +157,52 @@ export class KasmLauncher {
         upstream,
         team: input.team,
         messagingToken: token,
+        kasmUserId: asked,
       })
     } catch (err) {
       await destroy('not registered')
       throw err
     }
-    log.info({ kasmId, team: input.team, imageId }, 'Kasm session launched and registered')
-    const viewerUrl =
-      requested.kasmUrl === undefined ? undefined : new URL(requested.kasmUrl, this.#o.publicOrigin).href
+    log.info({ kasmId, team: input.team, imageId, kasmUserId: asked }, 'Kasm session launched and registered')
+    const viewerUrl = this.#viewerUrl(requested.kasmUrl, requested.kasmId, asked)
     return { session, ...(viewerUrl === undefined ? {} : { viewerUrl }) }
+  }
+
+  /**
+   * Kasm's viewer link, `/#/connect/kasm/<kasm_id>/<user_id>/<session_token>` [Kasm 1.7+], on the viewer's
+   * origin; only when it is for this session and this user: the token in it lets whoever holds the link act
+   * as that user.
+   */
+  #viewerUrl(kasmUrl: string | undefined, kasmId: string, userId: string): string | undefined {
+    if (kasmUrl === undefined) return undefined
+    const origin = new URL(this.#o.publicOrigin).origin
+    const url = URL.canParse(kasmUrl, origin) ? new URL(kasmUrl, origin) : undefined
+    const parts = /^#\/connect\/kasm\/([^/]+)\/([^/]+)\/[^/]+$/.exec(url?.hash ?? '')
+    if (
+      url?.origin === origin &&
+      parts !== null &&
+      sameKasmId(parts[1] ?? '', kasmId) &&
+      kasmIdKey(parts[2] ?? '') === kasmIdKey(userId)
+    )
+      return url.href
+    this.#o.log.warn(
+      { kasmId },
+      "Kasm's viewer link is not one for this session and its user on the viewer's origin; not returned",
+    )
+    return undefined
   }
 
   /**
    * The session's upstream; waits for Kasm to report what the rule needs, polling `get_kasm_status` with the
    * id as Kasm wrote it (`kasmOwnId`).
    */
-  async #address(kasmId: string, kasmOwnId: string, userId: string | undefined): Promise<string> {
+  async #address(kasmId: string, kasmOwnId: string, userId: string): Promise<string> {
     const { client, rules } = this.#o
     if (!needsDetails(rules)) {
       const result = upstreamFor(rules, kasmId)
       if (!result.ok) throw new KasmBadAnswer('request_kasm', result.reason)
       return result.url
     }
-    if (userId === undefined) throw new KasmBadAnswer('request_kasm', 'no user_id to ask the status with')
     const deadline = Date.now() + this.#o.addressTimeoutMs
     let waitMs = 250
     for (;;) {

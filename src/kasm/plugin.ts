@@ -1,16 +1,22 @@
 import fp from 'fastify-plugin'
 import { Counter, Gauge } from 'prom-client'
+import { ConfigError } from '../config.ts'
 import { KasmRefused } from '../errors.ts'
 import { Secret } from '../sessions/secret.ts'
+import type { Session } from '../sessions/types.ts'
 import { KasmClient } from './client.ts'
+import { type Destroyed, destroyLaunched } from './destroy.ts'
 import { KasmLauncher } from './launch.ts'
 import type { StaleSessions } from './stale.ts'
 import { KasmSync } from './sync.ts'
+import { loadLaunchPolicy } from './teams.ts'
 import { parseZones, type UpstreamRules } from './upstream.ts'
 
 /** Kasm's lifecycle as the admin routes see it. */
 export interface KasmService {
   readonly launcher: KasmLauncher
+  /** Ends a launched session in Kasm (see {@link destroyLaunched}); the caller then unregisters it. */
+  readonly destroy: (session: Session) => Promise<Destroyed>
   /** Null when GATEWAY_KASM_SYNC_S is 0. */
   readonly sync: KasmSync | null
   readonly stale: StaleSessions
@@ -27,8 +33,9 @@ declare module 'fastify' {
 export const SYNC_JOB = 'kasm-sync'
 
 /**
- * Decorates `app.kasm` when GATEWAY_KASM_API_URL is set: the launcher behind `POST /admin/sessions`, and the
- * sync, a leased job (one replica at a time) that reconciles the registry with Kasm every
+ * Decorates `app.kasm` when GATEWAY_KASM_API_URL is set: the launcher behind `POST /admin/sessions` (with the
+ * teams' launch policy, GATEWAY_KASM_TEAMS_FILE, read at boot and on SIGHUP), the destroy behind `DELETE`, and
+ * the sync, a leased job (one replica at a time) that reconciles the registry with Kasm every
  * GATEWAY_KASM_SYNC_S. Kasm being unreachable changes nothing: the failure is logged once per outage,
  * counted, and retried after 1 s, 2 s, 4 s … up to the sync interval.
  */
@@ -68,10 +75,37 @@ export const kasmPlugin = fp(
       registers,
     })
     const log = app.log.child({ component: 'kasm' })
+    const teamsFile = env.GATEWAY_KASM_TEAMS_FILE
+    let launchPolicy = await loadLaunchPolicy(teamsFile, env.GATEWAY_KASM_USER_ID)
+    if (teamsFile !== undefined) log.info({ teamsFile, teams: launchPolicy.size }, 'Kasm teams file applied')
+    if (!launchPolicy.everyTeamHasUser())
+      log.warn(
+        'launches are refused for teams without a kasmUserId in GATEWAY_KASM_TEAMS_FILE (GATEWAY_KASM_USER_ID is not set)',
+      )
+    if (teamsFile !== undefined) {
+      let reloading = Promise.resolve()
+      const reload = (): void => {
+        reloading = reloading.then(async () => {
+          try {
+            launchPolicy = await loadLaunchPolicy(teamsFile, env.GATEWAY_KASM_USER_ID)
+            log.info({ teamsFile, teams: launchPolicy.size }, 'Kasm teams file applied')
+          } catch (err) {
+            const reason = err instanceof ConfigError ? err.message : String((err as Error).message)
+            log.error({ teamsFile, reason }, 'Kasm teams file reload failed; keeping the previous rules')
+          }
+        })
+      }
+      process.on('SIGHUP', reload)
+      app.addHook('onClose', async () => {
+        process.off('SIGHUP', reload)
+        await reloading
+      })
+    }
     const launcher = new KasmLauncher({
       client,
       sessions: app.sessions,
       policy: app.upstream.policy,
+      launchPolicy: () => launchPolicy,
       rules,
       idForm: env.GATEWAY_KASM_ID_FORM,
       sidebar: env.GATEWAY_KASM_SIDEBAR,
@@ -80,6 +114,7 @@ export const kasmPlugin = fp(
       log,
       onLaunch: (result) => launches.inc({ result }),
     })
+    const destroy = (session: Session): Promise<Destroyed> => destroyLaunched(client, session)
     const stale = app.stores.staleSessions()
     new Gauge({
       name: 'krg_kasm_stale_sessions',
@@ -95,7 +130,7 @@ export const kasmPlugin = fp(
       },
     })
     if (env.GATEWAY_KASM_SYNC_S === 0) {
-      app.decorate('kasm', { launcher, sync: null, stale })
+      app.decorate('kasm', { launcher, destroy, sync: null, stale })
       return
     }
 
@@ -154,7 +189,7 @@ export const kasmPlugin = fp(
         }
       },
     })
-    app.decorate('kasm', { launcher, sync, stale })
+    app.decorate('kasm', { launcher, destroy, sync, stale })
     app.addHook('onReady', async () => job.start())
     app.addHook('preClose', () => job.stop())
   },

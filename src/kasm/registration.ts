@@ -10,6 +10,8 @@ export type KasmRegistration =
       readonly upstream: string
       readonly team: string
       readonly messagingToken: string
+      /** The Kasm user the session runs as (who destroys it). */
+      readonly kasmUserId: string
     }
   | {
       readonly kind: 'relocate'
@@ -35,6 +37,6 @@ export async function registerFromKasm(
     upstream: change.upstream,
   })
   if (change.kind === 'relocate') return sessions.relocate(change.kasmId, change.upstream, change.version)
-  const { kasmId, upstream, team, messagingToken } = change
-  return sessions.put({ kasmId, upstream, team, messagingToken, source: 'launch' })
+  const { kasmId, upstream, team, messagingToken, kasmUserId } = change
+  return sessions.put({ kasmId, upstream, team, messagingToken, kasmUserId, source: 'launch' })
 }

@@ -115,6 +115,8 @@ export class KasmSync {
       requestId: `kasm-sync-${run}`,
       sub: SYNC_ACTOR,
       kasmId: view.kasmId,
+      // The team the session had: its admins read the audit by team, and the session is gone to look it up.
+      team: view.team,
       method: 'DELETE',
       route: 'kasm/sync',
       action: 'remove',

@@ -46,14 +46,15 @@ export class LabelledHistogram<L extends string> {
   readonly help: string
   readonly type = 'histogram' as const
   readonly aggregator = 'sum' as const
-  readonly #labelNames: readonly L[]
+  /** As prom-client's metrics have them (the metrics table of docs/operations.md reads them). */
+  readonly labelNames: readonly L[]
   readonly #bounds: readonly number[]
   readonly #series = new Map<string, Series<L>>()
 
   constructor(options: LabelledHistogramOptions<L>) {
     this.name = options.name
     this.help = options.help
-    this.#labelNames = [...options.labelNames]
+    this.labelNames = [...options.labelNames]
     this.#bounds = [...options.buckets].sort((a, b) => a - b)
     for (const registry of options.registers) registry.registerMetric(this as unknown as Metric)
   }
@@ -62,7 +63,7 @@ export class LabelledHistogram<L extends string> {
   observe(labels: Readonly<Record<L, string>>, value: number): void {
     if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`)
     let key = ''
-    for (const name of this.#labelNames) key += `${labels[name]}\u0000`
+    for (const name of this.labelNames) key += `${labels[name]}\u0000`
     let series = this.#series.get(key)
     if (series === undefined) {
       series = { labels: { ...labels }, counts: this.#bounds.map(() => 0), sum: 0, count: 0 }

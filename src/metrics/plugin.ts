@@ -146,7 +146,7 @@ export function createMetrics(): GatewayMetrics {
     }),
     upstreamErrors: new Counter({
       name: 'krg_upstream_errors_total',
-      help: 'Upstream failures: unreachable, timeout, token_refused, stream_dropped, stream_stalled',
+      help: 'Failures of requests to the runtimes and of their event streams, by reason',
       labelNames: ['reason'],
       registers: [registry],
     }),

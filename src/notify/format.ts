@@ -7,14 +7,14 @@ export interface Rendering {
   readonly delivery: string
   /**
    * ISO 8601: when the delivery was first recorded; a new owner resuming it keeps it, so every attempt by
-   * every replica sends the same signed bytes.
+   * every replica sends the same body bytes (each signs them with its own timestamp).
    */
   readonly at: string
   /** The console's session view (absolute with GATEWAY_PUBLIC_ORIGIN, else a path). */
   readonly url: string
 }
 
-/** The raw body a target gets (the signature covers exactly these bytes). */
+/** The raw body a target gets (the signature covers its timestamp and exactly these bytes). */
 export function renderBody(format: NotifyFormat, rendering: Rendering): string {
   return JSON.stringify(format === 'slack' ? slackBody(rendering) : jsonBody(rendering))
 }

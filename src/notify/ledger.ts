@@ -16,7 +16,7 @@ export interface DeliveryRecord {
   readonly team: string
   readonly run: string
   readonly seq: number
-  /** The target's label (a host, or `team:<name>#<index>`). */
+  /** The target's label (`<host>#<index>`, or `team:<name>#<index>`). */
   readonly target: string
   readonly status: DeliveryStatus
   readonly attempts: number

@@ -6,7 +6,7 @@ import { renderBody } from './format.ts'
 import type { DeliveryLedger, DeliveryRecord, DeliveryStatus } from './ledger.ts'
 import type { NotifyMetrics } from './metrics.ts'
 import type { Notification } from './notification.ts'
-import { signature } from './sign.ts'
+import { signature, timestamp } from './sign.ts'
 import type { NotifyTarget } from './targets.ts'
 
 /** One notification to one target. */
@@ -228,13 +228,17 @@ export class Outbox {
   }
 
   async #attempt(job: OutboxJob, body: string): Promise<Attempt> {
+    // Signed again at every attempt over the same body: a retry (up to GATEWAY_NOTIFY_RETRY_FOR_S later, maybe
+    // from another replica) must pass a receiver's five-minute check; the body's `delivery` dedupes it.
+    const at = timestamp()
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'user-agent': `${serviceName}/${version}`,
       'x-krg-delivery': job.delivery,
       'x-krg-event': job.notification.type,
+      'x-krg-timestamp': at,
     }
-    if (job.target.secret !== null) headers['x-krg-signature'] = signature(job.target.secret, body)
+    if (job.target.secret !== null) headers['x-krg-signature'] = signature(job.target.secret, at, body)
     const controller = new AbortController()
     const timer = setTimeout(() => controller.abort(new Error('timeout')), this.#o.timeoutMs)
     this.#inFlight.add(controller)

@@ -17,8 +17,9 @@ export interface NotifyTarget {
   /** The HMAC key of `X-Krg-Signature`; null: unsigned. */
   readonly secret: Secret | null
   /**
-   * A stable name for metrics and the admin API, never a session id: the host of a global URL, or
-   * `team:<name>#<index>` for the notify file's.
+   * A name for metrics, the admin API and the delivery ledger, unique among the targets: `<host>#<index>` for
+   * the URLs of GATEWAY_NOTIFY_URL (two Slack channels are two URLs on one host), `team:<name>#<index>` for the
+   * notify file's. Never a URL path (a Slack webhook's path is its key) nor a session id.
    */
   readonly label: string
 }
@@ -60,11 +61,11 @@ export function allTargets(routes: NotifyRoutes): NotifyTarget[] {
 /** The global targets of GATEWAY_NOTIFY_URL, GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. */
 export function globalTargets(env: Env): NotifyTarget[] {
   const secret = env.GATEWAY_NOTIFY_SECRET === undefined ? null : new Secret(env.GATEWAY_NOTIFY_SECRET)
-  return env.GATEWAY_NOTIFY_URL.map((url) => ({
+  return env.GATEWAY_NOTIFY_URL.map((url, index) => ({
     url,
     format: env.GATEWAY_NOTIFY_FORMAT,
     secret,
-    label: new URL(url).host,
+    label: `${new URL(url).host}#${index}`,
   }))
 }
 
@@ -188,23 +189,27 @@ export async function loadNotifyFile(
 
 /**
  * Applies the URL policy (GATEWAY_UPSTREAM_ALLOW and the default refusals) to every target: a webhook is a
- * request the gateway makes on behalf of whoever wrote the URL. Throws {@link ConfigError} naming the
- * variable or the file entry of each refused URL.
+ * request the gateway makes on behalf of whoever wrote the URL. A URL listed twice for the same teams would
+ * get every notification twice under two delivery ids: refused too. Throws {@link ConfigError} naming the
+ * variable or the file entry of each refused URL, never the URL (its path may be a key).
  */
 export async function checkTargets(policy: UrlPolicy, routes: NotifyRoutes, file?: string): Promise<void> {
   const problems: string[] = []
-  for (const [index, target] of routes.global.entries()) {
-    const refusal = await policy.check(target.url)
-    if (refusal !== undefined) problems.push(`GATEWAY_NOTIFY_URL[${index}]: ${refusal.reason}`)
-  }
-  for (const [team, targets] of routes.teams) {
+  const check = async (targets: readonly NotifyTarget[], where: (index: number) => string): Promise<void> => {
+    const first = new Map<string, number>()
     for (const [index, target] of targets.entries()) {
       const refusal = await policy.check(target.url)
-      if (refusal !== undefined)
-        problems.push(
-          `GATEWAY_NOTIFY_FILE (${file}): teams.${JSON.stringify(team)}[${index}].url: ${refusal.reason}`,
-        )
+      if (refusal !== undefined) problems.push(`${where(index)}: ${refusal.reason}`)
+      const earlier = first.get(target.url)
+      if (earlier === undefined) first.set(target.url, index)
+      else problems.push(`${where(index)}: the same URL as [${earlier}]`)
     }
   }
+  await check(routes.global, (index) => `GATEWAY_NOTIFY_URL[${index}]`)
+  for (const [team, targets] of routes.teams)
+    await check(
+      targets,
+      (index) => `GATEWAY_NOTIFY_FILE (${file}): teams.${JSON.stringify(team)}[${index}].url`,
+    )
   if (problems.length > 0) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`)
 }

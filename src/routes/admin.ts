@@ -1,7 +1,14 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { type Operator, seesTeam } from '../auth/operator.ts'
-import { BadRequest, Forbidden, KasmNotConfigured, SessionNotFound, Unauthenticated } from '../errors.ts'
+import {
+  BadRequest,
+  Forbidden,
+  KasmNotConfigured,
+  SessionConflict,
+  SessionNotFound,
+  Unauthenticated,
+} from '../errors.ts'
 import { launchBodySchema } from '../kasm/launch.ts'
 import type { SessionView } from '../sessions/types.ts'
 import { admitUpstream } from '../sessions/upstream-admission.ts'
@@ -25,8 +32,10 @@ const notificationsQuerySchema = z
 /**
  * The admin API (role admin): sessions (tokens are write-only, never returned), recent audit records and
  * recent webhook deliveries.
- * An admin sees and changes only sessions of their teams (`*`: all); a foreign session looks unknown.
- * Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
+ * An admin sees and changes only sessions of their teams (`*`: all); a foreign session looks unknown, on every
+ * route, PUT included. Sessions from GATEWAY_SESSIONS_FILE can be read here but changed only in the file (409).
+ * Deleting a launched session destroys it in Kasm first. A replica that cannot open every stored record
+ * takes no registry changes (503 registry_unreadable).
  */
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Authenticated before the body is read: an anonymous PUT with a broken body is 401, never 400.
@@ -85,7 +94,11 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     const body = launchBodySchema.safeParse(request.body)
     if (!body.success) throw new BadRequest(formatIssues(body.error))
     if (!seesTeam(operator, body.data.team)) throw new Forbidden(`team ${body.data.team} is not one of yours`)
+    // One of the caller's teams: its admins see this launch (and its refusals) in their audit.
+    request.auditDetail.team = body.data.team
     if (app.kasm === null) throw new KasmNotConfigured()
+    // Before Kasm starts anything: a session this replica could not register would only be destroyed again.
+    app.sessions.checkWritable()
     const { image_id, image, user_id, team, environment } = body.data
     const launched = await app.kasm.launcher.launch({
       ...(image_id === undefined ? {} : { imageId: image_id }),
@@ -117,10 +130,13 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       if (!seesTeam(operator, body.data.team))
         throw new Forbidden(`team ${body.data.team} is not one of yours`)
 
+      // A refusal is recorded under the caller's team (the body's, checked above), never under a team they
+      // cannot see: a foreign session answers as an unknown id does on GET and DELETE.
+      request.auditDetail.team = body.data.team
+      app.sessions.checkWritable()
       const existing = await app.sessions.get(kasmId)
+      if (existing !== undefined && !seesTeam(operator, existing.team)) throw new SessionNotFound()
       request.auditDetail.team = existing?.team ?? body.data.team
-      if (existing !== undefined && !seesTeam(operator, existing.team))
-        throw new Forbidden('the session belongs to a team that is not one of yours')
       request.auditDetail.action = existing === undefined ? 'create' : 'replace'
       const { lifecycle, ...registration } = body.data
       await admitUpstream(app.upstream.policy, app.sessions, {
@@ -143,10 +159,25 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.action = 'delete'
+      // First: a replica that cannot open every record would answer "no such session" for the ones it cannot.
+      app.sessions.checkWritable()
       const session = await app.sessions.get(request.params.kasmId)
       if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
       request.auditDetail.kasmId = session.kasmId
       request.auditDetail.team = session.team
+      if (session.source === 'launch') {
+        // Its token is in the session's environment and nowhere else: unregistered, it would run on with a
+        // token nobody holds. Destroyed first; a session Kasm did not destroy stays registered (502).
+        request.auditDetail.action = 'destroy'
+        if (app.kasm === null)
+          throw new SessionConflict(
+            `session ${session.kasmId} was launched through Kasm's Developer API, which this gateway no longer has (GATEWAY_KASM_API_URL): configure it to destroy the session, or end the session in Kasm`,
+          )
+        const ended = await app.kasm.destroy(session)
+        request.log.info({ kasmId: session.kasmId, ended }, 'launched session destroyed in Kasm')
+        await app.sessions.remove(session.kasmId)
+        return reply.code(204).send()
+      }
       if (!(await app.sessions.remove(session.kasmId))) throw new SessionNotFound()
       return reply.code(204).send()
     },

@@ -53,7 +53,9 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
 
   /** Counts a refused sign-in (failed sign-ins of the address, metrics) and rethrows it for the page. */
   const refused = (request: FastifyRequest, err: unknown): never => {
-    const code = (err as { code?: string }).code?.toLowerCase()
+    const { code: raw, reason } = err as { code?: string; reason?: unknown }
+    const code = raw?.toLowerCase()
+    if (typeof reason === 'string') request.auditDetail.reason = reason
     if (code !== undefined && /^(signin_|idp_|no_role|logout_token)/.test(code))
       throw app.auth.refuseSignIn(request, code as AuthRefusalReason, err as Error)
     throw err
@@ -130,7 +132,8 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
 
   app.post<{ Body: URLSearchParams | undefined }>(
     '/auth/backchannel-logout',
-    { config: { audit: 'auth/backchannel-logout' } },
+    // From the IdP's one address, its credential in the body (verified, and failures counted per address).
+    { config: { audit: 'auth/backchannel-logout', anonymousLimit: false } },
     async (request, reply) => {
       request.auditDetail.action = 'backchannel_logout'
       if (signIn === null) throw new SignInNotConfigured()
@@ -139,17 +142,22 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
       if (token.length !== 1 || token[0] === '') {
         return refused(request, new LogoutTokenInvalid('send exactly one logout_token form field'))
       }
-      let whom: { sid?: string; sub?: string }
+      let logout: Awaited<ReturnType<typeof signIn.backChannelLogout<number>>>
       try {
-        whom = await signIn.logoutToken(token[0] ?? '')
+        // With a sid, that IdP session's sign-ins; with only a sub, the person's sign-ins through this
+        // issuer that began by the token's iat (to the second), never a cookie session made from a bearer.
+        logout = await signIn.backChannelLogout(token[0] ?? '', ({ iss, sid, sub, iat }) =>
+          sid !== undefined
+            ? app.auth.revokeIdpSession(iss, sid)
+            : app.auth.revokeIdpSubject(iss, sub ?? '', (iat + 1) * 1000),
+        )
       } catch (err) {
         return refused(request, err)
       }
+      const { whom, ended } = logout
+      // The IdP's signed token authenticated it: an action of the trail, not a refusal.
+      request.auditDetail.authenticated = true
       if (whom.sub !== undefined) request.auditDetail.sub = whom.sub
-      const ended =
-        whom.sid !== undefined
-          ? await app.auth.revokeIdpSession(whom.sid)
-          : await app.auth.revokeCookieSessions(whom.sub ?? '')
       request.log.info({ sub: whom.sub, ended }, 'back-channel logout')
       return reply.code(200).send({ ended })
     },

@@ -83,7 +83,7 @@ export async function loadSessionsFile(path: string, options: LoadOptions = {}):
 }
 
 /**
- * Reads a deployer's file (the sessions file, the notify file) named by `variable`, parses it (JSON or YAML)
+ * Reads a deployer's file (the sessions file, the notify file, the Kasm teams file) named by `variable`, parses it (JSON or YAML)
  * and checks its top level against `schema`. Throws {@link ConfigError} `<variable> (<path>): <why>`: the read
  * error's code, the parse error's position, the schema's issues; never the source (it may hold a secret).
  */

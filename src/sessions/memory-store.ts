@@ -48,6 +48,8 @@ export class MemorySessionStore implements SessionStore {
     return false
   }
 
+  assertWritable(): void {}
+
   async ready(): Promise<void> {}
 
   async close(): Promise<void> {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
 import { ConfigError } from '../config.ts'
+import { RegistryUnreadable } from '../errors.ts'
 import { loadSessionsFile } from './file.ts'
 import { registerSessionsGauge } from './metrics.ts'
 import { StoreSessionRegistry } from './registry.ts'
@@ -35,9 +36,11 @@ export const sessionsPlugin = fp(
     registerSessionsGauge(app.metrics.registry, () => registry.list())
 
     let loaded = file === undefined
+    /** Why the sessions file is not applied, when the registry refused it. */
+    let refused: string | undefined
     app.readiness.add('sessions', async () => {
       await store.ready()
-      if (!loaded) throw new Error('sessions file not loaded')
+      if (!loaded) throw new Error(refused ?? 'sessions file not loaded')
     })
     if (file === undefined) return
 
@@ -57,12 +60,22 @@ export const sessionsPlugin = fp(
           'sessions file entries ignored: an admin-registered session holds the same kasmId',
         )
     }
-    await load()
-    loaded = true
+    try {
+      await load()
+      loaded = true
+    } catch (err) {
+      // A replica that cannot open the stored records must not seal the file's sessions with its key; it
+      // boots not ready instead, and SIGHUP applies the file once the records open or are deleted.
+      if (!(err instanceof RegistryUnreadable)) throw err
+      refused = `sessions file not applied: ${err.message}`
+      app.log.error({ sessionsFile: file, reason: err.message }, 'sessions file not applied')
+    }
 
     const reloader = createReloader(app, async () => {
       try {
         await load()
+        loaded = true
+        refused = undefined
         reloads.inc({ outcome: 'applied' })
       } catch (err) {
         reloads.inc({ outcome: 'failed' })

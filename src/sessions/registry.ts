@@ -25,8 +25,8 @@ export interface FileApplyResult {
 
 /** The public view of a session: never its token. */
 export function toView(session: Session): SessionView {
-  const { kasmId, upstream, team, source, version } = session
-  return { kasmId, upstream, team, source, version }
+  const { kasmId, upstream, team, source, version, kasmUserId } = session
+  return { kasmId, upstream, team, source, version, ...(kasmUserId === undefined ? {} : { kasmUserId }) }
 }
 
 /**
@@ -75,7 +75,7 @@ export class StoreSessionRegistry implements SessionRegistry {
   put(input: SessionInput): Promise<SessionView> {
     const parsed = registrationSchema.safeParse(input)
     if (!parsed.success) return Promise.reject(new BadRequest(formatIssues(parsed.error)))
-    const { kasmId, team, source } = parsed.data
+    const { kasmId, team, source, kasmUserId } = parsed.data
     let upstream = parsed.data.upstream
     if (upstream === undefined) {
       const built = upstreamFromTemplate(this.#template, kasmId)
@@ -97,7 +97,14 @@ export class StoreSessionRegistry implements SessionRegistry {
         throw new SessionConflict(
           `session ${kasmId} was launched through the gateway with a token in its environment: launch a new one (POST /admin/sessions) to change it`,
         )
-      const session = next(existing, { kasmId, upstream, team, messagingToken, source })
+      const session = next(existing, {
+        kasmId,
+        upstream,
+        team,
+        messagingToken,
+        source,
+        ...(kasmUserId === undefined ? {} : { kasmUserId }),
+      })
       await this.#store.put(session)
       return toView(session)
     })
@@ -134,6 +141,10 @@ export class StoreSessionRegistry implements SessionRegistry {
 
   unreadable(): Promise<UnreadableSession[]> {
     return this.#store.unreadable()
+  }
+
+  checkWritable(): void {
+    this.#store.assertWritable()
   }
 
   dropUnreadable(kasmId: string): Promise<boolean> {

@@ -26,6 +26,11 @@ export interface SessionStore {
   unreadable(): Promise<UnreadableSession[]>
   /** Deletes an unreadable record (compare-and-delete); false when there is none. */
   dropUnreadable(kasmId: string): Promise<boolean>
+  /**
+   * Throws RegistryUnreadable while the store holds records it cannot open: what it would write is sealed
+   * with keys other replicas may lack. Never throws for a store that seals nothing.
+   */
+  assertWritable(): void
   /** Resolves when the store is usable; throws with a reason otherwise (readiness). */
   ready(): Promise<void>
   /** Frees connections and listeners. */

@@ -22,6 +22,8 @@ export interface Session {
   readonly source: SessionSource
   /** Bumped whenever the token or upstream changes, so readers reconnect with the new one. */
   readonly version: number
+  /** The Kasm user a launched session runs as (`source: "launch"`): who destroys it in Kasm. */
+  readonly kasmUserId?: string
 }
 
 /** The public view of a session: never the token. */
@@ -31,6 +33,8 @@ export interface SessionView {
   team: string
   source: SessionSource
   version: number
+  /** The Kasm user a launched session runs as. */
+  kasmUserId?: string
   /** Set by the admin API when the Kasm sync found no such session in Kasm (hand-registered sessions only). */
   staleSince?: string
 }
@@ -57,6 +61,8 @@ export interface SessionInput {
   team: string
   messagingToken: string
   source: SessionSource
+  /** Launched sessions only: the Kasm user it runs as. */
+  kasmUserId?: string
 }
 
 /**
@@ -86,6 +92,12 @@ export interface SessionRegistry {
   unreadable(): Promise<UnreadableSession[]>
   /** Deletes an unreadable record; false when there is none (or it became readable meanwhile). */
   dropUnreadable(kasmId: string): Promise<boolean>
+  /**
+   * Throws RegistryUnreadable (503) while this replica holds stored records it cannot open: nothing is
+   * sealed then ({@link SessionRegistry.put}, `relocate` and file reloads refuse too), so nothing gets a key
+   * the other replicas may not have. The admin routes ask first, before they change anything (Kasm included).
+   */
+  checkWritable(): void
   /** Called after any change to a session (put, remove, reload), on this replica or another. */
   onChange(listener: (kasmId: string) => void): () => void
 }

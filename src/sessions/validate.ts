@@ -11,6 +11,12 @@ const text = () => z.string({ required_error: 'is required', invalid_type_error:
 /** A strict session id (see {@link KASM_ID}). */
 export const kasmIdSchema = text().regex(KASM_ID, 'must be 1-128 letters, digits, "-" or "_"')
 
+/** A Kasm user id (Kasm writes them as UUIDs, with or without dashes). */
+export const kasmUserIdSchema = text().regex(
+  /^[A-Za-z0-9-]{1,64}$/,
+  'must be a Kasm user id (letters, digits, "-")',
+)
+
 /** A team name as it appears in operators' teams claim. */
 export const teamSchema = text()
   .trim()
@@ -70,6 +76,7 @@ export const registrationSchema = z.object({
   team: teamSchema,
   messagingToken: tokenSchema,
   source: z.enum(['file', 'admin', 'demo', 'launch', 'kasm']),
+  kasmUserId: kasmUserIdSchema.optional(),
 })
 
 /**

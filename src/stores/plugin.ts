@@ -3,8 +3,10 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import { MemoryAuditLog } from '../audit/memory-log.ts'
+import { AuditStreams } from '../audit/streams.ts'
 import { MemoryCookieStore } from '../auth/cookie-store.ts'
 import { MemoryLoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import { MemoryUsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import { MemoryRateLimitStore } from '../auth/rate-limit-store.ts'
 import { inProcess } from '../auth/sealer.ts'
 import { MemoryFailureCounter } from '../auth/signin-failures.ts'
@@ -25,6 +27,7 @@ import type { Cluster } from '../cluster/plugin.ts'
 import { leasingRateLimitStore } from '../cluster/rate-limit-store.ts'
 import { Resealer } from '../cluster/reseal.ts'
 import { RedisSessionStore } from '../cluster/session-store.ts'
+import { RedisUsedLogoutTokens } from '../cluster/used-logout-tokens.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryPresence, type Presence } from '../events/presence.ts'
 import { MemoryStreamSlots } from '../events/stream-slots.ts'
@@ -83,9 +86,13 @@ function memoryStores(app: FastifyInstance): Stores {
     sessions: new MemorySessionStore(listenerErrorLogger(app)),
     cookies: new MemoryCookieStore({ idleMs: env.GATEWAY_COOKIE_IDLE_S * 1000 }),
     loginAttempts: new MemoryLoginAttemptStore(),
+    usedLogoutTokens: new MemoryUsedLogoutTokens(),
     sealer: inProcess,
     signInFailures: new MemoryFailureCounter(),
-    audit: new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
+    audit: new AuditStreams(
+      new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
+      new MemoryAuditLog(env.GATEWAY_AUDIT_REFUSED_RECORDS),
+    ),
     board: new MemoryBoard(),
     bus: new MemoryEventBus({
       capacity: env.GATEWAY_EVENT_BUFFER,
@@ -110,10 +117,17 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
   const env = cluster.env
   const down = (): boolean => cluster.health.down
   const { redis: command, keys, feed } = cluster
-  // One capped stream (GATEWAY_AUDIT_RECORDS) shared by every replica, records batched for up to 100 ms.
+  // Two capped streams shared by every replica (the trail, and refusals apart), records batched for up to 100 ms.
   const audit = new RedisAuditLog({ command, keys, capacity: env.GATEWAY_AUDIT_RECORDS, log: cluster.log })
+  const auditRefused = new RedisAuditLog({
+    command,
+    keys,
+    key: keys.auditRefused,
+    capacity: env.GATEWAY_AUDIT_REFUSED_RECORDS,
+    log: cluster.log,
+  })
   // The last requests' records are written before the connections close (the cluster's onClose runs later).
-  app.addHook('onClose', () => audit.flush())
+  app.addHook('onClose', () => Promise.all([audit.flush(), auditRefused.flush()]))
   return {
     shared: true,
     replicaId: cluster.replicaId,
@@ -123,9 +137,11 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     // published on the change feed so every replica ends that session's streams.
     cookies: new RedisCookieStore({ command, keys, idleMs: env.GATEWAY_COOKIE_IDLE_S * 1000, feed }),
     loginAttempts: new RedisLoginAttemptStore(command, keys.loginAttempt),
+    // SET NX with the token's expiry: a logout token is acted on once by the whole cluster.
+    usedLogoutTokens: new RedisUsedLogoutTokens(command, keys.usedLogoutToken),
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
-    audit,
+    audit: new AuditStreams(audit, auditRefused),
     // A hash per session, changes published to every replica.
     board: new RedisBoard({ command, feed, keys }),
     bus: cluster.bus,

@@ -1,6 +1,7 @@
-import type { AuditLog } from '../audit/types.ts'
+import type { AuditStreams } from '../audit/streams.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import type { Sealer } from '../auth/sealer.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
@@ -39,11 +40,17 @@ export interface Stores {
   readonly cookies: CookieSessionStore
   /** Sign-ins waiting for their callback, which any replica may receive. */
   readonly loginAttempts: LoginAttemptStore
+  /** Back-channel logout tokens already acted on (their `jti`), until they expire. */
+  readonly usedLogoutTokens: UsedLogoutTokens
   /** What seals the secrets a store keeps (IdP tokens, login attempts): the vault in Redis, nothing in memory. */
   readonly sealer: Sealer
   /** Failed sign-ins per client address. */
   readonly signInFailures: FailureCounter
-  readonly audit: AuditLog
+  /**
+   * The audit log: the trail of authenticated actions and, bounded apart, the records of refused, aborted and
+   * anonymous requests (two ring buffers, or two capped Redis streams).
+   */
+  readonly audit: AuditStreams
   /** Session boards: reader health and question claims. */
   readonly board: SessionBoard
   readonly bus: EventBus

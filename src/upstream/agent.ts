@@ -11,6 +11,13 @@ export const TOKEN_HEADER = 'x-kasm-runtime-session-token'
  */
 export const GUARDED_HEADER = 'x-krg-guarded-upstream'
 
+/**
+ * Carries, between forward.ts and {@link TrustRouter}, the exact request target of a URL that the path guard
+ * of @fastify/reply-from would refuse although it is no traversal (`paths.ts`, `proxyRefuses`): the router
+ * sends that path instead of the one reply-from built. The router removes it: it never leaves the process.
+ */
+export const TARGET_HEADER = 'x-krg-request-target'
+
 function agentOptions(env: Env): Agent.Options {
   return {
     headersTimeout: env.GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS,
@@ -44,7 +51,8 @@ export function createGuardedAgent(env: Env, policy: UrlPolicy): Agent {
 
 /**
  * One dispatcher for @fastify/reply-from over both agents (reply-from takes one for all requests): a request
- * marked with {@link GUARDED_HEADER} goes through the guarded agent, everything else through the trusted one.
+ * marked with {@link GUARDED_HEADER} goes through the guarded agent, everything else through the trusted one;
+ * one with {@link TARGET_HEADER} is sent to that request target. Both headers are removed.
  */
 export class TrustRouter extends Dispatcher {
   readonly trusted: Dispatcher
@@ -58,11 +66,18 @@ export class TrustRouter extends Dispatcher {
 
   override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const headers = options.headers as Record<string, string | string[] | undefined> | undefined
-    if (headers === undefined || headers === null || Array.isArray(headers) || !(GUARDED_HEADER in headers)) {
+    if (
+      headers === undefined ||
+      headers === null ||
+      Array.isArray(headers) ||
+      !(GUARDED_HEADER in headers || TARGET_HEADER in headers)
+    ) {
       return this.trusted.dispatch(options, handler)
     }
-    const { [GUARDED_HEADER]: _, ...rest } = headers
-    return this.guarded.dispatch({ ...options, headers: rest as Record<string, string> }, handler)
+    const { [GUARDED_HEADER]: guarded, [TARGET_HEADER]: target, ...rest } = headers
+    const routed = { ...options, headers: rest as Record<string, string> }
+    if (typeof target === 'string') routed.path = target
+    return (guarded === undefined ? this.trusted : this.guarded).dispatch(routed, handler)
   }
 
   override close(): Promise<void>

@@ -5,12 +5,12 @@ import type { FastifyReplyFromHooks } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { BadRequest } from '../errors.ts'
 import type { Session } from '../sessions/types.ts'
-import { GUARDED_HEADER } from './agent.ts'
+import { GUARDED_HEADER, TARGET_HEADER } from './agent.ts'
 import { type AnswerRequest, answerHeaders } from './answer-policy.ts'
 import type { JsonBody } from './body.ts'
 import { answerFailure, bodyFailure, type Failure, transportFailure } from './failures.ts'
 import { upstreamRequestHeaders } from './headers.ts'
-import { upstreamUrl } from './paths.ts'
+import { proxyRefuses, requestTarget, upstreamOrigin, upstreamUrl } from './paths.ts'
 import { tokenEcho } from './token-echo.ts'
 
 /** The upstream answer as @fastify/reply-from passes it from undici. */
@@ -54,6 +54,9 @@ export function forward(
 ): FastifyReply {
   const { session, route, body } = target
   const url = upstreamUrl(session.upstream, target.path, '')
+  // The path guard of reply-from refuses names such as `..0a9` (paths.ts): it is given the origin, and the
+  // router sends the exact target.
+  const exact = proxyRefuses(url) ? requestTarget(url, target.query) : null
   const started = performance.now()
   const span = app.tracing.upstream(request, `${request.method} ${route}`, url)
   const observe = (status: string): void => {
@@ -91,6 +94,7 @@ export function forward(
       })
       // For agent.ts's router only (it removes it): this upstream's connections are checked by the URL policy.
       if (app.upstream.guarded(session)) out[GUARDED_HEADER] = '1'
+      if (exact !== null) out[TARGET_HEADER] = exact
       return out
     },
     // Headers are copied in onResponse, once the status says whether the answer passes through at all.
@@ -145,7 +149,7 @@ export function forward(
     options.body = body.raw
     options.contentType = body.contentType
   }
-  return reply.from(url, options)
+  return reply.from(exact === null ? url : upstreamOrigin(url), options)
 }
 
 /**

@@ -15,8 +15,9 @@ export const MAX_KEY_CHARS = 256
 
 /**
  * Whether `value` (a path parameter, already percent-decoded once by the router) is a safe id: letters,
- * digits, `.`, `_`, `:`, `-`, 1..`max` characters, no `..`, not starting with a dot. A `%` left after the
- * router's one decode (double encoding) fails the character check.
+ * digits, `.`, `_`, `:`, `-`, 1..`max` characters, and not a whole `.` or `..` (the only dot names a URL
+ * parser removes; `..0a9`, `.x`, `x..` and `...` are names). A `%` left after the router's one decode (double
+ * encoding) fails the character check, and so does `/`: an id is always one segment.
  */
 export function isSafeParam(value: unknown, max = MAX_ID_CHARS): value is string {
   return (
@@ -24,8 +25,8 @@ export function isSafeParam(value: unknown, max = MAX_ID_CHARS): value is string
     value.length >= 1 &&
     value.length <= max &&
     PARAM.test(value) &&
-    !value.includes('..') &&
-    !value.startsWith('.')
+    value !== '.' &&
+    value !== '..'
   )
 }
 
@@ -56,8 +57,9 @@ const MAX_ARTIFACT_SEGMENTS = 16
 /**
  * Parses the raw (still percent-encoded) artifacts path after `artifacts/` into decoded segments, or
  * `undefined` for anything that is not a plain relative file path: empty, empty segments (`//`, a trailing
- * slash), `.` or `..`, dotfiles, backslashes, `;`, encoded dots/slashes/backslashes/percents, double encoding,
- * malformed encoding, characters outside the safe set, or too long.
+ * slash), `.` or `..` and every other dotfile (the runtime serves none), backslashes, `;`, encoded
+ * dots/slashes/backslashes/percents, double encoding, malformed encoding, characters outside the safe set, or
+ * too long. Dots inside a name (`report..json`, `x..`) are part of it.
  */
 export function parseArtifactPath(raw: string): string[] | undefined {
   if (raw.length === 0 || raw.length > MAX_ARTIFACT_PATH_CHARS) return undefined
@@ -76,7 +78,6 @@ export function parseArtifactPath(raw: string): string[] | undefined {
       decoded.length === 0 ||
       decoded.length > MAX_ARTIFACT_SEGMENT_CHARS ||
       decoded.includes('%') ||
-      decoded.includes('..') ||
       decoded.endsWith(' ') ||
       !ARTIFACT_SEGMENT.test(decoded)
     ) {
@@ -144,4 +145,31 @@ export function upstreamUrl(base: string, relativePath: string, query: string): 
   }
   const href = parsedBase(base) + relativePath
   return query === '' ? href : `${href}?${query}`
+}
+
+/** Where the path of an absolute URL made by {@link upstreamUrl} starts (the `/` after the authority). */
+function pathStart(url: string): number {
+  return url.indexOf('/', url.indexOf('//') + 2)
+}
+
+/**
+ * Whether the path guard of @fastify/reply-from would refuse `url` (an {@link upstreamUrl}): it refuses every
+ * URL that holds `/..` or `../` once decoded, which takes names such as `..0a9` or a key's `x../y` (its `/`
+ * encoded) for traversal. Checked loosely (any `..`, any encoded dot) and with no decode. Such a URL is sent
+ * by its exact request target through the router instead (`upstream/agent.ts`); {@link upstreamUrl}'s guard,
+ * which refuses every real dot segment, has passed it by then.
+ */
+export function proxyRefuses(url: string): boolean {
+  return url.includes('..') || url.includes('%2e') || url.includes('%2E')
+}
+
+/** The origin of an {@link upstreamUrl} with a `/` path: what reply-from is given for a {@link proxyRefuses} URL. */
+export function upstreamOrigin(url: string): string {
+  return url.slice(0, pathStart(url) + 1)
+}
+
+/** The request target of an {@link upstreamUrl} (its path) with an encoded query (without `?`, may be empty). */
+export function requestTarget(url: string, query: string): string {
+  const path = url.slice(pathStart(url))
+  return query === '' ? path : `${path}?${query}`
 }

@@ -10,6 +10,7 @@ test('GET /admin/audit shows an admin of some teams only their sessions; a forei
   const blueAdmin = `Bearer ${await bearer({ sub: 'bea', roles: ['admin'], teams: ['blue'] })}`
   const redAdmin = `Bearer ${await bearer({ sub: 'rex', roles: ['admin'], teams: ['red'] })}`
   const redOperator = `Bearer ${await bearer({ sub: 'rita', roles: ['operator'], teams: ['red'] })}`
+  const redViewer = `Bearer ${await bearer({ sub: 'rvic', roles: ['viewer'], teams: ['red'] })}`
   const json = { 'content-type': 'application/json' }
   const put = (kasmId: string, team: string, authorization: string) =>
     send(gw.url, {
@@ -33,8 +34,11 @@ test('GET /admin/audit shows an admin of some teams only their sessions; a forei
   assert.equal((await put('r2', 'red', root)).status, 201)
   assert.equal((await post('k1', auth.operator)).status, 200)
   assert.equal((await post('r1', redOperator)).status, 200)
-  assert.equal((await post('r1')).status, 401) // refused before anyone is known: still red's record
-  assert.equal((await put('r1', 'blue', blueAdmin)).status, 403) // blue's attempt on red's session
+  // Refused before anyone is known, and blue's attempt on red's session: neither is filed under red.
+  assert.equal((await post('r1')).status, 401)
+  assert.equal((await put('r1', 'blue', blueAdmin)).status, 403)
+  // A refusal of someone of red's is red's.
+  assert.equal((await post('r1', redViewer)).status, 403)
   assert.equal(
     (await send(gw.url, { method: 'DELETE', path: '/admin/sessions/r2', headers: { authorization: root } }))
       .status,
@@ -55,8 +59,7 @@ test('GET /admin/audit shows an admin of some teams only their sessions; a forei
   const red = await read(redAdmin)
   assert.deepEqual(summary(red.body.records), [
     'DELETE r2 204 red',
-    'PUT r1 403 red',
-    'POST r1 401 red',
+    'POST r1 403 red',
     'POST r1 200 red',
     'PUT r2 201 red',
     'PUT r1 201 red',
@@ -64,7 +67,14 @@ test('GET /admin/audit shows an admin of some teams only their sessions; a forei
   // Every team's admin sees everything, including what named no registered session.
   const all = await read(root)
   assert.deepEqual(summary(all.body.records).slice(0, 2), ['POST nope 404 null', 'DELETE r2 204 red'])
-  assert.equal(all.body.records?.length, 8)
+  assert.equal(all.body.records?.length, 9)
+  assert.deepEqual(
+    all.body.records?.filter((r) => r.team === null && r.kasmId === 'r1').map((r) => [r.sub, r.status]),
+    [
+      ['bea', 403],
+      [null, 401],
+    ],
+  )
 
   // A foreign session, a removed one and one that never existed look the same to blue's admin.
   for (const kasmId of ['r1', 'r2', 'never']) {

@@ -60,6 +60,9 @@ async function redisPair(t: TestContext): Promise<Pair> {
   return { writer: await replica(), reader: await replica() }
 }
 
+const ISSUER = 'https://idp.example'
+const OTHER_ISSUER = 'https://other-idp.example'
+
 for (const [name, make] of [
   ['memory', memoryPair],
   ['redis (two replicas)', redisPair],
@@ -70,7 +73,7 @@ for (const [name, make] of [
       const now = Date.now()
       await writer.create(
         'h1',
-        record('ann', now, { sid: 'sid-1', refreshAt: now - 1, sealedTokens: 'sealed' }),
+        record('ann', now, { iss: ISSUER, sid: 'sid-1', refreshAt: now - 1, sealedTokens: 'sealed' }),
       )
       await writer.create('h2', record('ann', now))
       assert.equal(await reader.claimRefresh('h1', now, 30_000), true)
@@ -79,7 +82,12 @@ for (const [name, make] of [
       const claimed = await reader.get('h1')
       assert.equal(claimed?.state === 'active' ? claimed.record.idp?.refreshAt : 0, now + 30_000)
 
-      const updated = record('ann', 0, { sid: 'sid-1', refreshAt: now + 300_000, sealedTokens: 'rotated' })
+      const updated = record('ann', 0, {
+        iss: ISSUER,
+        sid: 'sid-1',
+        refreshAt: now + 300_000,
+        sealedTokens: 'rotated',
+      })
       updated.roles = ['viewer']
       updated.teams = []
       assert.equal(await reader.update('h1', updated), true)
@@ -104,27 +112,61 @@ for (const [name, make] of [
       const stop = await reader.onRevoked({ revoked: (h) => heard.push([...h].sort()), resync: () => {} })
       t.after(stop)
       const now = Date.now()
-      const link = (sid: string) => ({ sid, sealedTokens: 'x' })
+      const link = (sid: string, iss = ISSUER) => ({ iss, sid, sealedTokens: 'x' })
       await writer.create('a1', record('ann', now, link('s-ann')))
       await writer.create('a2', record('ann', now, link('s-ann')))
       await writer.create('a3', record('ann', now, link('s-other')))
+      await writer.create('a4', record('ann', now, link('s-ann', OTHER_ISSUER)))
       await writer.create('b1', record('ben', now))
       await writer.create('b2', record('ben', now))
 
       assert.equal(await writer.revoke('b1'), true)
       await until('one revocation heard', () => heard.length === 1, 2000)
       assert.deepEqual(heard[0], ['b1'])
-      assert.equal(await writer.revokeIdpSession('s-ann'), 2)
+      assert.equal(await writer.revokeIdpSession(ISSUER, 's-ann'), 2)
       await until('the IdP session heard', () => heard.length === 2, 2000)
       assert.deepEqual(heard[1], ['a1', 'a2'])
-      assert.equal(await writer.revokeIdpSession('s-ann'), 0, 'nothing left of it')
+      assert.equal(await writer.revokeIdpSession(ISSUER, 's-ann'), 0, 'nothing left of it')
       assert.equal((await reader.get('a3'))?.state, 'active', 'another IdP session of ann is untouched')
+      assert.equal((await reader.get('a4'))?.state, 'active', "the same sid at another issuer is another's")
       assert.equal(await writer.revokeAllOf('ben'), 1)
       await until('the subject heard', () => heard.length === 3, 2000)
       assert.deepEqual(heard[2], ['b2'])
       assert.equal(await writer.revokeAllOf('ben'), 0)
       assert.equal(await writer.revoke('b2'), false, 'no second revocation, nothing heard')
       assert.equal(heard.length, 3)
+    })
+
+    test("a subject's IdP logout: that issuer's sign-ins begun before the time, never a bearer's", async (t) => {
+      const { writer, reader } = await make(t)
+      const heard: string[][] = []
+      const stop = await reader.onRevoked({ revoked: (h) => heard.push([...h].sort()), resync: () => {} })
+      t.after(stop)
+      const now = Date.now()
+      const signedIn = (at: number, iss = ISSUER) =>
+        record('cal', at, { iss, sid: `s-${at}`, sealedTokens: 'x' })
+      await writer.create('c1', signedIn(now - 2000))
+      await writer.create('c2', signedIn(now - 1))
+      await writer.create('c3', signedIn(now))
+      await writer.create('c4', signedIn(now - 2000, OTHER_ISSUER))
+      // A cookie session made from a bearer (POST auth/session): no issuer of sign-in.
+      await writer.create('c5', record('cal', now - 2000))
+      await writer.create('d1', record('dee', now - 2000, { iss: ISSUER, sealedTokens: 'x' }))
+
+      assert.equal(await writer.revokeIdpSubject(ISSUER, 'cal', now), 2)
+      await until('the revocation heard', () => heard.length === 1, 2000)
+      assert.deepEqual(heard[0], ['c1', 'c2'])
+      const states = await Promise.all(
+        ['c3', 'c4', 'c5', 'd1'].map(async (h) => (await reader.get(h))?.state),
+      )
+      assert.deepEqual(states, ['active', 'active', 'active', 'active'])
+      assert.equal(await writer.revokeIdpSubject(ISSUER, 'cal', now), 0, 'nothing more before that time')
+      assert.equal(await writer.revokeIdpSubject(ISSUER, 'cal', now + 1), 1, 'c3, begun at that time')
+      assert.equal(await writer.revokeIdpSubject(OTHER_ISSUER, 'cal', now + 1), 1, 'c4')
+      assert.equal((await reader.get('c5'))?.state, 'active', "the bearer's, whatever the issuer")
+      // Sign out everywhere still means everywhere.
+      assert.equal(await writer.revokeAllOf('cal'), 1)
+      assert.equal((await reader.get('c5'))?.state, 'revoked')
     })
   })
 }

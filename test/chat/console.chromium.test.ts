@@ -74,7 +74,10 @@ test('the console shows the person’s Slack link in the bar, opened and disconn
   await page.keyboard.press('Enter')
   await page.locator('.chat-links').waitFor({ state: 'hidden' })
   assert.equal(await stack.app.people.links?.get('slack:T0TEST001:U0OLIVIA1'), null)
-  assert.match(String(await page.locator('#announcer').textContent()), /Slack account @olivia disconnected/)
+  // Said to screen readers on the next frame.
+  await page.waitForFunction(
+    "document.getElementById('announcer')?.textContent === 'Slack account @olivia disconnected'",
+  )
   assert.deepEqual(errors, [])
   await close()
 

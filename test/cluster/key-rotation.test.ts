@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { connect, createServer, type Socket } from 'node:net'
 import { test } from 'node:test'
 import { Redis } from 'ioredis'
 import { calculateJwkThumbprint, decodeProtectedHeader } from 'jose'
@@ -17,8 +18,81 @@ import { startRedisServer, uniquePrefix, until } from './redis-harness.ts'
 
 /**
  * Issue 16's rolling rotation, as an operator runs it: two real replicas on a real Redis, restarted one at a
- * time through every step of docs/cluster.md, while viewers stream and operators write.
+ * time through every step of docs/cluster.md, while viewers stream and operators write. Issue 24: a replica
+ * that boots while the re-seal runs (its first read of the registry older than the re-seal's writes) must end
+ * with every record on the new key; the gate makes that interleaving happen on every run.
  */
+
+/**
+ * A TCP proxy in front of Redis for one replica. It passes everything through until armed; armed, the first
+ * connection that asks for the whole session registry (`HGETALL <prefix>sessions`) gets that answer, and every
+ * answer after it, only on `release`. The command reaches Redis at once, so the test decides what changes
+ * in Redis between the replica's read and the replica seeing what it read.
+ */
+interface RegistryReadGate {
+  readonly url: string
+  arm(): void
+  /** Resolves once an armed gate holds a registry read. */
+  readonly held: Promise<void>
+  release(): void
+  close(): Promise<void>
+}
+
+async function startRegistryReadGate(redisPort: number, registryKey: string): Promise<RegistryReadGate> {
+  const hgetall = Buffer.from(`$7\r\nhgetall\r\n$${Buffer.byteLength(registryKey)}\r\n${registryKey}\r\n`)
+  let armed = false
+  let holding: { readonly chunks: Buffer[]; readonly client: Socket } | null = null
+  let released = false
+  let onHeld: () => void = () => {}
+  const held = new Promise<void>((resolve) => {
+    onHeld = resolve
+  })
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    const upstream = connect(redisPort, '127.0.0.1')
+    for (const s of [client, upstream]) {
+      sockets.add(s)
+      s.on('close', () => sockets.delete(s))
+      s.on('error', () => {})
+    }
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+    client.on('data', (chunk: Buffer) => {
+      // ioredis writes command names in lower case.
+      if (
+        armed &&
+        holding === null &&
+        chunk.toString('latin1').toLowerCase().includes(hgetall.toString('latin1'))
+      ) {
+        holding = { chunks: [], client }
+        onHeld()
+      }
+      upstream.write(chunk)
+    })
+    upstream.on('data', (chunk: Buffer) => {
+      if (holding?.client === client && !released) holding.chunks.push(chunk)
+      else client.write(chunk)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    arm: () => {
+      armed = true
+    },
+    held,
+    release: () => {
+      released = true
+      if (holding !== null) for (const chunk of holding.chunks.splice(0)) holding.client.write(chunk)
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
 
 const OLD = TEST_ENCRYPTION_KEY
 const NEW = 'Um90YXRpb24tdGFyZ2V0LWtleS0zMi1ieXRlcy1sb24'
@@ -45,7 +119,14 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
     GATEWAY_SHUTDOWN_GRACE_MS: '4000',
     GATEWAY_RATE_LIMIT_MAX: '100000',
   })
-  const keysOf = (keys: string[]) => ({ ...env, GATEWAY_ENCRYPTION_KEY: keys.join(',') })
+  // Replica 1 reaches Redis through the gate; its commands may wait for the gate, not time out.
+  const gate = await startRegistryReadGate(redis.port, `${env.GATEWAY_REDIS_PREFIX}sessions`)
+  t.after(() => gate.close())
+  const envOf = (index: number, keys: string[]) => ({
+    ...env,
+    GATEWAY_ENCRYPTION_KEY: keys.join(','),
+    ...(index === 1 ? { REDIS_URL: gate.url, GATEWAY_REDIS_COMMAND_TIMEOUT_MS: '30000' } : {}),
+  })
 
   // The replicas in service: started, ready, and not yet told to stop. Only these are probed and used.
   const live: (Replica | undefined)[] = []
@@ -53,7 +134,8 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
   t.after(async () => {
     for (const r of live) if (r?.alive()) r.child.kill('SIGKILL')
   })
-  const replace = async (index: number, keys: string[]) => {
+  /** Takes a replica out of service and stops it (SIGTERM), keeping its output. */
+  const stop = async (index: number) => {
     const old = live[index]
     live[index] = undefined
     if (old) {
@@ -61,7 +143,10 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
       await old.exited
       output.push(...old.output)
     }
-    live[index] = await startReplica(index, keysOf(keys))
+  }
+  const replace = async (index: number, keys: string[]) => {
+    await stop(index)
+    live[index] = await startReplica(index, envOf(index, keys))
   }
   const urls = () => live.filter((r): r is Replica => r?.alive() === true).map((r) => r.url)
   const logs = () => [...output, ...live.flatMap((r) => r?.output ?? [])].join('\n')
@@ -153,6 +238,17 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
     const metrics = (await request(`${r.url}/metrics`)).body
     return Number(/^krg_sessions_on_old_key (\d+)/m.exec(metrics)?.[1] ?? Number.NaN)
   }
+  const newKid = await calculateJwkThumbprint({ kty: 'oct', k: NEW })
+  const client = new Redis(redis.url)
+  t.after(() => client.disconnect())
+  /** The key each record in Redis is sealed with, by kasmId. */
+  const storedKids = async () => {
+    const records = await client.hgetall(`${env.GATEWAY_REDIS_PREFIX}sessions`)
+    return Object.entries(records).map(([kasmId, json]) => [
+      kasmId,
+      decodeProtectedHeader((JSON.parse(json) as { token: string }).token).kid,
+    ])
+  }
 
   try {
     // 1. The new key second on every replica: it opens, nothing changes yet.
@@ -160,18 +256,28 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
     await replace(1, [OLD, NEW])
     // 2. The new key first on every replica: new writes are sealed with it, the rest re-sealed in the background.
     await replace(0, [NEW, OLD])
-    await replace(1, [NEW, OLD])
-    // 3. Wait for the metric to reach zero on every replica.
-    const agreedAt = Date.now()
-    await until(
-      'every record on the new key',
-      async () => {
-        for (const r of live) if (!r || (await onOldKey(r)) !== 0) return false
-        return true
-      },
-      20_000,
+    // Replica 1 rolls with a surge, as the chart's Deployment does (maxSurge 1): its successor boots while it
+    // still seals with the old key, so nothing is re-sealed yet. The successor's first read of the registry
+    // reaches Redis, its answer held; then the predecessor stops, replica 0 is alone with the new key first
+    // and re-seals every record, and only then does the successor see what it read before the re-seal.
+    gate.arm()
+    const successor = startReplica(1, envOf(1, [NEW, OLD]))
+    await gate.held
+    await stop(1)
+    await until('replica 0 re-sealed every record in Redis', async () =>
+      (await storedKids()).every(([, kid]) => kid === newKid),
     )
-    t.diagnostic(`every record on the new key ${Date.now() - agreedAt} ms after the last replica restarted`)
+    gate.release()
+    live[1] = await successor
+    // 3. The metric is zero on every replica: on the one that re-sealed, and at once on the one whose first
+    // read is older than the re-seal (it applies the re-seal's announcements it got meanwhile).
+    const zero = live[0] as Replica
+    await until('replica 0 counts its own re-seals', async () => (await onOldKey(zero)) === 0)
+    assert.equal(
+      await onOldKey(live[1] as Replica),
+      0,
+      `replica 1 ready with records on the old key:\n${logs()}`,
+    )
     // 4. The old key removed.
     await replace(0, [NEW])
     await replace(1, [NEW])
@@ -219,13 +325,7 @@ test('a rolling key rotation: never unready, nothing lost, every record on the n
   const received = new Set(inbox.messages.map((m) => m.key))
   for (const key of acknowledged.keys()) assert.ok(received.has(key), `write ${key} reached the runtime`)
   // Every record in Redis is sealed with the new key.
-  const newKid = await calculateJwkThumbprint({ kty: 'oct', k: NEW })
-  const client = new Redis(redis.url)
-  t.after(() => client.disconnect())
-  const records = await client.hgetall(`${env.GATEWAY_REDIS_PREFIX}sessions`)
-  assert.deepEqual(Object.keys(records).sort(), SESSIONS)
-  for (const [kasmId, json] of Object.entries(records)) {
-    const header = decodeProtectedHeader((JSON.parse(json) as { token: string }).token)
-    assert.equal(header.kid, newKid, `${kasmId} sealed with the new key`)
-  }
+  const kids = await storedKids()
+  assert.deepEqual(kids.map(([kasmId]) => kasmId).sort(), SESSIONS)
+  for (const [kasmId, kid] of kids) assert.equal(kid, newKid, `${kasmId} sealed with the new key`)
 })

@@ -123,6 +123,8 @@ describe('deploy/kasm/register-session.mjs with Kasm', () => {
       env: {
         GATEWAY_KASM_UPSTREAM: 'template',
         GATEWAY_UPSTREAM_TEMPLATE: 'http://kasm-{kasmId}.sessions.internal:9434/',
+        // The script's KASM_USER_ID is a user_id the team may choose: here the gateway's own user.
+        GATEWAY_KASM_USER_ID: 'u-42',
       },
     })
     const run = await register({

@@ -24,10 +24,13 @@ export const ev = (run: string, seq: number, type = 'log'): BusMessage => ({
 export function recorder() {
   const got: string[] = []
   const gaps: Array<[number, number]> = []
+  /** Runs told with nothing to deliver (`Subscriber.served`). */
+  const told: string[] = []
   const batches: Array<{ batch: readonly Delivery[]; replay: boolean }> = []
   return {
     got,
     gaps,
+    told,
     batches,
     deliver(batch: readonly Delivery[], replay?: boolean) {
       batches.push({ batch, replay: replay === true })
@@ -37,6 +40,9 @@ export function recorder() {
     },
     gap(from: number, to: number) {
       gaps.push([from, to])
+    },
+    served(run: string) {
+      told.push(run)
     },
   }
 }
@@ -139,6 +145,29 @@ export function busContract(name: string, make: () => Promise<BusHarness>): void
       assert.equal(sub.servedRun, 'r1')
       assert.deepEqual(atHead.got, [])
       assert.equal((await h.bus.subscribe('k', { run: 'older', after: 9 }, recorder())).servedRun, 'r1')
+    })
+
+    test('a subscriber at a position past what the reader first reads is told the run then, once', async (t) => {
+      const { h, fence } = await start(t)
+      // A stream at the runtime's current position on a session nobody read yet: nothing is stored.
+      const ahead = recorder()
+      assert.equal((await h.bus.subscribe('k', { run: 'r1', after: 3 }, ahead)).servedRun, null)
+      const fresh = recorder()
+      await h.bus.subscribe('k', {}, fresh)
+      await h.bus.append('k', [ev('r1', 1), ev('r1', 2), ev('r1', 3)], fence)
+      await eq(h, 'the run told', () => ahead.told, ['r1'])
+      assert.deepEqual(ahead.got, [])
+      await eq(h, 'the events', () => fresh.got, ['r1:1', 'r1:2', 'r1:3'])
+      assert.deepEqual(fresh.told, [], 'a subscriber handed events learns the run from them')
+      await h.bus.append('k', [ev('r1', 4)], fence)
+      await eq(h, 'then live', () => ahead.got, ['r1:4'])
+      assert.deepEqual(ahead.told, ['r1'], 'once')
+      // Joining while the run is stored: `servedRun` says it, nothing more is told.
+      const late = recorder()
+      assert.equal((await h.bus.subscribe('k', { run: 'r1', after: 4 }, late)).servedRun, 'r1')
+      await h.bus.append('k', [ev('r1', 5)], fence)
+      await eq(h, 'late live', () => late.got, ['r1:5'])
+      assert.deepEqual(late.told, [])
     })
 
     test('a stored seq is never stored or delivered twice; a viewer ahead gets no duplicate', async (t) => {

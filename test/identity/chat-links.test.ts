@@ -24,7 +24,8 @@ import { deletePrefix, REDIS_TEST_URL, uniquePrefix, until } from '../cluster/re
 const OLIVIA = { chat: 'slack' as const, workspace: 'T0TEST001', user: 'U0OLIVIA1' }
 const OSCAR = { chat: 'slack' as const, workspace: 'T0TEST001', user: 'U0OSCAR01' }
 const claims = (sub: string, roles: Role[] = ['operator']) => ({ sub, name: sub, roles, teams: ['blue'] })
-const idp = (sid: string) => ({ sid, tokens: { refreshToken: `rt-${sid}`, idToken: 'id' } })
+const ISS = 'https://idp.test'
+const idp = (sid: string, iss = ISS) => ({ iss, sid, tokens: { refreshToken: `rt-${sid}`, idToken: 'id' } })
 
 type Pair = { writer: ChatLinkStore; reader: ChatLinkStore }
 
@@ -92,7 +93,7 @@ for (const [name, make] of [
         (await reader.listOf('oscar')).map((r) => chatAccountKey(r)),
         ['slack:T0TEST001:U0OLIVIA1'],
       )
-      assert.equal(await reader.removeIdpSession('s1'), 0, 'the replaced link left its old IdP session')
+      assert.equal(await reader.removeIdpSession(ISS, 's1'), 0, 'the replaced link left its old IdP session')
 
       const short = new ChatLinks(writer, { ttlMs: 300 })
       await short.link(OSCAR, claims('oscar'))
@@ -106,7 +107,7 @@ for (const [name, make] of [
       )
     })
 
-    test('a person’s end and an IdP session’s end remove their links, on every replica', async (t) => {
+    test('a person’s end, an IdP session’s end and a logout naming the person remove their links, on every replica', async (t) => {
       const { writer, reader } = await make(t)
       const links = new ChatLinks(writer, { ttlMs: 60_000 })
       await links.link(OLIVIA, claims('olivia'), idp('s1'))
@@ -117,12 +118,28 @@ for (const [name, make] of [
         (await reader.list(10)).map((r) => r.user).sort(),
         [OLIVIA.user, OSCAR.user, third.user].sort(),
       )
-      assert.equal(await reader.removeIdpSession('s1'), 2)
+      // Another issuer's session of the same id ends nothing here.
+      assert.equal(await reader.removeIdpSession('https://other.test', 's1'), 0)
+      assert.equal(await reader.removeIdpSession(ISS, 's1'), 2)
       assert.equal(await reader.get(chatAccountKey(OLIVIA)), null)
       assert.equal(await reader.removeOf('olivia'), 1)
       assert.equal(await writer.get(chatAccountKey(third)), null)
       assert.equal(await reader.removeOf('olivia'), 0)
       assert.equal(await reader.remove(chatAccountKey(OSCAR)), null)
+
+      // A logout naming only the person ends their links through that issuer made before it, nothing else.
+      const before = Date.now()
+      await links.link(OLIVIA, claims('olivia'), idp('s4'))
+      await links.link(third, claims('olivia'), idp('s5', 'https://other.test'))
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      assert.equal(
+        await reader.removeIdpSubject(ISS, 'olivia', before),
+        0,
+        'made after the logout was issued',
+      )
+      assert.equal(await reader.removeIdpSubject(ISS, 'olivia', Date.now()), 1)
+      assert.equal(await reader.get(chatAccountKey(OLIVIA)), null)
+      assert.notEqual(await reader.get(chatAccountKey(third)), null, "another issuer's sign-in")
     })
 
     test('a due refresh is made once for uses at once; it updates the roles, or suspends the link when refused', async (t) => {

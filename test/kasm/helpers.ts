@@ -21,6 +21,9 @@ export interface KasmSetup {
   ): Promise<{ status: number; text: string; body: Record<string, unknown> }>
 }
 
+/** The Kasm user launched sessions run as by default (GATEWAY_KASM_USER_ID) in these tests. */
+export const GATEWAY_USER = '0c1d2e3f40516273849506a7b8c9d0e1'
+
 export const API_KEY = 'bMjMwTT0JKUQ'
 export const API_SECRET = 'KUNAvRw4KLHGmldBxhRUD5sAhWkvJVzS'
 
@@ -34,6 +37,7 @@ export function kasmEnv(kasm: FakeKasm, runtimePort: number, auth: 'body' | 'bas
     GATEWAY_KASM_UPSTREAM: 'status',
     GATEWAY_KASM_STATUS_UPSTREAM: `http://{container_ip}:${runtimePort}/`,
     GATEWAY_KASM_SYNC_S: '0',
+    GATEWAY_KASM_USER_ID: GATEWAY_USER,
   }
 }
 

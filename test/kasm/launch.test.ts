@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { AuditRecord } from '../../src/audit/types.ts'
 import { bearer } from '../helpers/jwt.ts'
-import { kasmSetup } from './helpers.ts'
+import { GATEWAY_USER, kasmSetup } from './helpers.ts'
 
 /** `POST /admin/sessions`: the gateway mints the token, Kasm starts the session with it, the gateway registers it. */
 
@@ -24,13 +24,15 @@ test('launch: the minted token goes into the session environment, the runtime ac
     team: 'blue',
     source: 'launch',
     version: 1,
-    viewerUrl: `${new URL(kasm.url).origin}/#/connect/kasm/${session.dashed}/${session.userId}/${(
+    kasmUserId: GATEWAY_USER,
+    viewerUrl: `${new URL(kasm.url).origin}/#/connect/kasm/${session.dashed}/${GATEWAY_USER}/${(
       launched.body.viewerUrl as string
     )
       .split('/')
       .at(-1)}`,
   })
   assert.equal(session.imageId, kasm.images[0]?.image_id, 'the image name was resolved to its id')
+  assert.equal(session.requestedUserId, GATEWAY_USER, "requested for the gateway's own Kasm user")
   const token = session.environment.KASM_RUNTIME_INBOX_TOKEN ?? ''
   assert.match(token, /^[A-Za-z0-9_-]{43}$/, '32 random bytes')
   assert.deepEqual(
@@ -77,13 +79,13 @@ test('launch with HTTP Basic (the current API reference) and the upstream templa
   })
   const image = kasm.images[1]?.image_id
   const launched = await call('POST', '/admin/sessions', {
-    body: { image_id: image, team: 'red', user_id: 'u1' },
+    body: { image_id: image, team: 'red' },
   })
   assert.equal(launched.status, 201, launched.text)
   const [session] = [...kasm.sessions.values()]
   assert.equal(launched.body.kasmId, session?.id, 'registered under the plain id')
   assert.equal(launched.body.upstream, `http://kasm-${session?.id}.sessions.internal:9434/`)
-  assert.equal(session?.userId, 'u1')
+  assert.equal(session?.requestedUserId, GATEWAY_USER)
   assert.deepEqual(
     kasm.calls.map((c) => [c.call, c.auth]),
     [['request_kasm', 'basic']],
@@ -126,15 +128,15 @@ test('launch refusals: role, team, body, image, Kasm errors and outages, an addr
       { image: 'Chrome', team: 'blue', environment: { KASM_RUNTIME_INBOX_TOKEN: 'mine' } },
       undefined,
       400,
-      'bad_request',
-      /set by the gateway/,
+      'environment_refused',
+      /KASM_RUNTIME_INBOX_TOKEN configures the session runtime/,
     ],
     [
       'observe routes opened by the caller',
       { image: 'Chrome', team: 'blue', environment: { KASM_RUNTIME_OBSERVE_TOKEN_REQUIRED: 'false' } },
       undefined,
       400,
-      'bad_request',
+      'environment_refused',
     ],
     [
       'a bad variable name',

@@ -5,7 +5,7 @@ import { type Replica, request, startReplica, TEST_ENCRYPTION_KEY } from '../clu
 import { startRedisServer, uniquePrefix, until } from '../cluster/redis-harness.ts'
 import { startFakeKasm } from '../fixtures/kasm-api.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
-import { API_KEY, API_SECRET } from './helpers.ts'
+import { API_KEY, API_SECRET, GATEWAY_USER } from './helpers.ts'
 
 /** Two real replicas on a real Redis, one fake Kasm: one sync for the cluster, each removal made once. */
 
@@ -26,6 +26,7 @@ test('two replicas reconcile once, not twice; the other takes over when the sync
     GATEWAY_KASM_UPSTREAM: 'template',
     GATEWAY_UPSTREAM_TEMPLATE: 'http://kasm-{kasmId}.sessions.internal:9434/',
     GATEWAY_KASM_SYNC_S: '1',
+    GATEWAY_KASM_USER_ID: GATEWAY_USER,
   })
   const replicas: Replica[] = []
   t.after(async () => {

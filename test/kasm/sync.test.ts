@@ -130,3 +130,26 @@ test('with status upstreams, a session Kasm reports at a new address is moved th
   assert.equal(moved?.version, 2, 'a new upstream is a new version: the reader reconnects')
   assert.equal(moved?.source, 'launch')
 })
+
+test("a removal by the sync carries the session's team: that team's admin sees why it vanished", async (t) => {
+  const { kasm, gw, call } = await kasmSetup(t, { env: { GATEWAY_KASM_SYNC_S: '1' } })
+  const launched = await call('POST', '/admin/sessions', { body: { image: 'Chrome', team: 'blue' } })
+  assert.equal(launched.status, 201, launched.text)
+  const kasmId = String(launched.body.kasmId)
+  const session = [...kasm.sessions.values()][0]
+  assert.ok(session)
+  await kasm.destroy(session.id)
+  await until('removed by the sync', async () => (await gw.app.sessions.get(kasmId)) === undefined)
+
+  const blueAdmin = await bearer({ sub: 'bo', roles: ['admin'], teams: ['blue'] })
+  const blue = (await call('GET', '/admin/audit?sub=system:kasm-sync', { token: blueAdmin })).body
+    .records as AuditRecord[]
+  assert.deepEqual(
+    blue.map((r) => [r.kasmId, r.team, r.action, r.reason]),
+    [[kasmId, 'blue', 'remove', 'Kasm no longer has this session']],
+  )
+  const redAdmin = await bearer({ sub: 'rudi', roles: ['admin'], teams: ['red'] })
+  const red = (await call('GET', '/admin/audit?sub=system:kasm-sync', { token: redAdmin })).body
+    .records as AuditRecord[]
+  assert.deepEqual(red, [], "another team's admin does not see it")
+})

@@ -87,7 +87,7 @@ test('a question opened and answered: one request.opened, one request.closed, si
   const res = await fetch(`${gw.url}/admin/notifications`, { headers: { authorization: `Bearer ${admin}` } })
   assert.equal(res.status, 200)
   const { deliveries } = (await res.json()) as { deliveries: Record<string, unknown>[] }
-  const host = new URL(rx.url).host
+  const host = `${new URL(rx.url).host}#0`
   assert.deepEqual(
     deliveries.map((d) => [d.type, d.status, d.attempts, d.target, d.httpStatus]),
     [
@@ -110,7 +110,7 @@ test('a question opened and answered: one request.opened, one request.closed, si
   assert.equal(operator.status, 403)
 
   const metrics = await (await fetch(`${gw.url}/metrics`)).text()
-  assert.match(metrics, /krg_notifications_sent_total\{type="request.opened",target="127.0.0.1:\d+"\} 1/)
+  assert.match(metrics, /krg_notifications_sent_total\{type="request.opened",target="127.0.0.1:\d+#0"\} 1/)
   assert.ok(!/krg_notifications_[a-z_]+\{[^}]*s1/.test(metrics), 'no session id in a label')
 })
 

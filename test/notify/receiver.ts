@@ -2,18 +2,49 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 
+/** How far a signed timestamp may be from the receiver's clock (the README's check). */
+export const TOLERANCE_S = 5 * 60
+
+/**
+ * What the README tells a receiver to check, in that order: the signature over `<timestamp>.<raw body>` (in
+ * constant time), the timestamp within {@link TOLERANCE_S} of its clock, then the delivery id not seen before.
+ */
+export type Verdict = 'ok' | 'unsigned' | 'bad_signature' | 'stale' | 'duplicate'
+
+/** The signature and timestamp part of the check (no memory of deliveries): a pure function of one request. */
+export function verify(
+  secret: string,
+  headers: http.IncomingHttpHeaders,
+  raw: Buffer,
+  nowS = Date.now() / 1000,
+): Exclude<Verdict, 'duplicate'> {
+  const given = headers['x-krg-signature']
+  const timestamp = headers['x-krg-timestamp']
+  if (secret === '' || typeof given !== 'string' || typeof timestamp !== 'string') return 'unsigned'
+  const want = `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(raw).digest('hex')}`
+  if (given.length !== want.length || !timingSafeEqual(Buffer.from(given), Buffer.from(want)))
+    return 'bad_signature'
+  const at = Number(timestamp)
+  if (!/^\d+$/.test(timestamp) || Math.abs(nowS - at) > TOLERANCE_S) return 'stale'
+  return 'ok'
+}
+
 /** One webhook request as the receiver got it. */
 export interface Received {
+  /** The request's path (one receiver may stand for several webhook URLs on one host). */
+  readonly path: string
   readonly headers: http.IncomingHttpHeaders
   readonly raw: string
   readonly body: Record<string, unknown>
-  /** Whether `X-Krg-Signature` is the HMAC-SHA256 of the raw body under the receiver's secret. */
+  /** Signed over its timestamp and raw body under the receiver's secret, the timestamp fresh (any delivery). */
   readonly signed: boolean
+  /** What the whole check said, delivery ids remembered included. */
+  readonly verdict: Verdict
   /** The status it was answered with (0: not answered, the receiver hung). */
   readonly answered: number
 }
 
-/** A real webhook receiver on 127.0.0.1 port 0, checking signatures as a receiver would (constant time). */
+/** A real webhook receiver on 127.0.0.1 port 0 making the check the README describes. */
 export interface Receiver {
   readonly url: string
   readonly received: Received[]
@@ -21,6 +52,8 @@ export interface Receiver {
   readonly script: number[]
   /** While true, requests are read but never answered. */
   hang: boolean
+  /** Seconds added to the receiver's clock (a replay some minutes later). */
+  clockSkewS: number
   /** The requests of one `X-Krg-Event` type. */
   of(type: string): Received[]
   close(): Promise<void>
@@ -31,11 +64,14 @@ export async function startReceiver(secret = '', path = '/hook'): Promise<Receiv
   const received: Received[] = []
   const script: number[] = []
   const hung: http.ServerResponse[] = []
+  /** Delivery ids handled (a real receiver keeps them for 15 minutes). */
+  const seen = new Set<string>()
   const receiver: Receiver = {
     url: '',
     received,
     script,
     hang: false,
+    clockSkewS: 0,
     of: (type) => received.filter((r) => r.headers['x-krg-event'] === type),
     close: async () => {
       for (const res of hung) res.destroy()
@@ -44,24 +80,24 @@ export async function startReceiver(secret = '', path = '/hook'): Promise<Receiv
     },
   }
   const server = http.createServer((req, res) => {
-    let raw = ''
-    req.setEncoding('utf8')
-    req.on('data', (d: string) => {
-      raw += d
-    })
+    const chunks: Buffer[] = []
+    req.on('data', (d: Buffer) => chunks.push(d))
     req.on('end', () => {
-      const given = String(req.headers['x-krg-signature'] ?? '')
-      const want = `sha256=${createHmac('sha256', secret).update(raw).digest('hex')}`
-      const signed =
-        secret !== '' &&
-        given.length === want.length &&
-        timingSafeEqual(Buffer.from(given), Buffer.from(want))
+      const raw = Buffer.concat(chunks)
+      const checked = verify(secret, req.headers, raw, Date.now() / 1000 + receiver.clockSkewS)
+      const body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>
+      // The json body's `delivery` is signed; the header is the same id for every format.
+      const delivery = String(body.delivery ?? req.headers['x-krg-delivery'] ?? '')
       const status = receiver.hang ? 0 : (script.shift() ?? 204)
+      const verdict: Verdict = checked === 'ok' && seen.has(delivery) ? 'duplicate' : checked
+      if (checked === 'ok' && status >= 200 && status < 300) seen.add(delivery)
       received.push({
+        path: req.url ?? '',
         headers: req.headers,
-        raw,
-        body: JSON.parse(raw) as Record<string, unknown>,
-        signed,
+        raw: raw.toString('utf8'),
+        body,
+        signed: checked === 'ok',
+        verdict,
         answered: status,
       })
       if (status === 0) hung.push(res)

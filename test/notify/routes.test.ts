@@ -58,6 +58,30 @@ test('a webhook URL the URL policy refuses stops the boot, naming the variable o
   await app.close()
 })
 
+test('a webhook URL listed twice for the same teams stops the boot, naming both entries, never the URL', async () => {
+  const twice = await bootError({
+    GATEWAY_NOTIFY_URL:
+      'https://hooks.example/a/key-one,https://hooks.example/b,https://hooks.example/a/key-one',
+  })
+  assert.match(twice, /GATEWAY_NOTIFY_URL\[2\]: the same URL as \[0\]/)
+  assert.doesNotMatch(twice, /\[1\]|key-one/)
+  const file = await notifyFile(
+    'teams:\n  red:\n    - url: https://hooks.example/a\n    - url: https://hooks.example/a\n  blue:\n    - url: https://hooks.example/a\n',
+  )
+  const entry = await bootError({ GATEWAY_NOTIFY_FILE: file })
+  assert.match(entry, /teams\."red"\[1\]\.url: the same URL as \[0\]/)
+  assert.doesNotMatch(entry, /blue/, 'another team may use the same URL')
+  // Two URLs on one host are two targets: they boot.
+  const app = await buildApp(
+    loadConfig(testEnv({ GATEWAY_NOTIFY_URL: 'https://hooks.example/a,https://hooks.example/b' })),
+  )
+  assert.deepEqual(
+    app.notifications?.routes().global.map((t) => t.label),
+    ['hooks.example#0', 'hooks.example#1'],
+  )
+  await app.close()
+})
+
 test('a bad notify file stops the boot, naming the entries and never quoting a secret', async () => {
   const yaml = await notifyFile(
     'teams:\n  red: [ {url: "http://a.test/", secret: "s3cr3t-value-of-sixteen"\n',

@@ -323,12 +323,23 @@ test('an admin of some teams sees and changes only their sessions; a foreign one
   })
   assert.equal(otherTeam.status, 403)
   assert.equal(otherTeam.body?.error, 'forbidden')
+  // Taking over another team's session: refused exactly as GET and DELETE answer an unknown id, never a 403
+  // that says the id exists in some other team.
   const takeOver = await call('PUT', '/admin/sessions/red-1', {
     token: blueAdmin,
     body: { ...body, team: 'blue' },
   })
-  assert.equal(takeOver.status, 403)
+  assert.equal(takeOver.status, 404, takeOver.text)
+  assert.equal(withoutRequestId(takeOver.text), withoutRequestId(unknown.text))
   assert.equal((await gw.app.sessions.get('red-1'))?.team, 'red')
+  // The refusal is the caller's: audited under their team, never under the team of the session they named.
+  const refusals = (await gw.app.audit.recent({ limit: 10, kasmId: 'red-1' })).filter(
+    (r) => r.method === 'PUT',
+  )
+  assert.deepEqual(
+    refusals.map((r) => [r.status, r.error, r.team]),
+    [[404, 'session_not_found', 'blue']],
+  )
   assert.equal(await gw.app.sessions.get('new-1'), undefined)
   const own = await call('PUT', '/admin/sessions/new-1', {
     token: blueAdmin,

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
-import { createServer } from 'node:http'
 import { test } from 'node:test'
 import { request } from 'undici'
 import { freePort } from '../cluster/redis-harness.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { Browser, type SignInStack, sessionCookie, signInAt, startSignInStack } from './harness.ts'
+import { jwtClaims, startIdpStandIn } from './idp-stand-in.ts'
 
 /** The sign-in flow against a real OpenID provider: what works, and each way it fails. */
 
@@ -232,52 +232,23 @@ test('a tampered ID token fails its signature check: signin_token_invalid', asyn
   // A proxy stands where the IdP's issuer is and rewrites the `sub` inside the ID token of the token response.
   const port = await freePort()
   const stack = await startSignInStack(t, { idp: { issuer: `http://127.0.0.1:${port}` } })
-  const proxy = await tamperingProxy(t, port, stack.idp.url)
+  const proxy = await startIdpStandIn(t, port, stack.idp.url, {
+    token: (body) => {
+      const [header, , signature] = String(body.id_token).split('.')
+      const claims = { ...jwtClaims(String(body.id_token)), sub: 'mallory' }
+      const payload = Buffer.from(JSON.stringify(claims)).toString('base64url')
+      return { ...body, id_token: [header, payload, signature].join('.') }
+    },
+  })
   const browser = new Browser()
   const page = await signInAt(stack, browser)
-  assert.equal(proxy.tampered, 1, 'the token response was tampered with')
+  assert.equal(proxy.rewritten.token, 1, 'the token response was tampered with')
   assert.equal(page.status, 400)
   assert.match(page.text, /did not pass the gateway&#39;s checks/)
   assert.match(page.text, /JWT signature verification failed/)
   assert.equal(browser.cookies.has('krg_session'), false)
   assert.equal((await audit(stack)).find((r) => r.route === 'auth/callback')?.error, 'signin_token_invalid')
 })
-
-/** An HTTP proxy on `port` to `target` that swaps the ID token's payload for one naming someone else. */
-async function tamperingProxy(t: import('node:test').TestContext, port: number, target: string) {
-  const state = { tampered: 0 }
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', async () => {
-      const upstream = await request(`${target}${req.url}`, {
-        method: req.method as 'GET',
-        headers: req.headers,
-        ...(chunks.length === 0 ? {} : { body: Buffer.concat(chunks) }),
-      })
-      let body = Buffer.from(await upstream.body.arrayBuffer())
-      if (req.url === '/token' && upstream.statusCode === 200) {
-        const json = JSON.parse(body.toString()) as { id_token: string }
-        const [header, payload, signature] = json.id_token.split('.')
-        const claims = JSON.parse(Buffer.from(payload ?? '', 'base64url').toString()) as { sub: string }
-        claims.sub = 'mallory'
-        json.id_token = [header, Buffer.from(JSON.stringify(claims)).toString('base64url'), signature].join(
-          '.',
-        )
-        body = Buffer.from(JSON.stringify(json))
-        state.tampered++
-      }
-      const headers = { ...upstream.headers }
-      delete headers['content-length']
-      delete headers['transfer-encoding']
-      res.writeHead(upstream.statusCode, { ...headers, 'content-length': String(body.length) })
-      res.end(body)
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  return state
-}
 
 test('the IdP down: a clear page and 503 idp_unavailable, at login and at the callback', async (t) => {
   const nothing = `http://127.0.0.1:${await freePort()}`

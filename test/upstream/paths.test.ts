@@ -7,13 +7,30 @@ import {
   isSafeParam,
   joinSegments,
   parseArtifactPath,
+  proxyRefuses,
+  requestTarget,
+  upstreamOrigin,
   upstreamUrl,
 } from '../../src/upstream/paths.ts'
 import { forwardedQuery } from '../../src/upstream/query.ts'
 import { extraReadRoutes, V1_ROUTES } from '../../src/upstream/routes.ts'
 
-test('isSafeParam accepts ids, run ids and keys', () => {
-  for (const ok of ['m1', 'q_2', 'run-2026.09.16', 'a:b:c', 'A.b', 'x'.repeat(128)]) {
+test('isSafeParam accepts ids, run ids and keys, dots included where they are names', () => {
+  for (const ok of [
+    'm1',
+    'q_2',
+    'run-2026.09.16',
+    'a:b:c',
+    'A.b',
+    'x'.repeat(128),
+    '..0a9',
+    '..x',
+    '.x',
+    'x..',
+    '...',
+    'a..b',
+    '.hidden',
+  ]) {
     assert.equal(isSafeParam(ok), true, ok)
   }
   assert.equal(isSafeParam('k'.repeat(256), 256), true)
@@ -24,9 +41,9 @@ test('isSafeParam refuses traversal, encodings and oversize', () => {
     '',
     '.',
     '..',
-    '.hidden',
-    'a..b',
     'a/b',
+    '../x',
+    'x/..',
     'a\\b',
     '%2e%2e',
     '%2e',
@@ -50,7 +67,10 @@ test('isKasmId is the strict session id', () => {
   for (const bad of ['', 'a.b', 'a/b', '..', 'a:b', 'x'.repeat(129)]) assert.equal(isKasmId(bad), false, bad)
 })
 
-test('parseArtifactPath accepts plain relative files', () => {
+test('parseArtifactPath accepts plain relative files, dots inside a name included', () => {
+  assert.deepEqual(parseArtifactPath('a..b/c'), ['a..b', 'c'])
+  assert.deepEqual(parseArtifactPath('report..json'), ['report..json'])
+  assert.deepEqual(parseArtifactPath('screenshots/x..'), ['screenshots', 'x..'])
   assert.deepEqual(parseArtifactPath('report.json'), ['report.json'])
   assert.deepEqual(parseArtifactPath('trace.jsonl'), ['trace.jsonl'])
   assert.deepEqual(parseArtifactPath('screenshots/step-1.png'), ['screenshots', 'step-1.png'])
@@ -88,7 +108,9 @@ test('parseArtifactPath refuses every traversal and encoding trick', () => {
     '.env',
     'screenshots/.hidden.png',
     '.git/config',
-    'a..b/c',
+    '..x',
+    'a/..x',
+    '...',
     'http://evil.test/x',
     'http:/x',
     'a%00b',
@@ -149,6 +171,24 @@ test('upstreamUrl stays under the session base', () => {
   }
 })
 
+test("proxyRefuses names the URLs reply-from's guard would refuse; requestTarget and upstreamOrigin split them", () => {
+  for (const path of [
+    'runs/r1/messages/..x',
+    'runs/r1/messages/x..%2Fy',
+    'messages/...',
+    'artifacts/report..json',
+  ])
+    assert.equal(proxyRefuses(upstreamUrl('http://rt:9434/base/', path, '')), true, path)
+  for (const path of ['inbox', 'runs/r1/messages/k-1', 'artifacts/report.json', 'messages/a%3Ab'])
+    assert.equal(proxyRefuses(upstreamUrl('http://rt:9434/base/', path, '')), false, path)
+  assert.equal(proxyRefuses('http://rt/base/%2E/x'), true)
+  const url = upstreamUrl('http://[::1]:9434/base/k1/', 'runs/r1/messages/..x', '')
+  assert.equal(upstreamOrigin(url), 'http://[::1]:9434/')
+  assert.equal(requestTarget(url, ''), '/base/k1/runs/r1/messages/..x')
+  assert.equal(requestTarget(url, 'inline=1'), '/base/k1/runs/r1/messages/..x?inline=1')
+  assert.equal(requestTarget('http://rt/inbox', ''), '/inbox')
+})
+
 test('v1 route table: path builders refuse bad params and rebuild good ones', () => {
   const byUrl = (method: string, url: string) => {
     const r = V1_ROUTES.find((x) => x.method === method && x.url === url)
@@ -163,6 +203,18 @@ test('v1 route table: path builders refuse bad params and rebuild good ones', ()
   assert.equal(run.path({ params: { run: 'r1', key: 'k-1' }, url: '' }), 'runs/r1/messages/k-1')
   assert.equal(run.path({ params: { run: 'r1', key: 'a/b' }, url: '' }), 'runs/r1/messages/a%2Fb')
   assert.equal(run.path({ params: { run: 'r1', key: 'a/../b' }, url: '' }), undefined)
+  // Only a whole `.` or `..` is a traversal: keys and run ids that start or end with dots are names.
+  for (const key of ['..x', '.x', 'x..', '...', '..0a9', 'a/..b', 'x../y'])
+    assert.equal(
+      run.path({ params: { run: 'r1', key }, url: '' }),
+      `runs/r1/messages/${encodeURIComponent(key)}`,
+      key,
+    )
+  for (const key of ['.', '..', './x', 'x/.', '../x', 'a/../b', 'x/..'])
+    assert.equal(run.path({ params: { run: 'r1', key }, url: '' }), undefined, key)
+  assert.equal(run.path({ params: { run: '..r', key: 'k' }, url: '' }), 'runs/..r/messages/k')
+  assert.equal(run.path({ params: { run: '..', key: 'k' }, url: '' }), undefined)
+  assert.equal(msg.path({ params: { id: '..m' }, url: '' }), 'messages/..m')
   const art = byUrl('GET', 'artifacts/*')
   assert.equal(
     art.path({ params: {}, url: '/desktop/k1/mcp/artifacts/screenshots/s1.png?x=1' }),

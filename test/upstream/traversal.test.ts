@@ -47,7 +47,6 @@ const TRICKS: readonly string[] = [
   '/desktop/k1/mcp/messages/%252e%252e',
   '/desktop/k1/mcp/messages/a;b',
   '/desktop/k1/mcp/messages/a%3bb',
-  '/desktop/k1/mcp/messages/.hidden',
   '/desktop/k1/mcp/messages/a\\b',
   `/desktop/k1/mcp/messages/${'x'.repeat(129)}`,
   '/desktop/k1/mcp/runs/..%2f../messages/k',

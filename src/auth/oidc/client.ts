@@ -25,6 +25,21 @@ export interface IdpAnswer {
   readonly tokens: IdpTokens
 }
 
+/** A verified back-channel logout token: whom it signs out, and what identifies it. */
+export interface LogoutToken {
+  /** The issuer (the configured IdP's, as discovery names it). */
+  readonly iss: string
+  readonly jti: string
+  /** When the IdP issued it (seconds since epoch). */
+  readonly iat: number
+  /** Epoch ms after which verification refuses it anyway (its `exp` or maximum age, with the tolerance). */
+  readonly acceptedUntil: number
+  /** The IdP session to end; with it, `sub` only names the person. */
+  readonly sid?: string
+  /** Without `sid`: the person whose sign-ins through this issuer before `iat` end. */
+  readonly sub?: string
+}
+
 /** What the callback checks the answer against (from the login attempt the browser started). */
 export interface CallbackChecks {
   readonly state: string
@@ -42,6 +57,9 @@ type Failure = InstanceType<
 >
 
 const LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout'
+/** A logout token is accepted this long after its `iat` at most (a late delivery, a retry), in seconds. */
+const LOGOUT_TOKEN_MAX_AGE_S = 600
+const LOGOUT_CLOCK_TOLERANCE_S = 30
 const ASYMMETRIC = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
 /** Answers to the authorization request that mean the person (or the IdP's policy for them) said no. */
 const DENIALS = new Set([
@@ -100,7 +118,7 @@ export class OidcClient {
       throw translate(err, 'discovery')
     }
     const jwksUri = config.serverMetadata().jwks_uri
-    if (jwksUri === undefined) throw new IdpRefused('its discovery document names no jwks_uri')
+    if (jwksUri === undefined) throw refused('its discovery document names no jwks_uri')
     this.#metadata = config.serverMetadata()
     return { config, keys: createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: s.timeoutMs }) }
   }
@@ -227,9 +245,10 @@ export class OidcClient {
   /**
    * Verifies a back-channel logout token (OpenID Connect Back-Channel Logout 1.0, 2.6): signed by the IdP's
    * keys with an asymmetric algorithm, our issuer and audience, `iat`, `jti`, the logout event, `sid` or `sub`,
-   * and no `nonce` (so an ID token cannot pass for one). Returns whom to sign out.
+   * and no `nonce` (so an ID token cannot pass for one). Returns whom to sign out, and what tells the token
+   * apart from a replay. Whether it was used before is the caller's to check (`SignIn.backChannelLogout`).
    */
-  async verifyLogoutToken(token: string): Promise<{ sid?: string; sub?: string }> {
+  async verifyLogoutToken(token: string): Promise<LogoutToken> {
     const { config, keys } = await this.#discovery()
     let payload: JWTPayload
     let typ: string | undefined
@@ -239,8 +258,8 @@ export class OidcClient {
         audience: this.#s.clientId,
         algorithms: ASYMMETRIC,
         requiredClaims: ['iat', 'jti', 'events'],
-        maxTokenAge: '10m',
-        clockTolerance: 30,
+        maxTokenAge: LOGOUT_TOKEN_MAX_AGE_S,
+        clockTolerance: LOGOUT_CLOCK_TOLERANCE_S,
       })
       payload = verified.payload
       typ = verified.protectedHeader.typ
@@ -261,7 +280,18 @@ export class OidcClient {
     const sid = typeof payload.sid === 'string' && payload.sid !== '' ? payload.sid : undefined
     const sub = typeof payload.sub === 'string' && payload.sub !== '' ? payload.sub : undefined
     if (sid === undefined && sub === undefined) throw new LogoutTokenInvalid('it names neither sid nor sub')
-    return { ...(sid === undefined ? {} : { sid }), ...(sub === undefined ? {} : { sub }) }
+    const { iss, jti, iat, exp } = payload as { iss: string; jti: unknown; iat: number; exp?: number }
+    if (typeof jti !== 'string' || jti === '') throw new LogoutTokenInvalid('its jti is not a string')
+    // jose refuses it once past `exp` or `iat + max age`, each with the tolerance, in whole seconds.
+    const lastS = Math.min(exp ?? Number.POSITIVE_INFINITY, iat + LOGOUT_TOKEN_MAX_AGE_S)
+    return {
+      iss,
+      jti,
+      iat,
+      acceptedUntil: (lastS + LOGOUT_CLOCK_TOLERANCE_S + 1) * 1000,
+      ...(sid === undefined ? {} : { sid }),
+      ...(sub === undefined ? {} : { sub }),
+    }
   }
 }
 
@@ -278,21 +308,46 @@ function isNetworkFailure(err: unknown): boolean {
   )
 }
 
-/** The one place IdP failures become gateway errors. `step` only shapes the message. */
-function translate(err: unknown, step: 'discovery' | 'code' | 'refresh' | 'userinfo'): Failure {
+/**
+ * The one place IdP failures become gateway errors, each carrying its {@link Refusal.reason}. `step` shapes the
+ * message and decides what a failure means:
+ *
+ * - `signin_token_invalid` (400): the answer carried a token the gateway refuses: an ID token (or userinfo)
+ *   failing a check of its own, its algorithm (`none` and symmetric ones are never accepted: only a signature
+ *   by the IdP's published keys is), signature, key, claims (issuer, audience, nonce, hashes, subject),
+ *   timestamps or form.
+ * - `signin_code_invalid` (400): the token endpoint answered `invalid_grant` to the code (used, expired, another
+ *   sign-in's).
+ * - `signin_denied` (403): the person, or the IdP's policy for them, said no at the authorization endpoint.
+ * - `idp_refused` (502): the IdP refused the gateway itself (any other OAuth error: `invalid_client`,
+ *   `unauthorized_client`, `invalid_request`, …) or answered with something that is no usable OAuth answer
+ *   (an unexpected status, no JSON, no ID token, a discovery document without keys or for another issuer).
+ * - `idp_unavailable` (503): unreachable, timed out, a 5xx, `temporarily_unavailable` or `server_error`.
+ */
+function translate(err: unknown, step: 'discovery' | 'code' | 'refresh' | 'userinfo'): Refusal {
   const opts = { cause: err }
-  if (isNetworkFailure(err)) return new IdpUnavailable(opts)
+  if (isNetworkFailure(err)) return refusal(new IdpUnavailable(opts), 'unreachable')
   if (err instanceof oidc.AuthorizationResponseError) {
-    if (DENIALS.has(err.error)) return new SignInDenied(safeCode(err.error), opts)
+    const code = safeCode(err.error)
+    if (DENIALS.has(err.error)) return refusal(new SignInDenied(code, opts), code)
     if (err.error === 'temporarily_unavailable' || err.error === 'server_error')
-      return new IdpUnavailable(opts)
-    return new IdpRefused(`it answered ${safeCode(err.error)}`, opts)
+      return refusal(new IdpUnavailable(opts), code)
+    return refusal(new IdpRefused(`it answered ${code}`, opts), `it answered ${code}`)
   }
   if (err instanceof oidc.ResponseBodyError) {
-    if (err.status >= 500) return new IdpUnavailable(opts)
-    if (err.error === 'invalid_grant' && step === 'code')
-      return new SignInCodeInvalid('it is used, expired or was issued for another sign-in', opts)
-    return new IdpRefused(`its ${step} endpoint answered ${safeCode(err.error)}`, opts)
+    const code = safeCode(err.error)
+    if (err.status >= 500) return refusal(new IdpUnavailable(opts), `${step} endpoint answered ${err.status}`)
+    if (err.error === 'invalid_grant' && step === 'code') {
+      const why = 'it is used, expired or was issued for another sign-in'
+      return refusal(new SignInCodeInvalid(why, opts), `invalid_grant: ${why}`)
+    }
+    return refused(`its ${step} endpoint answered ${code}`, opts)
+  }
+  if (err instanceof oidc.WWWAuthenticateChallengeError) {
+    // A 401 with a challenge: the endpoint did not accept the gateway's credentials.
+    const named = err.cause.find((c) => typeof c.parameters.error === 'string')?.parameters.error
+    const code = named === undefined ? `${err.status} with a challenge` : safeCode(named)
+    return refused(`its ${step} endpoint answered ${code}`, opts)
   }
   if (err instanceof oidc.ClientError) {
     const status = (err.cause as { status?: unknown } | undefined)?.status
@@ -301,19 +356,65 @@ function translate(err: unknown, step: 'discovery' | 'code' | 'refresh' | 'useri
       typeof status === 'number' &&
       status >= 500
     )
-      return new IdpUnavailable(opts)
-    if (
-      step !== 'discovery' &&
-      (err.code === 'OAUTH_JWT_CLAIM_COMPARISON_FAILED' ||
-        err.code === 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED' ||
-        err.code === 'OAUTH_INVALID_RESPONSE' ||
-        err.code === 'OAUTH_KEY_SELECTION_FAILED' ||
-        err.code === 'OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED')
-    )
-      // oauth4webapi's own message names the check (`JWT signature verification failed`, `unexpected JWT "nonce"`).
-      return new SignInTokenInvalid(err.cause instanceof Error ? err.cause.message : err.message, opts)
+      return refusal(new IdpUnavailable(opts), `${step} endpoint answered ${status}`)
+    if (step !== 'discovery') {
+      const why = tokenRefusal(err)
+      if (why !== undefined) return refusal(new SignInTokenInvalid(why, opts), why)
+    }
+    return refused(`its ${step} answer is unusable: ${causeMessage(err)}`, opts)
   }
-  return new IdpRefused(`${step} failed`, opts)
+  return refused(`${step} failed`, opts)
+}
+
+/** The error to throw for a failure, and the reason its audit record gives. */
+export type Refusal = Failure & { readonly reason: string }
+
+function refusal<E extends Failure>(error: E, reason: string): E & { readonly reason: string } {
+  return Object.assign(error, { reason })
+}
+
+function refused(why: string, opts?: { cause: unknown }): Refusal {
+  return refusal(new IdpRefused(why, opts), why)
+}
+
+/** Failures that are about a token (a JWT) in the IdP's answer, whatever else they share a code with. */
+const TOKEN_CODES = new Set([
+  'OAUTH_JWT_CLAIM_COMPARISON',
+  'OAUTH_JWT_TIMESTAMP_CHECK',
+  'OAUTH_KEY_SELECTION_FAILED',
+  // The userinfo answer names another subject than the ID token.
+  'OAUTH_JSON_ATTRIBUTE_COMPARISON',
+  // Raised while checking a JWT only: its alg, key type or size, a `crit` header, an encrypted token.
+  'OAUTH_UNSUPPORTED_OPERATION',
+])
+
+/**
+ * Why the gateway refused a token in the IdP's answer (oauth4webapi's fixed wording, which names the check and
+ * never a value; the algorithm for one it does not accept), or undefined when the failure is not about one.
+ */
+function tokenRefusal(err: oidc.ClientError): string | undefined {
+  const message = causeMessage(err)
+  const about = TOKEN_CODES.has(err.code ?? '')
+    ? true
+    : (err.code === 'OAUTH_INVALID_RESPONSE' || err.code === 'OAUTH_PARSE_ERROR') &&
+      /JWT|ID Token/.test(message)
+  if (!about) return undefined
+  const alg = rejectedAlg(err)
+  return alg === undefined ? message : `alg ${alg} is not accepted: only a signature by the IdP's keys is`
+}
+
+/** The `alg` of a JWT refused for its algorithm (not listed by the IdP, or not one checked with its keys). */
+function rejectedAlg(err: oidc.ClientError): string | undefined {
+  const cause = err.cause as { message?: string; cause?: { alg?: unknown; header?: { alg?: unknown } } }
+  if (!/"alg"|JWS algorithm/.test(cause?.message ?? '')) return undefined
+  const alg = cause.cause?.alg ?? cause.cause?.header?.alg
+  if (typeof alg !== 'string') return 'of an unexpected type'
+  return /^[A-Za-z0-9_+-]{1,32}$/.test(alg) ? alg : 'an unrecognised one'
+}
+
+/** oauth4webapi's message of what openid-client wrapped (its own when it wrapped nothing). */
+function causeMessage(err: oidc.ClientError): string {
+  return err.cause instanceof Error ? err.cause.message : err.message
 }
 
 /** An OAuth error code for a message, never arbitrary text from a URL. */

@@ -1,12 +1,14 @@
 import * as oidc from 'openid-client'
-import { NoRole, SignInStateInvalid } from '../../errors.ts'
+import { LogoutTokenInvalid, NoRole, SignInStateInvalid } from '../../errors.ts'
 import type { LinkRequest } from '../../identity/link-tokens.ts'
 import type { OperatorClaims } from '../claims.ts'
 import type { IdpRefresher, IdpSignIn } from '../cookie-sessions.ts'
-import type { IdpTokens, OidcClient } from './client.ts'
+import { credentialDigest } from '../credential-digest.ts'
+import type { IdpTokens, LogoutToken, OidcClient } from './client.ts'
 import { identityOf } from './identity.ts'
 import type { LoginAttempts } from './login-attempts.ts'
 import type { OidcSettings } from './settings.ts'
+import type { UsedLogoutTokens } from './used-logout-tokens.ts'
 
 /** The 403 `no_role` of a person the IdP signed in, with their `sub` for the audit record. */
 export type NoRoleError = InstanceType<typeof NoRole> & { readonly sub: string }
@@ -29,11 +31,18 @@ export class SignIn {
   readonly #client: OidcClient
   readonly #attempts: LoginAttempts
   readonly #settings: OidcSettings
+  readonly #usedLogoutTokens: UsedLogoutTokens
 
-  constructor(client: OidcClient, attempts: LoginAttempts, settings: OidcSettings) {
+  constructor(
+    client: OidcClient,
+    attempts: LoginAttempts,
+    settings: OidcSettings,
+    usedLogoutTokens: UsedLogoutTokens,
+  ) {
     this.#client = client
     this.#attempts = attempts
     this.#settings = settings
+    this.#usedLogoutTokens = usedLogoutTokens
   }
 
   /** Starts a sign-in: the IdP's authorization URL for this browser (`bindingHash`) and `returnTo`. */
@@ -82,10 +91,15 @@ export class SignIn {
       const who = claims.name === undefined ? claims.sub : `${claims.name} (${claims.sub})`
       throw Object.assign(new NoRole(who), { sub: claims.sub })
     }
-    const sid = answer.idClaims.sid
+    const { sid, iss } = answer.idClaims
     return {
       claims,
-      idp: { ...(typeof sid === 'string' && sid !== '' ? { sid } : {}), tokens: answer.tokens },
+      idp: {
+        // openid-client checked it against the issuer discovery names.
+        iss: String(iss),
+        ...(typeof sid === 'string' && sid !== '' ? { sid } : {}),
+        tokens: answer.tokens,
+      },
       returnTo: attempt.returnTo,
       ...(attempt.chatLink === undefined ? {} : { chatLink: attempt.chatLink }),
     }
@@ -108,8 +122,24 @@ export class SignIn {
     return this.#client.logoutOrigin()
   }
 
-  /** A verified back-channel logout token: whom to sign out. */
-  logoutToken(token: string): Promise<{ sid?: string; sub?: string }> {
-    return this.#client.verifyLogoutToken(token)
+  /**
+   * A back-channel logout: verifies the token, claims it (a token already acted on is 400
+   * `logout_token_invalid`, on every replica, until it expires), and lets `end` sign out whom it names. Should
+   * `end` fail, the claim is withdrawn, so the IdP's retry of the same token is not refused as a replay.
+   */
+  async backChannelLogout<T>(
+    token: string,
+    end: (whom: LogoutToken) => Promise<T>,
+  ): Promise<{ whom: LogoutToken; ended: T }> {
+    const whom = await this.#client.verifyLogoutToken(token)
+    const key = credentialDigest(`${whom.iss} ${whom.jti}`)
+    if (!(await this.#usedLogoutTokens.claim(key, whom.acceptedUntil)))
+      throw new LogoutTokenInvalid('it was used already (its jti was seen before)')
+    try {
+      return { whom, ended: await end(whom) }
+    } catch (err) {
+      await this.#usedLogoutTokens.release(key).catch(() => {})
+      throw err
+    }
   }
 }
