@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { hkdfSync } from 'node:crypto'
+import { hkdfSync, randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import { SignJWT } from 'jose'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
@@ -326,5 +326,49 @@ test('the console shows the person their links and removes one; admins list and 
       ['chat-links', undefined, 403, 'olivia'],
       ['chat-links', 'unlink', 404, 'olivia'],
     ],
+  )
+})
+
+test('a back-channel logout naming only the person ends their links made before it, on the IdP’s word alone', async (t) => {
+  const stack = await startSlackStack(t)
+  const message = await question(stack)
+  await link(stack, OLIVIA, message, 'olivia', 'krg:choose:0')
+  await link(stack, VICTOR, message, 'victor', 'krg:choose:0')
+  const logout = async (claims: Record<string, unknown>) => {
+    const token = await stack.idp.sign(
+      {
+        iss: stack.idp.issuer,
+        aud: 'kasm-runtime-gateway',
+        iat: Math.floor(Date.now() / 1000),
+        jti: randomBytes(8).toString('hex'),
+        events: { 'http://schemas.openid.net/event/backchannel-logout': {} },
+        ...claims,
+      },
+      { typ: 'logout+jwt' },
+    )
+    const res = await fetch(`${stack.base}auth/backchannel-logout`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ logout_token: token }).toString(),
+    })
+    return { status: res.status, body: await res.json() }
+  }
+  // A token this IdP did not sign ends nothing.
+  const forged = await fetch(`${stack.base}auth/backchannel-logout`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ logout_token: 'not-a-token' }).toString(),
+  })
+  assert.equal(forged.status, 400)
+  assert.notEqual(await stack.app.people.links?.get(chatKey()), null)
+
+  assert.deepEqual(await logout({ sub: 'olivia' }), { status: 200, body: { ended: 1 } })
+  assert.equal(await stack.app.people.links?.get(chatKey()), null)
+  assert.notEqual(await stack.app.people.links?.get(chatKey(VICTOR)), null, 'only that person')
+  const before = stack.slack.ephemerals(OLIVIA.id).length
+  await click(stack, OLIVIA, message, 'krg:choose:0')
+  assert.match(
+    String((await ephemeralAfter(stack.slack, OLIVIA, before)).args.text),
+    /^Connect your Slack account/,
   )
 })
