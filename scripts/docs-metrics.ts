@@ -1,7 +1,7 @@
 /**
  * `npm run docs:metrics`: writes the metrics table of docs/operations.md (between its markers) from what the
  * gateway's registry holds, so the table is never a list kept by hand. It builds the app once per feature
- * (none; cluster mode; sign-in; a sessions file; webhooks; a notify file; Kasm without and with its sync) and
+ * (none; cluster mode; sign-in; a sessions file; webhooks; a notify file; the Slack app; Kasm without and with its sync) and
  * once with all of them, and reads every registered metric: name, type, labels (with their values where the
  * gateway knows them in advance), help, and the first feature that registers it. test/docs/metrics.test.ts
  * fails when the table is stale.
@@ -84,6 +84,14 @@ const FEATURES: readonly Feature[] = [
   },
   { when: '`GATEWAY_NOTIFY_URL` or `_FILE`', env: () => ({ GATEWAY_NOTIFY_URL: 'http://127.0.0.1:9/hook' }) },
   { when: '`GATEWAY_NOTIFY_FILE`', env: ({ dir }) => ({ GATEWAY_NOTIFY_FILE: join(dir, 'notify.yaml') }) },
+  {
+    when: '`GATEWAY_SLACK_BOT_TOKEN`',
+    env: () => ({
+      GATEWAY_SLACK_BOT_TOKEN: 'xoxb-krg-docs',
+      GATEWAY_SLACK_API_URL: 'http://127.0.0.1:9/api/',
+      GATEWAY_PUBLIC_ORIGIN: 'https://gateway.invalid',
+    }),
+  },
   {
     when: '`GATEWAY_KASM_API_URL`',
     env: () => ({

@@ -6,6 +6,7 @@ import Fastify, {
 } from 'fastify'
 import { auditPlugin } from './audit/plugin.ts'
 import { authPlugin } from './auth/plugin.ts'
+import { chatPlugin } from './chat/plugin.ts'
 import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
 import { clientErrorAnswer, RouteNotFound, toErrorBody } from './errors.ts'
@@ -24,6 +25,7 @@ import { pagesPlugin } from './pages/plugin.ts'
 import { reportPlugin } from './report/plugin.ts'
 import { adminRoutes } from './routes/admin.ts'
 import { authRoutes } from './routes/auth.ts'
+import { chatLinkRoutes } from './routes/chat-links.ts'
 import { consoleRoutes } from './routes/console.ts'
 import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
@@ -32,6 +34,8 @@ import { overviewRoutes } from './routes/overview.ts'
 import { presenceRoutes } from './routes/presence.ts'
 import { reportRoutes } from './routes/report.ts'
 import { signInRoutes } from './routes/signin.ts'
+import { slackRoutes } from './routes/slack.ts'
+import { slackLinkRoutes } from './routes/slack-link.ts'
 import { sessionsPlugin } from './sessions/plugin.ts'
 import { storesPlugin } from './stores/plugin.ts'
 import { summaryPlugin } from './summary/plugin.ts'
@@ -119,6 +123,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(kasmPlugin)
   await app.register(summaryPlugin)
   await app.register(overviewPlugin)
+  // Before attention routing, which posts through the chat adapter.
+  await app.register(chatPlugin)
   await app.register(notifyPlugin)
   await app.register(reportPlugin)
 
@@ -134,6 +140,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(presenceRoutes, prefix)
   await app.register(overviewRoutes, prefix)
   await app.register(reportRoutes, prefix)
+  await app.register(slackRoutes, prefix)
+  await app.register(slackLinkRoutes, prefix)
+  await app.register(chatLinkRoutes, prefix)
   await app.register(consoleRoutes, prefix)
   return app
 }

@@ -238,6 +238,36 @@ const envSchema = z.object({
   GATEWAY_NOTIFY_RETRY_MS: int(10, 600_000).default(2000),
   GATEWAY_NOTIFY_RETRY_FOR_S: int(0, 86_400).default(600),
 
+  // The Slack app (src/chat/slack): its message in each team's channel (GATEWAY_NOTIFY_FILE), answers from
+  // Slack through the Request URL (signing secret) and/or Socket Mode (app token), linked accounts.
+  GATEWAY_SLACK_BOT_TOKEN: z
+    .string()
+    .regex(/^xoxb-[A-Za-z0-9-]+$/, 'must be a bot token (xoxb-…)')
+    .optional(),
+  GATEWAY_SLACK_SIGNING_SECRET: z
+    .string()
+    .regex(/^[A-Za-z0-9]{16,128}$/, "must be the app's signing secret (letters and digits)")
+    .optional(),
+  GATEWAY_SLACK_APP_TOKEN: z
+    .string()
+    .regex(/^xapp-[A-Za-z0-9-]+$/, 'must be an app-level token with connections:write (xapp-…)')
+    .optional(),
+  GATEWAY_SLACK_API_URL: z
+    .string()
+    .url()
+    .regex(/^https?:\/\/.*\/$/, 'must be an http(s) URL ending with / (e.g. https://slack.com/api/)')
+    .default('https://slack.com/api/'),
+  GATEWAY_SLACK_CLIENT_ID: z
+    .string()
+    .regex(/^[0-9.]{3,64}$/, "must be the app's client id (digits and dots)")
+    .optional(),
+  GATEWAY_SLACK_CLIENT_SECRET: z
+    .string()
+    .regex(/^[A-Za-z0-9]{16,128}$/, "must be the app's client secret")
+    .optional(),
+  GATEWAY_SLACK_OIDC_ISSUER: z.string().url().default('https://slack.com'),
+  GATEWAY_SLACK_LINK_TTL_S: int(60, 366 * 86_400).default(30 * 86_400),
+
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
   GATEWAY_EVENT_MAX_BYTES: int(1024).default(2 * 1024 * 1024),
   GATEWAY_EVENT_BUFFER_BYTES: int(4096).default(16 * 1024 * 1024),
@@ -316,6 +346,10 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_OIDC_CLIENT_SECRET',
   'GATEWAY_NOTIFY_URL',
   'GATEWAY_NOTIFY_SECRET',
+  'GATEWAY_SLACK_BOT_TOKEN',
+  'GATEWAY_SLACK_SIGNING_SECRET',
+  'GATEWAY_SLACK_APP_TOKEN',
+  'GATEWAY_SLACK_CLIENT_SECRET',
 ]
 
 /**
@@ -418,6 +452,33 @@ function oidcProblems(env: Env, production: boolean): string[] {
   return out
 }
 
+/** The Slack app's settings that only make sense together. */
+function slackProblems(env: Env, production: boolean): string[] {
+  const out: string[] = []
+  if (env.GATEWAY_SLACK_BOT_TOKEN === undefined) {
+    for (const name of [
+      'GATEWAY_SLACK_SIGNING_SECRET',
+      'GATEWAY_SLACK_APP_TOKEN',
+      'GATEWAY_SLACK_CLIENT_ID',
+      'GATEWAY_SLACK_CLIENT_SECRET',
+    ] as const)
+      if (env[name] !== undefined) out.push(`${name}: needs GATEWAY_SLACK_BOT_TOKEN`)
+    return out
+  }
+  // Slack links open the gateway and its buttons open the console: both need an absolute address.
+  if (env.GATEWAY_PUBLIC_ORIGIN === undefined)
+    out.push('GATEWAY_PUBLIC_ORIGIN: required with GATEWAY_SLACK_BOT_TOKEN (Slack links to the gateway)')
+  if ((env.GATEWAY_SLACK_CLIENT_ID === undefined) !== (env.GATEWAY_SLACK_CLIENT_SECRET === undefined))
+    out.push(
+      'GATEWAY_SLACK_CLIENT_ID and GATEWAY_SLACK_CLIENT_SECRET: set both (Sign in with Slack) or neither',
+    )
+  if (production && !env.GATEWAY_SLACK_API_URL.startsWith('https:'))
+    out.push('GATEWAY_SLACK_API_URL: must be https in production')
+  if (production && !env.GATEWAY_SLACK_OIDC_ISSUER.startsWith('https:'))
+    out.push('GATEWAY_SLACK_OIDC_ISSUER: must be https in production')
+  return out
+}
+
 /**
  * Parses and validates the environment once. Throws {@link ConfigError} naming the bad variables.
  * Empty strings count as unset so that `FOO=` in a compose file means the default.
@@ -460,6 +521,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (env.GATEWAY_KASM_UPSTREAM === 'zone' && env.GATEWAY_KASM_ZONE_UPSTREAMS.length === 0)
     cross.push('GATEWAY_KASM_ZONE_UPSTREAMS: required with GATEWAY_KASM_UPSTREAM=zone')
   cross.push(...oidcProblems(env, production))
+  cross.push(...slackProblems(env, production))
   // A stored event costs its payload and its frame: a session's budget must hold at least one of the largest.
   if (env.GATEWAY_EVENT_BUFFER_BYTES < 2 * env.GATEWAY_EVENT_MAX_BYTES)
     cross.push('GATEWAY_EVENT_BUFFER_BYTES: must be at least twice GATEWAY_EVENT_MAX_BYTES')

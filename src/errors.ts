@@ -314,3 +314,35 @@ export const AnswerUnknown = gatewayError(
 // The team report
 export const ReportWindowInvalid = gatewayError('report_window_invalid', 'window must be one of 24h, 7d', 400)
 export const TeamNotFound = gatewayError('team_not_found', 'no such team', 404)
+// Slack (src/chat/slack): interaction payloads that are not Slack's, and linking a Slack account
+export const SlackSignatureInvalid = gatewayError(
+  'slack_signature_invalid',
+  'this is not a request signed by Slack: %s',
+  401,
+)
+export const SlackRequestStale = gatewayError(
+  'slack_request_stale',
+  "the request's timestamp is more than 5 minutes from the gateway's clock",
+  401,
+)
+export const SlackRequestReplayed = gatewayError(
+  'slack_request_replayed',
+  'this signed request was received already',
+  409,
+)
+export const ChatLinkInvalid = gatewayError(
+  'chat_link_invalid',
+  'this link to connect your chat account %s',
+  400,
+)
+export const ChatLinkMismatch = gatewayError(
+  'chat_link_mismatch',
+  'you signed in to Slack as another user than the one this link connects: %s',
+  403,
+)
+export const ChatLinkNotFound = gatewayError('chat_link_not_found', 'no such linked chat account', 404)
+export const ChatSignInUnavailable = gatewayError(
+  'chat_signin_unavailable',
+  'Slack did not sign you in: %s',
+  502,
+)

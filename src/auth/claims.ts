@@ -54,3 +54,13 @@ export function operatorClaims(payload: JWTPayload, names: ClaimNames): Operator
     teams: [...new Set(toStrings(claimAt(payload, names.teams)))],
   }
 }
+
+/** The claims alone, copied (never shared with the caller): what a stored session or link keeps. */
+export function copyClaims(claims: OperatorClaims): OperatorClaims {
+  return {
+    sub: claims.sub,
+    ...(claims.name === undefined ? {} : { name: claims.name }),
+    roles: [...claims.roles],
+    teams: [...claims.teams],
+  }
+}

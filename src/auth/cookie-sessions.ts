@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { Secret } from '../sessions/secret.ts'
-import type { OperatorClaims } from './claims.ts'
+import { copyClaims, type OperatorClaims } from './claims.ts'
 import type { CookieSessionRecord, CookieSessionStore, RevocationListener } from './cookie-store.ts'
 import { credentialDigest } from './credential-digest.ts'
 import type { IdpTokens } from './oidc/client.ts'
@@ -116,7 +116,7 @@ export class CookieSessions {
     const id = newSessionId()
     const idHash = hashSessionId(id)
     const record: CookieSessionRecord = {
-      ...identity(claims),
+      ...copyClaims(claims),
       createdAt: now,
       expiresAt: Math.min(now + this.options.ttlMs, notAfter),
       lastSeenAt: now,
@@ -219,7 +219,7 @@ export class CookieSessions {
       }
       const updated: CookieSessionRecord = {
         ...record,
-        ...identity({ ...answer.claims, name: answer.claims.name ?? record.name }),
+        ...copyClaims({ ...answer.claims, name: answer.claims.name ?? record.name }),
         idp: {
           iss: link.iss,
           ...(link.sid === undefined ? {} : { sid: link.sid }),
@@ -281,15 +281,5 @@ export class CookieSessions {
   /** Every revocation on every replica (see {@link CookieSessionStore.onRevoked}). */
   onRevoked(listener: RevocationListener): Promise<() => void> {
     return this.store.onRevoked(listener)
-  }
-}
-
-/** The identity part of a record, copied (never shared with the caller). */
-function identity(claims: OperatorClaims): OperatorClaims {
-  return {
-    sub: claims.sub,
-    ...(claims.name === undefined ? {} : { name: claims.name }),
-    roles: [...claims.roles],
-    teams: [...claims.teams],
   }
 }

@@ -1,10 +1,15 @@
+import type { ChatKind } from '../identity/chat-link-store.ts'
+
 /** What an operator's role lets them do. `admin` implies `operator` implies `viewer`. */
 export type Role = 'viewer' | 'operator' | 'admin'
 
 /** The access a route needs. */
 export type Access = 'read' | 'write' | 'admin'
 
-/** An authenticated person, from a verified JWT or a cookie session. Never holds the credential itself. */
+/**
+ * An authenticated person, from a verified JWT, a cookie session or a linked chat account (`slack`: an answer
+ * given in Slack, made through the gateway's own write path). Never holds the credential itself.
+ */
 export interface Operator {
   /** The JWT `sub`: the stable id written to audit records. */
   readonly sub: string
@@ -12,11 +17,13 @@ export interface Operator {
   readonly roles: ReadonlySet<Role>
   /** Teams whose sessions this operator may see; `*` means every team. */
   readonly teams: ReadonlySet<string>
-  readonly via: 'bearer' | 'cookie'
-  /** When the credential stops being valid (ms since epoch): token `exp` or cookie expiry. */
+  readonly via: 'bearer' | 'cookie' | ChatKind
+  /** When the credential stops being valid (ms since epoch): token `exp`, cookie or chat link expiry. */
   readonly expiresAt: number
   /** The server-side cookie session id hash, when authenticated by cookie (for revocation checks). */
   readonly cookieSessionId?: string
+  /** The linked chat account's key (`slack:T…:U…`), when it acts through a chat link. */
+  readonly chatLink?: string
 }
 
 const rank: Record<Role, number> = { viewer: 1, operator: 2, admin: 3 }

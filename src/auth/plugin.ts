@@ -2,7 +2,6 @@ import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 import type { JWTPayload } from 'jose'
-import { Counter } from 'prom-client'
 import {
   CsrfRefused,
   Forbidden,
@@ -13,10 +12,11 @@ import {
   Unauthenticated,
 } from '../errors.ts'
 import { registerAnonymousLimit } from '../http/anonymous-limit.ts'
+import { People, toOperator } from '../identity/people.ts'
 import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
-import { type CookieRefusalReason, CookieSessions, type IdpSignIn } from './cookie-sessions.ts'
-import type { CookieSessionRecord, RevocationListener } from './cookie-store.ts'
+import type { CookieRefusalReason, CookieSessions, IdpSignIn } from './cookie-sessions.ts'
+import type { RevocationListener } from './cookie-store.ts'
 import { csrfRefusal } from './csrf.ts'
 import { createTokenVerifier, type TokenRefusalReason, TokenRefused } from './jwt.ts'
 import { LoginTickets } from './login-tickets.ts'
@@ -102,6 +102,8 @@ export interface AuthService {
   authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator>
   /** The cross-site rule: throws 403 `csrf_refused` for a cookie-authenticated write from elsewhere. */
   checkCsrf(request: FastifyRequest, operator: Operator): void
+  /** The same rule for a form a page of the gateway posts without a session (confirming a chat link). */
+  assertSameOrigin(request: FastifyRequest): void
   /** For long-lived streams: is this operator's credential still valid now (cookie not revoked/expired, token not expired)? */
   stillValid(operator: Operator): Promise<boolean>
   issueLoginTicket(claims: { sub: string; name?: string; roles: Role[]; teams: string[] }): string
@@ -115,13 +117,19 @@ export interface AuthService {
    * refused sign-in, and returns `error` to throw.
    */
   refuseSignIn<E extends Error>(request: FastifyRequest, reason: AuthRefusalReason, error: E): E
-  /** Revokes every cookie session of `sub` (sign out everywhere, or an administrator removing access). */
+  /**
+   * Revokes every cookie session of `sub` and removes their linked chat accounts (sign out everywhere, an
+   * administrator removing access, a back-channel logout naming only the person).
+   */
   revokeCookieSessions(sub: string): Promise<number>
-  /** Revokes every cookie session signed in through the IdP session `sid` of `iss` (back-channel logout). */
+  /**
+   * Revokes every cookie session and chat link made through the IdP session `sid` of `iss` (back-channel
+   * logout).
+   */
   revokeIdpSession(iss: string, sid: string): Promise<number>
   /**
-   * Revokes the cookie sessions of `sub` signed in through `iss` before `signedInBefore` (epoch ms): a
-   * back-channel logout naming only the person. Cookie sessions made from a bearer are not among them.
+   * Revokes the cookie sessions and chat links of `sub` signed in through `iss` before `signedInBefore` (epoch
+   * ms): a back-channel logout naming only the person. Cookie sessions made from a bearer are not among them.
    */
   revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number>
   /** Sign-in through the identity provider; null when none is configured (GATEWAY_OIDC_ISSUER). */
@@ -140,6 +148,8 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     auth: AuthService
+    /** A person's identity: cookie sessions, linked chat accounts, refresh and revocation (src/identity). */
+    people: People
     /**
      * An `onRequest` hook: authenticate, check the role for `access`, and for cookie writes the CSRF rule; 403
      * `forbidden` when the role is too low. Use it as a route's `onRequest`, so an anonymous request is refused
@@ -160,33 +170,6 @@ const CHECKED_COOKIES_MAX = 10_000
 
 const roleFor: Record<Access, Role> = { read: 'viewer', write: 'operator', admin: 'admin' }
 const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/-]+=*)[ \t]*$/i
-
-function toOperator(
-  claims: OperatorClaims,
-  via: Operator['via'],
-  expiresAt: number,
-  cookieSessionId?: string,
-): Operator {
-  return {
-    sub: claims.sub,
-    ...(claims.name === undefined ? {} : { name: claims.name }),
-    roles: new Set(claims.roles),
-    teams: new Set(claims.teams),
-    via,
-    expiresAt,
-    ...(cookieSessionId === undefined ? {} : { cookieSessionId }),
-  }
-}
-
-/** The claims an operator was built from (to start a cookie session from a bearer). */
-export function toClaims(operator: Operator): OperatorClaims {
-  return {
-    sub: operator.sub,
-    ...(operator.name === undefined ? {} : { name: operator.name }),
-    roles: [...operator.roles],
-    teams: [...operator.teams],
-  }
-}
 
 function header(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name]
@@ -238,7 +221,6 @@ export const authPlugin = fp(
     })
 
     const stores = app.stores
-    const idleMs = env.GATEWAY_COOKIE_IDLE_S * 1000
     const store = stores.cookies
     const sealer = stores.sealer
     const oidc = oidcSettings(config)
@@ -252,25 +234,23 @@ export const authPlugin = fp(
             oidc,
             stores.usedLogoutTokens,
           )
-    const refreshes = new Counter({
-      name: 'krg_signin_refreshes_total',
-      help: 'Refreshes of signed-in people at the identity provider: updated, refused (session ended), failed (kept)',
-      labelNames: ['outcome'],
-      registers: [app.metrics.registry],
-    })
-    const sessions = new CookieSessions(store, {
-      ttlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
-      idleMs,
+    const chatLinkStore = env.GATEWAY_SLACK_BOT_TOKEN === undefined ? null : stores.chatLinks()
+    const people = new People({
+      cookies: store,
+      cookieTtlMs: env.GATEWAY_COOKIE_TTL_S * 1000,
+      cookieIdleMs: env.GATEWAY_COOKIE_IDLE_S * 1000,
       // A lookup is a Redis round trip in cluster mode, a copy of the record in memory: one per session per second.
       recentMs: COOKIE_RECENT_MS,
       sealer,
       ...(signIn === null || oidc === null ? {} : { refresher: signIn.refresher, refreshMs: oidc.refreshMs }),
-      onRefresh: (outcome, sub, err) => {
-        refreshes.inc({ outcome })
-        if (outcome === 'failed') app.log.warn({ err, sub }, 'sign-in refresh failed; the session stays')
-        else app.log.info({ sub, outcome }, 'sign-in refreshed at the identity provider')
-      },
+      ...(chatLinkStore === null
+        ? {}
+        : { chatLinks: { store: chatLinkStore, ttlMs: env.GATEWAY_SLACK_LINK_TTL_S * 1000 } }),
+      cookieSecrets: secrets.cookieSecrets,
+      registry: app.metrics.registry,
+      log: app.log,
     })
+    const sessions = people.sessions
     const tickets = new LoginTickets()
     const failures = new SignInFailures({
       counter: stores.signInFailures,
@@ -280,9 +260,9 @@ export const authPlugin = fp(
     })
     app.addHook('onClose', async () => {
       tickets.close()
-      await sessions.idle()
-      await sessions.close()
+      await people.close()
       await attemptStore.close()
+      await chatLinkStore?.close()
       await store.close()
     })
 
@@ -392,7 +372,6 @@ export const authPlugin = fp(
 
     // Cookies whose signature verified (by hash): the HMAC once per cookie, not per request.
     const checkedCookies = new CheckedCookies(CHECKED_COOKIES_MAX)
-    const cookieOperators = new WeakMap<CookieSessionRecord, Operator>()
     /** Unsigns the cookie (any secret of the list) and checks its server-side session. */
     async function fromCookie(request: FastifyRequest, raw: string): Promise<Operator> {
       const digest = checkedCookies.digest(raw)
@@ -432,21 +411,17 @@ export const authPlugin = fp(
       if (unsigned?.renew && unsigned.value !== null)
         renewals.set(request, { id: unsigned.value, expiresAt: check.record.expiresAt })
       else if (unsigned !== undefined) checkedCookies.set(digest, check.idHash, check.record.expiresAt)
-      return cookieOperator(check.record, check.idHash)
-    }
-
-    // The recent-session cache hands out the same record for a second: so is its operator built once.
-    function cookieOperator(record: CookieSessionRecord, idHash: string): Operator {
-      let operator = cookieOperators.get(record)
-      if (operator === undefined) {
-        operator = toOperator(record, 'cookie', record.expiresAt, idHash)
-        cookieOperators.set(record, operator)
-      }
-      return operator
+      return people.fromCookie(check.record, check.idHash)
     }
 
     async function authenticate(request: FastifyRequest, only?: Operator['via']): Promise<Operator> {
       if (request.operator && (only === undefined || request.operator.via === only)) return request.operator
+      // An answer from a chat, made through this very path by the gateway itself (see identity/delegation.ts).
+      const delegated = only === undefined ? people.delegated(request) : undefined
+      if (delegated !== undefined) {
+        request.operator = delegated
+        return delegated
+      }
       const authorization = only === 'cookie' ? undefined : header(request, 'authorization')
       let operator: Operator
       if (authorization !== undefined) {
@@ -483,25 +458,29 @@ export const authPlugin = fp(
       const check = idHash === undefined ? undefined : sessions.checkRecent(idHash)
       if (check === undefined || !check.ok) return undefined
       assertSignInAllowed(request)
-      return cookieOperator(check.record, check.idHash)
+      return people.fromCookie(check.record, check.idHash)
     }
 
     function checkCsrf(request: FastifyRequest, operator: Operator): void {
-      if (operator.via !== 'cookie') return
+      if (operator.via === 'cookie') assertSameOrigin(request, operator.sub)
+    }
+
+    function assertSameOrigin(request: FastifyRequest, sub?: string): void {
       const why = csrfRefusal({
         method: request.method,
         secFetchSite: header(request, 'sec-fetch-site'),
         origin: header(request, 'origin'),
         originAllowed: (origin) => originAllowed(request, origin),
       })
-      if (why !== undefined) throw refuse(request, 'csrf', new CsrfRefused(why), { sub: operator.sub })
+      if (why !== undefined)
+        throw refuse(request, 'csrf', new CsrfRefused(why), sub === undefined ? {} : { sub })
     }
 
     const cookies: CookieSessionControl = {
       async start(reply, claims, notAfter, idp) {
-        const { id, idHash, record } = await sessions.create(claims, notAfter, idp)
+        const { id, record, operator } = await people.startCookieSession(claims, notAfter, idp)
         setSessionCookie(reply, id, record.expiresAt)
-        return toOperator(record, 'cookie', record.expiresAt, idHash)
+        return operator
       },
       async end(request, reply) {
         renewals.delete(request)
@@ -531,25 +510,22 @@ export const authPlugin = fp(
     const service: AuthService = {
       authenticate,
       checkCsrf,
-      async stillValid(operator) {
-        if (operator.via === 'bearer') return Date.now() < operator.expiresAt
-        if (operator.cookieSessionId === undefined) return false
-        // An open stream is use of the session, so this refreshes its idle timer.
-        return (await sessions.check(operator.cookieSessionId)).ok
-      },
+      assertSameOrigin: (request) => assertSameOrigin(request),
+      stillValid: (operator) => people.stillValid(operator),
       issueLoginTicket: (claims) => tickets.issue(claims),
       assertSignInAllowed,
       refuseSignIn: (request, reason, error) => refuse(request, reason, error),
-      revokeCookieSessions: (sub) => sessions.revokeAllOf(sub),
-      revokeIdpSession: (iss, sid) => sessions.revokeIdpSession(iss, sid),
-      revokeIdpSubject: (iss, sub, before) => sessions.revokeIdpSubject(iss, sub, before),
+      revokeCookieSessions: (sub) => people.revokePerson(sub),
+      revokeIdpSession: (iss, sid) => people.revokeIdpSession(iss, sid),
+      revokeIdpSubject: (iss, sub, before) => people.revokeIdpSubject(iss, sub, before),
       signIn,
-      onCookieRevoked: (listener) => sessions.onRevoked(listener),
+      onCookieRevoked: (listener) => people.onCookieRevoked(listener),
       cookies,
     }
 
     app.decorateRequest('operator', null)
     app.decorate('auth', service)
+    app.decorate('people', people)
     app.decorate('requireAccess', (access: Access): onRequestHookHandler => {
       const authorise = (request: FastifyRequest, operator: Operator): void => {
         checkCsrf(request, operator)

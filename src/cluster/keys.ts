@@ -69,6 +69,18 @@ export interface ClusterKeys {
   reportClaim(team: string, hash: string): string
   /** Sorted set: the teams with report records, scored by their last record's time (ms). */
   readonly reportTeams: string
+  /** Hash: a linked chat account (src/identity), by its key `slack:<team>:<user>`. */
+  chatLink(key: string): string
+  /** Set of a person's linked chat account keys. */
+  chatLinksOf(sub: string): string
+  /** Set of the chat account keys linked in one identity-provider session (back-channel logout). */
+  chatLinksOfIdpSession(sid: string): string
+  /** Sorted set: every linked chat account key, scored by when its link ends (ms). */
+  readonly chatLinks: string
+  /** String (JSON) with a TTL: a chat message the gateway posted (src/chat), by a hash of what it is about. */
+  chatMessage(kasmId: string, hash: string): string
+  /** String with a TTL: a key seen once (a chat platform's signed request, a link token's id). */
+  seen(hash: string): string
 }
 
 /** Builds the key set for a prefix such as `krg:`. */
@@ -108,5 +120,11 @@ export function clusterKeys(prefix: string): ClusterKeys {
     report: (team) => `${p}report:{${team}}`,
     reportClaim: (team, hash) => `${p}report:{${team}}:claim:${hash}`,
     reportTeams: `${p}report:teams`,
+    chatLink: (key) => `${p}chatlink:${key}`,
+    chatLinksOf: (sub) => `${p}chatlinks-of:${sub}`,
+    chatLinksOfIdpSession: (sid) => `${p}chatlinks-of-sid:${sid}`,
+    chatLinks: `${p}chatlinks`,
+    chatMessage: (id, hash) => `${p}chatmsg:{${id}}:${hash}`,
+    seen: (hash) => `${p}seen:${hash}`,
   }
 }

@@ -32,6 +32,11 @@ export interface DemoPerson {
   readonly groups?: readonly string[]
   /** A disabled person cannot sign in, and their refresh tokens are refused. */
   readonly disabled?: boolean
+  /**
+   * Claims of their own, released with `openid` (the tests' stand-in for Sign in with Slack gives
+   * `https://slack.com/team_id` and `https://slack.com/user_id`).
+   */
+  readonly extraClaims?: Readonly<Record<string, string>>
 }
 
 /** The demo's two people: an operator of teams blue and red, and a viewer of team blue. */
@@ -228,6 +233,7 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
   issuer ||= `http://${options.issuerHost ?? options.host ?? '127.0.0.1'}:${port}`
   mountPath = new URL(issuer).pathname.replace(/\/$/, '')
   const claimScopes = ['name', 'preferred_username', 'roles', 'teams', 'groups']
+  const extraClaims = [...new Set([...people.values()].flatMap((p) => Object.keys(p.extraClaims ?? {})))]
 
   return {
     issuer,
@@ -267,7 +273,7 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
         },
         jwks: { keys: [jwk] },
         cookies: { keys: cookieKeys, long: { sameSite: 'lax' }, short: { sameSite: 'lax' } },
-        claims: { openid: ['sub'], profile: claimScopes, email: ['email', 'email_verified'] },
+        claims: { openid: ['sub', ...extraClaims], profile: claimScopes, email: ['email', 'email_verified'] },
         // true: scope claims only from userinfo, the ID token holds `sub` and the protocol claims.
         conformIdTokenClaims: options.claimsIn === 'userinfo',
         features: {
@@ -292,6 +298,7 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
               ...(person.roles === undefined ? {} : { roles: [...person.roles] }),
               ...(person.teams === undefined ? {} : { teams: [...person.teams] }),
               ...(person.groups === undefined ? {} : { groups: [...person.groups] }),
+              ...person.extraClaims,
             }),
           }
         },

@@ -1,12 +1,20 @@
 import fp from 'fastify-plugin'
 import { Counter } from 'prom-client'
 import { Agent } from 'undici'
+import { ChatOutbox } from '../chat/outbox.ts'
 import { ConfigError } from '../config.ts'
 import { sessionPath } from '../console/links.ts'
 import type { DeliveryLedger } from './ledger.ts'
 import { createNotifyMetrics } from './metrics.ts'
 import { Outbox } from './outbox.ts'
-import { allTargets, checkTargets, globalTargets, loadNotifyFile, type NotifyRoutes } from './targets.ts'
+import {
+  allTargets,
+  type ChatTarget,
+  checkTargets,
+  globalTargets,
+  loadNotifyFile,
+  type NotifyRoutes,
+} from './targets.ts'
 import { NotifyWatcher } from './watcher.ts'
 
 /** Attention routing as the admin API sees it. */
@@ -42,14 +50,22 @@ export const notifyPlugin = fp(
       return
     }
     const policy = app.upstream.policy
+    const chat = app.chat
     const load = async (): Promise<NotifyRoutes> => {
+      const channels = new Map<string, ChatTarget[]>()
       const routes: NotifyRoutes = {
         global: globalTargets(env),
-        teams: file === undefined ? new Map() : await loadNotifyFile(file, env),
+        teams: file === undefined ? new Map() : await loadNotifyFile(file, env, channels),
+        chat: channels,
       }
       await checkTargets(policy, routes, file)
       return routes
     }
+    /** Every target's label, the chat channels' included (the series that exist from the first scrape). */
+    const labels = (r: NotifyRoutes): string[] => [
+      ...allTargets(r).map((t) => t.label),
+      ...[...(r.chat?.values() ?? [])].flat().map((t) => t.label),
+    ]
     let routes = await load()
 
     const ledger = app.stores.deliveryLedger()
@@ -60,8 +76,12 @@ export const notifyPlugin = fp(
       connections: 4,
     })
     let outbox: Outbox | null = null
-    const metrics = createNotifyMetrics(app.metrics.registry, () => outbox?.held ?? 0)
-    metrics.initialise(allTargets(routes).map((t) => t.label))
+    let chatOutbox: ChatOutbox | null = null
+    const metrics = createNotifyMetrics(
+      app.metrics.registry,
+      () => (outbox?.held ?? 0) + (chatOutbox?.held ?? 0),
+    )
+    metrics.initialise(labels(routes))
     const log = app.log.child({ component: 'notify' })
     outbox = new Outbox({
       ledger,
@@ -74,12 +94,26 @@ export const notifyPlugin = fp(
       quiet: app.stores.down,
     })
     const sending = outbox
+    chatOutbox =
+      chat === null
+        ? null
+        : new ChatOutbox({
+            ledger,
+            deliver: (job) => chat.deliver(job),
+            metrics,
+            log,
+            retryMs: env.GATEWAY_NOTIFY_RETRY_MS,
+            retryForMs: env.GATEWAY_NOTIFY_RETRY_FOR_S * 1000,
+            quiet: app.stores.down,
+          })
+    const posting = chatOutbox
     const origin = env.GATEWAY_PUBLIC_ORIGIN ?? ''
     const watcher = new NotifyWatcher({
       summaries: app.summaries,
       sessions: app.sessions,
       reading: (kasmId) => app.events.streams.reader(kasmId) !== null,
       send: (job) => void sending.enqueue(job),
+      ...(posting === null ? {} : { sendChat: (job) => void posting.enqueue(job) }),
       routes: () => routes,
       link: (kasmId, focus) => `${origin}${sessionPath(app.config.basePath, kasmId, focus)}`,
       // A takeover comes within a lease time or two; a loaded replica may need longer. What it sends is claimed
@@ -110,7 +144,7 @@ export const notifyPlugin = fp(
         reloading = reloading.then(async () => {
           try {
             routes = await load()
-            metrics.initialise(allTargets(routes).map((t) => t.label))
+            metrics.initialise(labels(routes))
             reloads.inc({ outcome: 'applied' })
             log.info({ notifyFile: file, teams: routes.teams.size }, 'notify file applied')
             await watcher.syncAll()
@@ -133,8 +167,12 @@ export const notifyPlugin = fp(
       offSessions()
       watcher.close()
       await sending.close()
+      await posting?.close()
     })
     app.addHook('onClose', () => dispatcher.destroy())
   },
-  { name: 'notify', dependencies: ['summary', 'events', 'sessions', 'upstream', 'metrics', 'stores'] },
+  {
+    name: 'notify',
+    dependencies: ['summary', 'events', 'sessions', 'upstream', 'metrics', 'stores', 'chat'],
+  },
 )

@@ -24,12 +24,28 @@ export interface NotifyTarget {
   readonly label: string
 }
 
+/** A chat channel of the notify file (`{slack: {channel}}`), where the chat adapter posts and is answered. */
+export interface ChatTarget {
+  readonly chat: 'slack'
+  /** The channel's id (Slack: `C…` or `G…`). */
+  readonly channel: string
+  /** A stable name for metrics, the delivery ledger and the admin API: `slack:<channel>`. */
+  readonly label: string
+}
+
 /** Where each team's notifications go. */
 export interface NotifyRoutes {
   /** GATEWAY_NOTIFY_URL: every team without an entry in the notify file. */
   readonly global: readonly NotifyTarget[]
   /** GATEWAY_NOTIFY_FILE: per team, replacing the global targets (an empty list silences the team). */
   readonly teams: ReadonlyMap<string, readonly NotifyTarget[]>
+  /** GATEWAY_NOTIFY_FILE's chat channels per team (the Slack app), beside its webhooks. */
+  readonly chat?: ReadonlyMap<string, readonly ChatTarget[]>
+}
+
+/** The chat channels of a session of `team`. */
+export function chatTargetsFor(routes: NotifyRoutes, team: string): readonly ChatTarget[] {
+  return routes.chat?.get(team) ?? []
 }
 
 /** The targets of a session of `team` (none: the session is not watched for notifications). */
@@ -69,6 +85,18 @@ const entrySchema = z
   .strict()
   .refine((e) => e.secret === undefined || e.secretFile === undefined, 'set secret or secretFile, not both')
 
+const chatEntrySchema = z
+  .object({
+    slack: z
+      .object({
+        channel: z
+          .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+          .regex(/^[CG][A-Z0-9]{6,20}$/, 'must be a channel id such as C0123ABCD (not its name)'),
+      })
+      .strict(),
+  })
+  .strict()
+
 const fileSchema = z
   .object(
     {
@@ -83,10 +111,15 @@ const fileSchema = z
 
 /**
  * Reads and validates GATEWAY_NOTIFY_FILE (JSON or YAML, as the sessions file): `{teams: {<team>: [{url,
- * format?, secret? | secretFile?}]}}`. A target without a format or secret takes GATEWAY_NOTIFY_FORMAT and
- * GATEWAY_NOTIFY_SECRET. Throws {@link ConfigError} naming the file and every bad entry, never a value.
+ * format?, secret? | secretFile?} | {slack: {channel}}]}}`. A target without a format or secret takes
+ * GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. Chat channels go into `chat` (a Slack channel needs
+ * GATEWAY_SLACK_BOT_TOKEN). Throws {@link ConfigError} naming the file and every bad entry, never a value.
  */
-export async function loadNotifyFile(path: string, env: Env): Promise<Map<string, NotifyTarget[]>> {
+export async function loadNotifyFile(
+  path: string,
+  env: Env,
+  chat?: Map<string, ChatTarget[]>,
+): Promise<Map<string, NotifyTarget[]>> {
   const fail = (detail: string): never => {
     throw new ConfigError(`GATEWAY_NOTIFY_FILE (${path}): ${detail}`)
   }
@@ -106,7 +139,19 @@ export async function loadNotifyFile(path: string, env: Env): Promise<Map<string
       continue
     }
     const targets: NotifyTarget[] = []
+    const channels: ChatTarget[] = []
     for (const [index, raw] of rawList.entries()) {
+      if (typeof raw === 'object' && raw !== null && Object.hasOwn(raw, 'slack')) {
+        const entry = chatEntrySchema.safeParse(raw)
+        if (!entry.success) problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)
+        else if (env.GATEWAY_SLACK_BOT_TOKEN === undefined)
+          problems.push(`${where}[${index}]: a Slack channel needs GATEWAY_SLACK_BOT_TOKEN`)
+        else {
+          const channel = entry.data.slack.channel
+          channels.push({ chat: 'slack', channel, label: `slack:${channel}` })
+        }
+        continue
+      }
       const entry = entrySchema.safeParse(raw)
       if (!entry.success) {
         problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)
@@ -136,6 +181,7 @@ export async function loadNotifyFile(path: string, env: Env): Promise<Map<string
       })
     }
     teams.set(team.data, targets)
+    chat?.set(team.data, channels)
   }
   if (problems.length > 0) return fail(problems.join('; '))
   return teams

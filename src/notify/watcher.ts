@@ -1,11 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify'
+import type { ChatJob } from '../chat/outbox.ts'
 import { notificationFocus, type SessionFocus } from '../console/links.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { SessionSummaries, SummaryListener, SummaryPublication } from '../summary/summaries.ts'
 import type { Transition } from '../summary/types.ts'
 import { deliveryId, type Notification, notificationOf } from './notification.ts'
 import type { OutboxJob } from './outbox.ts'
-import { type NotifyRoutes, targetsFor } from './targets.ts'
+import { chatTargetsFor, type NotifyRoutes, targetsFor } from './targets.ts'
 
 /** What {@link NotifyWatcher} works with. */
 export interface NotifyWatcherOptions {
@@ -15,6 +16,8 @@ export interface NotifyWatcherOptions {
   readonly reading: (kasmId: string) => boolean
   /** Queues a delivery (the outbox; never waits). */
   readonly send: (job: OutboxJob) => void
+  /** Queues a delivery to a chat channel (the chat outbox; never waits); absent without a chat adapter. */
+  readonly sendChat?: (job: ChatJob) => void
   /** The routes now (they change on SIGHUP). */
   readonly routes: () => NotifyRoutes
   /** The console's view of a session, with what the notification is about in view (src/console/links.ts). */
@@ -109,7 +112,10 @@ export class NotifyWatcher {
 
   #apply(kasmId: string, team: string): void {
     if (this.#closed) return
-    const routed = targetsFor(this.#o.routes(), team).length > 0
+    const routes = this.#o.routes()
+    const routed =
+      targetsFor(routes, team).length > 0 ||
+      (this.#o.sendChat !== undefined && chatTargetsFor(routes, team).length > 0)
     const watched = this.#watched.get(kasmId)
     if (!routed) {
       if (watched !== undefined) this.#unwatch(kasmId)
@@ -214,6 +220,12 @@ export class NotifyWatcher {
     for (const target of targetsFor(this.#o.routes(), notification.team)) {
       const delivery = deliveryId(notification, target.label)
       this.#o.send({ key: `${notification.key}\u0000${target.label}`, delivery, notification, target, url })
+    }
+    const sendChat = this.#o.sendChat
+    if (sendChat === undefined) return
+    for (const target of chatTargetsFor(this.#o.routes(), notification.team)) {
+      const delivery = deliveryId(notification, target.label)
+      sendChat({ key: `${notification.key}\u0000${target.label}`, delivery, notification, target, url })
     }
   }
 }

@@ -148,6 +148,92 @@ export function signInNotConfigured(): Page {
   }
 }
 
+/** A chat account as a link page names it: its name and id, and its workspace's. */
+export interface ChatAccountShown {
+  readonly user: string
+  readonly userName?: string
+  readonly workspace: string
+  readonly workspaceName?: string
+}
+
+function accountLines(account: ChatAccountShown): string[] {
+  const named = (name: string | undefined, id: string) => (name === undefined ? id : `${name} (${id})`)
+  return [
+    `Slack user: ${account.userName === undefined ? account.user : `@${account.userName} (${account.user})`}`,
+    `Slack workspace: ${named(account.workspaceName, account.workspace)}`,
+  ]
+}
+
+/**
+ * Linking a chat account, after signing in: the page names the Slack user and workspace and the person, and
+ * asks to confirm (a form), or to confirm by signing in to Slack (a link to Sign in with Slack).
+ */
+export function chatLinkConfirm(options: {
+  account: ChatAccountShown
+  person: { sub: string; name?: string }
+  withSlack: boolean
+}): Page {
+  const you =
+    options.person.name === undefined ? options.person.sub : `${options.person.name} (${options.person.sub})`
+  return {
+    status: 200,
+    title: 'Connect your Slack account',
+    lead: `Answers this Slack user gives in Slack will be yours: ${you}.`,
+    details: [
+      ...accountLines(options.account),
+      options.withSlack
+        ? 'Is this you? Sign in to Slack as this user to confirm. If you did not ask for this link in Slack yourself, do not go on: someone may have sent you theirs.'
+        : 'Is this you? If you did not ask for this link in Slack yourself, do not connect: someone may have sent you theirs.',
+    ],
+    ...(options.withSlack
+      ? {
+          actions: [
+            { label: 'Confirm with Slack', to: 'auth/slack-link/slack' },
+            { label: 'Cancel', to: '' },
+          ],
+        }
+      : {
+          form: { action: 'auth/slack-link/confirm', label: 'Connect' },
+          actions: [{ label: 'Cancel', to: '' }],
+        }),
+  }
+}
+
+/** The link is recorded. */
+export function chatLinked(options: { account: ChatAccountShown; expiresAt: number }): Page {
+  return {
+    status: 200,
+    title: 'Your Slack account is connected',
+    lead: 'You can answer the runs’ questions from Slack now: your answers carry your name and your roles.',
+    details: [
+      ...accountLines(options.account),
+      `The link lasts until ${new Date(options.expiresAt).toISOString().slice(0, 10)}; the console shows it, and you can remove it there.`,
+    ],
+    actions: [consoleLink],
+  }
+}
+
+const chatLinkFailures: Record<string, string> = {
+  chat_link_invalid: 'Nothing was connected.',
+  chat_link_mismatch:
+    'Nothing was connected: the Slack account you signed in to is not the one the link names.',
+}
+
+/** Linking a chat account did not happen: say why; a new link comes from Slack. */
+export function chatLinkFailed(options: { status: number; code: string; message: string }): Page {
+  return {
+    status: options.status,
+    title: 'Your Slack account was not connected',
+    lead: chatLinkFailures[options.code] ?? 'Nothing was connected.',
+    details: [
+      capitalise(options.message),
+      'For a new link, click the answer button in Slack again: Slack shows you one only you can see.',
+    ],
+    actions: [consoleLink],
+    code: options.code,
+  }
+}
+
 const titles: Record<number, string> = {
   400: 'The request was not understood',
   403: 'You cannot do this',
@@ -169,6 +255,8 @@ export function pageForError(status: number, body: ErrorBody, returnTo?: string)
   if (body.error === 'idp_unavailable') return idpUnavailable()
   if (body.error === 'no_role') return noRole({ message: body.message })
   if (body.error === 'signin_not_configured') return signInNotConfigured()
+  if (body.error.startsWith('chat_link_'))
+    return chatLinkFailed({ status, code: body.error, message: body.message })
   if (body.error.startsWith('signin_') || body.error === 'idp_refused')
     return signInFailed({
       status,

@@ -15,6 +15,11 @@ export interface Page {
   readonly details?: readonly string[]
   /** Links offered, most useful first (the first is drawn as the main button). */
   readonly actions?: readonly PageAction[]
+  /**
+   * A form with one button, posted to `action` (relative to the base path) and drawn before the links as the
+   * main button: what a page asks the person to confirm. Same-origin, so the gateway's CSRF rule admits it.
+   */
+  readonly form?: { readonly action: string; readonly label: string }
   /** The stable error code, shown small so a person can quote it to their administrator. */
   readonly code?: string
   /**
@@ -44,6 +49,11 @@ export function renderPage(page: Page, basePath: string): string {
         `<a${i === 0 ? ' class="primary"' : ''} href="${escapeHtml('href' in a ? a.href : basePath + a.to)}">${escapeHtml(a.label)}</a>`,
     )
     .join('\n    ')
+  const form =
+    page.form === undefined
+      ? ''
+      : `<form method="post" action="${escapeHtml(basePath + page.form.action)}"><button type="submit" class="primary">${escapeHtml(page.form.label)}</button></form>${actions === '' ? '' : '\n    '}`
+  const nav = form + actions
   return htmlDocument({
     title: `${page.title} · kasm-runtime-gateway`,
     head: [
@@ -56,7 +66,7 @@ export function renderPage(page: Page, basePath: string): string {
 <main>
   <h1>${escapeHtml(page.title)}</h1>
   <p class="lead">${escapeHtml(page.lead)}</p>
-${paragraphs}${actions === '' ? '' : `  <nav class="actions" aria-label="What you can do">\n    ${actions}\n  </nav>\n`}${page.code === undefined ? '' : `  <p class="code">Error code: <code>${escapeHtml(page.code)}</code></p>\n`}</main>`,
+${paragraphs}${nav === '' ? '' : `  <nav class="actions" aria-label="What you can do">\n    ${nav}\n  </nav>\n`}${page.code === undefined ? '' : `  <p class="code">Error code: <code>${escapeHtml(page.code)}</code></p>\n`}</main>`,
   })
 }
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
-import { toClaims } from '../auth/plugin.ts'
+import { toClaims } from '../identity/people.ts'
 
 /** What `/auth/me` and `POST /auth/session` answer: who the credential says you are, never the credential. */
 export interface MeBody {

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { answerOf } from '../audit/answers.ts'
+import { whoAnswered } from '../audit/answers.ts'
 import type { AuditRecord } from '../audit/types.ts'
 import {
   AnswerUnknown,
@@ -142,11 +142,11 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
       const { kasmId, requestId } = request.params
       await app.sessions.resolve(kasmId, request.operator!)
       const answer = await shared('audit log', () =>
-        answerOf(app.audit, { kasmId, run: request.query.run, requestId }),
+        whoAnswered(app.audit, { kasmId, run: request.query.run, requestId }),
       )
-      if (answer === undefined) throw new AnswerUnknown()
+      if (answer === null) throw new AnswerUnknown()
       reply.header('cache-control', 'no-store')
-      return { name: answer.name ?? answer.sub ?? 'someone', at: answer.at }
+      return { name: answer.name, at: answer.at }
     },
   )
 }

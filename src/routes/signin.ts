@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { hashSessionId } from '../auth/cookie-sessions.ts'
+import { signInBinding } from '../auth/oidc/binding.ts'
 import { oidcSettings } from '../auth/oidc/settings.ts'
 import { type NoRoleError, returnToOf } from '../auth/oidc/signin.ts'
 import { signInElsewhere } from '../auth/oidc/signin-origin.ts'
@@ -27,8 +27,6 @@ const loginAudit = {
     /(?:^|&)ticket=/.test(request.url.split('?')[1] ?? '') ? 'auth/login' : null,
 }
 
-/** How long the browser binding of a sign-in lives: as long as a login attempt. */
-const BINDING_MAX_AGE_S = 600
 /** How long a sign-out is remembered for the next sign-in's `prompt=login`: a month. */
 const SIGNED_OUT_MAX_AGE_S = 30 * 86_400
 
@@ -50,16 +48,7 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
   const { config } = app
   const base = config.basePath
   const signIn = app.auth.signIn
-  const bindingCookie = config.cookieSecure ? '__Host-krg_signin' : 'krg_signin'
-  const bindingAttributes: CookieSerializeOptions = {
-    path: '/',
-    httpOnly: true,
-    secure: config.cookieSecure,
-    // The IdP's redirect back is a cross-site top-level GET: Lax lets the binding come along, Strict would not.
-    sameSite: 'lax',
-    signed: true,
-    maxAge: BINDING_MAX_AGE_S,
-  }
+  const binding = signInBinding(app)
 
   // Set by a sign-out here: the next sign-in from this browser asks the IdP to ask for the password
   // (prompt=login), whatever the person answered at its end-session page. Not a secret (a forged one only
@@ -109,13 +98,11 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     const returnTo = safeReturnTo(request.query.return_to, base)
     // Already signed in (and not asking to sign in anew): no need to bother the IdP.
     if (prompt === undefined && (await signedIn(request))) return reply.redirect(returnTo, 303)
-    const binding = currentBinding(request) ?? randomBytes(32).toString('base64url')
     const url = await signIn.begin({
       returnTo,
-      bindingHash: hashSessionId(binding),
+      bindingHash: binding.bind(request, reply),
       ...(prompt === undefined ? {} : { prompt }),
     })
-    reply.setCookie(bindingCookie, binding, bindingAttributes)
     return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
   })
 
@@ -135,18 +122,21 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     if (signIn === null) throw new SignInNotConfigured()
     app.auth.assertSignInAllowed(request)
     const query = new URLSearchParams(request.url.split('?')[1] ?? '')
-    const binding = currentBinding(request)
+    const bound = binding.current(request)
     let done: Awaited<ReturnType<typeof signIn.complete>>
     try {
-      done = await signIn.complete(query, binding === undefined ? undefined : hashSessionId(binding))
+      done = await signIn.complete(query, bound === undefined ? undefined : hashSessionId(bound))
     } catch (err) {
       // The IdP did sign this person in: the record says who was turned away.
       if (err instanceof NoRole) request.auditDetail.sub = (err as NoRoleError).sub
       returnAfterSignIn(request, returnToOf(err))
       return refused(request, err)
     }
+    binding.clear(reply)
+    // A sign-in started to link a chat account records no cookie session: the link is confirmed next.
+    if (done.chatLink !== undefined && app.chatLinking !== null)
+      return app.chatLinking.signedIn(request, reply, { ...done, chatLink: done.chatLink })
     request.operator = await app.auth.cookies.start(reply, done.claims, undefined, done.idp)
-    reply.clearCookie(bindingCookie, bindingAttributes)
     reply.clearCookie(signedOutCookie, signedOutAttributes)
     reply.header('referrer-policy', 'no-referrer')
     // After an IdP on another site, a redirect would arrive without the new SameSite=Strict cookie (the chain
@@ -214,14 +204,5 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     } catch {
       return null
     }
-  }
-
-  function currentBinding(request: FastifyRequest): string | undefined {
-    const raw = request.cookies?.[bindingCookie]
-    if (!raw) return undefined
-    const unsigned = app.unsignCookie(raw)
-    return unsigned.valid && unsigned.value !== null && /^[A-Za-z0-9_-]{43}$/.test(unsigned.value)
-      ? unsigned.value
-      : undefined
   }
 }

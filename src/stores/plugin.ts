@@ -10,8 +10,12 @@ import { MemoryUsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import { MemoryRateLimitStore } from '../auth/rate-limit-store.ts'
 import { inProcess } from '../auth/sealer.ts'
 import { MemoryFailureCounter } from '../auth/signin-failures.ts'
+import { MemoryChatMessageStore } from '../chat/messages.ts'
+import { MemorySeenKeys } from '../chat/seen-keys.ts'
 import { RedisAuditLog } from '../cluster/audit-log.ts'
 import { RedisBoard } from '../cluster/board.ts'
+import { RedisChatLinkStore } from '../cluster/chat-link-store.ts'
+import { RedisChatMessageStore, RedisSeenKeys } from '../cluster/chat-state.ts'
 import { RedisCookieStore } from '../cluster/cookie-store.ts'
 import { RedisDeliveryLedger } from '../cluster/delivery-ledger.ts'
 import { RedisFailureCounter } from '../cluster/failure-counter.ts'
@@ -28,6 +32,7 @@ import { RedisUsedLogoutTokens } from '../cluster/used-logout-tokens.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryPresence, type Presence } from '../events/presence.ts'
 import { MemoryStreamSlots } from '../events/stream-slots.ts'
+import { MemoryChatLinkStore } from '../identity/chat-link-store.ts'
 import { MemoryStaleSessions } from '../kasm/stale.ts'
 import { MemoryDeliveryLedger } from '../notify/ledger.ts'
 import { MemoryReportStore } from '../report/memory-store.ts'
@@ -107,6 +112,9 @@ function memoryStores(app: FastifyInstance): Stores {
     report: new MemoryReportStore(retentionMs(env.GATEWAY_REPORT_RETENTION_DAYS)),
     staleSessions: () => new MemoryStaleSessions(),
     deliveryLedger: () => new MemoryDeliveryLedger(),
+    chatLinks: () => new MemoryChatLinkStore(),
+    chatMessages: once(() => new MemoryChatMessageStore()),
+    seenKeys: once(() => new MemorySeenKeys()),
     // The one process is the whole cluster: its memory lease always grants.
     leasedJob: (options) => new LeasedJob({ ...options, lease: jobLease, leaseMs: env.GATEWAY_LEASE_MS }),
   }
@@ -153,8 +161,20 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     staleSessions: () => new RedisStaleSessions(command, keys.kasmStale),
     // Claimed with SET NX before sending, so one replica sends each delivery once.
     deliveryLedger: () => new RedisDeliveryLedger(command, keys),
+    chatLinks: () => new RedisChatLinkStore(command, keys),
+    chatMessages: () => new RedisChatMessageStore(command, keys),
+    seenKeys: () => new RedisSeenKeys(command, keys),
     leasedJob: (options) =>
       new LeasedJob({ ...options, lease: cluster.jobLease, leaseMs: env.GATEWAY_LEASE_MS, quiet: down }),
+  }
+}
+
+/** A factory that makes its one instance on first use: a memory store asked for twice must be one store. */
+function once<T>(make: () => T): () => T {
+  let made: T | undefined
+  return () => {
+    made ??= make()
+    return made
   }
 }
 

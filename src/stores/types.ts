@@ -5,10 +5,13 @@ import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import type { Sealer } from '../auth/sealer.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
+import type { ChatMessageStore } from '../chat/messages.ts'
+import type { SeenKeys } from '../chat/seen-keys.ts'
 import type { LeasedJob, LeasedJobOptions } from '../cluster/job-lease.ts'
 import type { EventBus, ReaderLease } from '../events/bus.ts'
 import type { Presence } from '../events/presence.ts'
 import type { StreamSlots } from '../events/stream-slots.ts'
+import type { ChatLinkStore } from '../identity/chat-link-store.ts'
 import type { StaleSessions } from '../kasm/stale.ts'
 import type { DeliveryLedger } from '../notify/ledger.ts'
 import type { ReportStore } from '../report/types.ts'
@@ -64,6 +67,12 @@ export interface Stores {
   readonly report: ReportStore
   /** Webhook deliveries claimed before sending (only the notify plugin asks, when it is configured). */
   deliveryLedger(): DeliveryLedger
+  /** Chat accounts linked to people (only asked for when a chat adapter is configured). */
+  chatLinks(): ChatLinkStore
+  /** Messages the chat adapter posted, found again by any replica (only the chat adapter asks). */
+  chatMessages(): ChatMessageStore
+  /** Keys seen once within a window, across replicas (the chat adapter's replay refusal, link tokens). */
+  seenKeys(): SeenKeys
   /**
    * A job one replica runs at a time, on the job lease (embedded, the memory lease always grants): the
    * caller starts and stops it.

@@ -22,6 +22,10 @@ const secretVariables = [
   'GATEWAY_KASM_API_SECRET',
   'GATEWAY_NOTIFY_URL',
   'GATEWAY_NOTIFY_SECRET',
+  'GATEWAY_SLACK_BOT_TOKEN',
+  'GATEWAY_SLACK_SIGNING_SECRET',
+  'GATEWAY_SLACK_APP_TOKEN',
+  'GATEWAY_SLACK_CLIENT_SECRET',
 ]
 
 /** Where the chart's defaults differ from the gateway's on purpose (a deployment is production). */

@@ -221,7 +221,8 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
     // or test tool.
     const build = await packagesIn(join(stageDirs.get('build') ?? '', 'node_modules'))
     const extra = build.filter((name) => !production.has(name))
-    assert.ok(extra.includes('typescript') && extra.includes('@types/node'), extra.join(' '))
+    // @types/node itself is in the production tree: the Slack SDKs list it as a dependency of theirs.
+    assert.ok(extra.includes('typescript') && build.includes('@types/node'), extra.join(' '))
     assert.deepEqual(
       extra.filter(
         (name) =>

@@ -24,6 +24,7 @@ const NOT_METRICS: Record<string, string> = {
   krg_session: 'the cookie name (without __Host-)',
   krg_signin: 'the sign-in binding cookie name (without __Host-)',
   krg_signed_out: 'the cookie that makes the next sign-in ask for the password',
+  krg_chat_link: 'the cookie of a chat account link waiting for its confirmation (without __Host-)',
   krg_http_ended_streams: 'summed into krg_http_requests_total, never registered itself',
 }
 

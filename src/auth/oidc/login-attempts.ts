@@ -1,4 +1,5 @@
 import * as oidc from 'openid-client'
+import type { LinkRequest } from '../../identity/link-tokens.ts'
 import { Secret } from '../../sessions/secret.ts'
 import { hashSessionId as hash } from '../cookie-sessions.ts'
 import type { Sealer } from '../sealer.ts'
@@ -11,6 +12,8 @@ export interface LoginAttempt {
   readonly codeVerifier: string
   /** A same-origin path, already checked. */
   readonly returnTo: string
+  /** A sign-in to link this chat account (`auth/slack-link`): no cookie session, the link is confirmed next. */
+  readonly chatLink?: LinkRequest
 }
 
 /** Where attempts wait for their callback: one-time entries with a TTL. */

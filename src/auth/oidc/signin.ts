@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client'
 import { LogoutTokenInvalid, NoRole, SignInStateInvalid } from '../../errors.ts'
+import type { LinkRequest } from '../../identity/link-tokens.ts'
 import type { OperatorClaims } from '../claims.ts'
 import type { IdpRefresher, IdpSignIn } from '../cookie-sessions.ts'
 import { credentialDigest } from '../credential-digest.ts'
@@ -17,6 +18,8 @@ export interface CompletedSignIn {
   readonly claims: OperatorClaims
   readonly idp: IdpSignIn
   readonly returnTo: string
+  /** The chat account the sign-in links, when it was started to link one. */
+  readonly chatLink?: LinkRequest
 }
 
 /** Where the person was going, by the refusal of a sign-in whose attempt was known (see {@link returnToOf}). */
@@ -54,7 +57,12 @@ export class SignIn {
   }
 
   /** Starts a sign-in: the IdP's authorization URL for this browser (`bindingHash`) and `returnTo`. */
-  async begin(options: { returnTo: string; bindingHash: string; prompt?: 'login' }): Promise<URL> {
+  async begin(options: {
+    returnTo: string
+    bindingHash: string
+    prompt?: 'login'
+    chatLink?: LinkRequest
+  }): Promise<URL> {
     const nonce = oidc.randomNonce()
     const codeVerifier = oidc.randomPKCECodeVerifier()
     const state = await this.#attempts.start({
@@ -62,6 +70,7 @@ export class SignIn {
       nonce,
       codeVerifier,
       returnTo: options.returnTo,
+      ...(options.chatLink === undefined ? {} : { chatLink: options.chatLink }),
     })
     return this.#client.authorizationUrl({
       state,
@@ -117,6 +126,7 @@ export class SignIn {
         tokens: answer.tokens,
       },
       returnTo: attempt.returnTo,
+      ...(attempt.chatLink === undefined ? {} : { chatLink: attempt.chatLink }),
     }
   }
 

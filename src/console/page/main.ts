@@ -2,6 +2,7 @@ import './console.css'
 import { focusOf } from '../links.ts'
 import { ApiError, api, base, onSignedOut } from './api.ts'
 import { Attention } from './attention.ts'
+import { chatLinks } from './chat-links.ts'
 import { tickCountdowns } from './countdown.ts'
 import { h, replace } from './dom.ts'
 import { OverviewModel } from './overview-model.ts'
@@ -88,6 +89,7 @@ async function boot(): Promise<void> {
       canWrite(me) ? h('a', { class: 'report-link', href: `${base}report` }, 'Report') : null,
       h('span', { class: 'who' }, who),
       attention.button,
+      chatLinks(),
       signOut,
     ),
     main,

@@ -1,0 +1,589 @@
+import type { ActionsBlock, Button, InputBlock, KnownBlock, ModalView, PlainTextOption } from '@slack/web-api'
+import type { Answerer } from '../../audit/answers.ts'
+import type { FieldDef, FieldIssue } from '../../protocol/fields.ts'
+import type { PostedQuestion } from '../messages.ts'
+
+/**
+ * Block Kit for the Slack app, as pure functions: a question's message and its closing, the answer modal, the
+ * ephemeral replies, and the way back from a modal's state to a reply's values. Every text from a runtime is
+ * escaped for mrkdwn (`&`, `<`, `>`: no mention, link or channel ping can be smuggled in) or goes into
+ * `plain_text`, and is clipped to what Slack accepts.
+ */
+
+/** A question as the Slack message shows it: the run's question and where it lives. */
+export interface QuestionView extends PostedQuestion {
+  readonly kasmId: string
+  readonly team: string
+  readonly run: string
+  readonly requestId: string
+  /** The console's view of the session (absolute). */
+  readonly url: string
+  /** False when the gateway receives no interactions (neither a signing secret nor an app token). */
+  readonly answerable: boolean
+}
+
+/** How a question can be answered in Slack. */
+export type FormKind =
+  | { readonly kind: 'buttons'; readonly field: FieldDef; readonly choices: readonly Choice[] }
+  | { readonly kind: 'modal' }
+  | { readonly kind: 'console'; readonly why: string }
+
+/** One button of a question with a single choice field. */
+export interface Choice {
+  readonly label: string
+  readonly value: string | boolean
+}
+
+/** A question closed by a reply: who answered and what, as far as the gateway knows. */
+export interface ReplyClosing {
+  readonly by: 'reply'
+  readonly answerer: Answerer | null
+  readonly values: Record<string, unknown> | null
+}
+
+/** How a question closed: by a reply, or `timeout`, `cancelled`, `run_ended` (or what a runtime says). */
+export type Closing = ReplyClosing | { readonly by: string }
+
+/** What an answer button or the modal carries back: which question, at which revision. */
+export interface QuestionRef {
+  readonly kasmId: string
+  readonly run: string
+  readonly requestId: string
+  readonly revision: number
+}
+
+/** The ids the gateway's blocks and views use. */
+export const ACTION = {
+  /** A choice button: `krg:choose:<index>`. */
+  choose: 'krg:choose',
+  answer: 'krg:answer',
+  console: 'krg:console',
+  connect: 'krg:connect',
+} as const
+export const MODAL_CALLBACK = 'krg:answer'
+const INPUT_ACTION = 'v'
+const FIELD_BLOCK = 'f:'
+
+// Slack's limits (Block Kit reference).
+const MAX_BUTTONS = 5
+const MAX_RADIOS = 10
+const MAX_OPTIONS = 100
+const OPTION_TEXT = 75
+const SECTION_TEXT = 3000
+const LABEL_TEXT = 2000
+const HINT_TEXT = 2000
+const INPUT_MAX = 3000
+const BUTTON_TEXT = 75
+/** A string field gets a text area when it may be longer than this. */
+const MULTILINE_OVER = 200
+
+/** Escapes text for mrkdwn as Slack documents it. */
+export function escapeMrkdwn(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')
+}
+
+/** `text` cut to `max` characters (code points), with an ellipsis when cut. */
+export function clip(text: string, max: number): string {
+  const points = [...text]
+  return points.length <= max ? text : `${points.slice(0, max - 1).join('')}…`
+}
+
+/** Slack's date formatting in the reader's own time zone, with a UTC fallback for clients that lack it. */
+export function slackDate(iso: string): string {
+  const ms = Date.parse(iso)
+  if (Number.isNaN(ms)) return escapeMrkdwn(iso)
+  const fallback = `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`
+  return `<!date^${Math.floor(ms / 1000)}^{date_short_pretty} at {time}|${fallback}>`
+}
+
+const plain = (text: string, max = SECTION_TEXT) => ({
+  type: 'plain_text' as const,
+  text: clip(text, max),
+  emoji: false,
+})
+const mrkdwn = (text: string) => ({ type: 'mrkdwn' as const, text: clip(text, SECTION_TEXT) })
+
+/** A field's name for a person: its label, else its id. */
+function labelOf(field: FieldDef): string {
+  return field.label?.trim() || field.id
+}
+
+/**
+ * How a question can be answered in Slack: one button per choice when it is a single `enum` string (at most
+ * five) or a single `boolean`; a modal when every field fits one (string, enum up to 100 options, integer,
+ * number, boolean, string[] with enum); else only in the console, saying why. A question whose fields did
+ * not pass the protocol's checks is never shown as a form.
+ */
+export function formFor(fields: readonly FieldDef[]): FormKind {
+  if (fields.length === 0) return { kind: 'console', why: 'its fields could not be read' }
+  const [only] = fields
+  if (fields.length === 1 && only !== undefined) {
+    if (only.type === 'boolean')
+      return {
+        kind: 'buttons',
+        field: only,
+        choices: [
+          { label: 'Yes', value: true },
+          { label: 'No', value: false },
+        ],
+      }
+    if (only.type === 'string' && only.enum !== undefined && only.enum.length <= MAX_BUTTONS)
+      return { kind: 'buttons', field: only, choices: only.enum.map((value) => ({ label: value, value })) }
+  }
+  for (const field of fields) {
+    const why = unfit(field)
+    if (why !== null) return { kind: 'console', why }
+  }
+  return { kind: 'modal' }
+}
+
+/** Why a field does not fit a Slack modal, or null when it does. */
+function unfit(field: FieldDef): string | null {
+  const name = `“${labelOf(field)}”`
+  switch (field.type) {
+    case 'string':
+    case 'string[]':
+      if (field.type === 'string[]' && field.enum === undefined) return `${name} has no options`
+      if ((field.enum?.length ?? 0) > MAX_OPTIONS) return `${name} has more than ${MAX_OPTIONS} options`
+      return null
+    case 'integer':
+    case 'number':
+    case 'boolean':
+      return null
+    case 'attachment':
+      return `${name} asks for a file`
+    default:
+      return `${name} is of a kind Slack cannot show (${String((field as { type: unknown }).type)})`
+  }
+}
+
+/** The encoded value of an answer button or the modal's metadata. */
+export function encodeRef(ref: QuestionRef, extra: Record<string, string | number> = {}): string {
+  return JSON.stringify({ k: ref.kasmId, r: ref.run, q: ref.requestId, v: ref.revision, ...extra })
+}
+
+/** The question a button's value or a modal's metadata names, and its extra members; null when malformed. */
+export function decodeRef(raw: unknown): (QuestionRef & { extra: Record<string, unknown> }) | null {
+  if (typeof raw !== 'string' || raw.length > 3000) return null
+  let value: unknown
+  try {
+    value = JSON.parse(raw)
+  } catch {
+    return null
+  }
+  if (typeof value !== 'object' || value === null) return null
+  const { k, r, q, v, ...extra } = value as Record<string, unknown>
+  if (typeof k !== 'string' || typeof r !== 'string' || typeof q !== 'string' || !Number.isSafeInteger(v))
+    return null
+  return { kasmId: k, run: r, requestId: q, revision: v as number, extra }
+}
+
+/** One line per field: its name and what it takes. */
+function fieldLines(fields: readonly FieldDef[]): string {
+  return fields
+    .map(
+      (f) => `• *${escapeMrkdwn(clip(labelOf(f), 100))}*${f.required ? '' : ' (optional)'}: ${describe(f)}`,
+    )
+    .join('\n')
+}
+
+function describe(field: FieldDef): string {
+  const range = (): string => {
+    const { minimum: lo, maximum: hi } = field
+    if (lo !== undefined && hi !== undefined) return `, ${lo} to ${hi}`
+    if (lo !== undefined) return `, at least ${lo}`
+    if (hi !== undefined) return `, at most ${hi}`
+    return ''
+  }
+  const options = (list: readonly string[]) => clip(list.map((o) => escapeMrkdwn(o)).join(', '), 300)
+  switch (field.type) {
+    case 'string':
+      return field.enum !== undefined ? `one of ${options(field.enum)}` : 'text'
+    case 'integer':
+      return `a whole number${range()}`
+    case 'number':
+      return `a number${range()}`
+    case 'boolean':
+      return 'yes or no'
+    case 'string[]':
+      return `some of ${options(field.enum ?? [])}`
+    case 'attachment':
+      return 'a file'
+    default:
+      return String((field as { type: unknown }).type)
+  }
+}
+
+/** The link to the session in mrkdwn. */
+function sessionLink(view: { kasmId: string; team: string; url: string }): string {
+  return `<${view.url}|session ${escapeMrkdwn(view.kasmId)}> (team ${escapeMrkdwn(view.team)})`
+}
+
+function consoleButton(url: string, label = 'Open in console'): Button {
+  return { type: 'button', action_id: ACTION.console, text: plain(label, BUTTON_TEXT), url }
+}
+
+/**
+ * The blocks both the open and the closed message start with: what is asked, in which session, and what
+ * each field takes (not for a single choice whose buttons say it).
+ */
+function questionBlocks(view: QuestionView, lead: string): KnownBlock[] {
+  const blocks: KnownBlock[] = [
+    { type: 'section', text: mrkdwn(`${lead} in ${sessionLink(view)}`) },
+    {
+      type: 'section',
+      text: mrkdwn(
+        `*${escapeMrkdwn(clip(view.title, 500))}*${view.help ? `\n${escapeMrkdwn(clip(view.help, 1500))}` : ''}`,
+      ),
+    },
+  ]
+  if (view.fields.length > 0 && formFor(view.fields).kind !== 'buttons')
+    blocks.push({ type: 'section', text: mrkdwn(fieldLines(view.fields)) })
+  return blocks
+}
+
+function contextLine(view: QuestionView): KnownBlock {
+  const until = view.deadline === null ? 'No deadline' : `Answer by ${slackDate(view.deadline)}`
+  return { type: 'context', elements: [mrkdwn(`${until} · run \`${escapeMrkdwn(clip(view.run, 100))}\``)] }
+}
+
+/** The message posted when a question opens: the question, its deadline, and how to answer it. */
+export function questionMessage(view: QuestionView): { text: string; blocks: KnownBlock[] } {
+  const form = formFor(view.fields)
+  const elements: Button[] = []
+  const ref = encodeRef(view)
+  if (view.answerable && form.kind === 'buttons')
+    for (const [index, choice] of form.choices.entries())
+      elements.push({
+        type: 'button',
+        action_id: `${ACTION.choose}:${index}`,
+        text: plain(choice.label, BUTTON_TEXT),
+        value: encodeRef(view, { c: index }),
+      })
+  if (view.answerable && form.kind === 'modal')
+    elements.push({
+      type: 'button',
+      action_id: ACTION.answer,
+      text: plain('Answer…'),
+      style: 'primary',
+      value: ref,
+    })
+  elements.push(consoleButton(view.url))
+  const blocks = questionBlocks(view, '*A question is waiting*')
+  blocks.push(contextLine(view))
+  if (view.answerable && form.kind === 'console')
+    blocks.push({
+      type: 'context',
+      elements: [mrkdwn(`Answer this one in the console: ${escapeMrkdwn(form.why)}.`)],
+    })
+  blocks.push({ type: 'actions', block_id: 'krg:question', elements } satisfies ActionsBlock)
+  return { text: `A question is waiting in session ${view.kasmId}: ${clip(view.title, 200)}`, blocks }
+}
+
+/** The value of a reply's field as a person reads it. */
+function shown(field: FieldDef | undefined, value: unknown): string {
+  if (typeof value === 'boolean') return value ? 'Yes' : 'No'
+  if (Array.isArray(value)) return value.map((v) => String(v)).join(', ')
+  if (field?.type === 'attachment') return 'a file'
+  return String(value)
+}
+
+/**
+ * "Answered by Olivia Operator in Slack · Nights: 2", "Timed out", "Cancelled", "Run ended before an
+ * answer"; mrkdwn.
+ */
+export function closingLine(closing: Closing, fields: readonly FieldDef[]): string {
+  if (closing.by !== 'reply') {
+    const how: Record<string, string> = {
+      timeout: 'Timed out: nobody answered in time',
+      cancelled: 'Cancelled',
+      run_ended: 'Run ended before an answer',
+    }
+    return how[closing.by] ?? `Closed (${escapeMrkdwn(clip(closing.by, 40))})`
+  }
+  const { answerer, values } = closing as ReplyClosing
+  const who =
+    answerer === null
+      ? 'Answered'
+      : `Answered by ${escapeMrkdwn(clip(answerer.name, 100))}${answerer.via === 'slack' ? ' in Slack' : ''}`
+  if (values === null) return who
+  const parts = Object.entries(values).map(([id, value]) => {
+    const field = fields.find((f) => f.id === id)
+    return `${escapeMrkdwn(clip(field === undefined ? id : labelOf(field), 60))}: ${escapeMrkdwn(clip(shown(field, value), 200))}`
+  })
+  return parts.length === 0 ? who : clip(`${who} · ${parts.join(' · ')}`, 1500)
+}
+
+/** The message once the question closed: as posted, with how it closed, and only the console's button. */
+export function closedMessage(view: QuestionView, closing: Closing): { text: string; blocks: KnownBlock[] } {
+  const line = closingLine(closing, view.fields)
+  const blocks = questionBlocks(view, '*Question closed*')
+  blocks.push({ type: 'section', text: mrkdwn(`:white_check_mark: ${line}`) })
+  blocks.push(contextLine(view))
+  blocks.push({ type: 'actions', block_id: 'krg:question', elements: [consoleButton(view.url)] })
+  return { text: `Question closed in session ${view.kasmId}: ${clip(view.title, 200)}`, blocks }
+}
+
+/** The reminder, a threaded reply. */
+export function reminderText(view: { deadline: string | null }): string {
+  return view.deadline === null
+    ? '*Reminder:* this question is still open.'
+    : `*Reminder:* this question is still open; answer by ${slackDate(view.deadline)}.`
+}
+
+/** A handoff, posted when the agent escalates, and its closing. */
+export function handoffMessage(
+  view: { kasmId: string; team: string; url: string; reason: string },
+  endedBy?: string,
+): { text: string; blocks: KnownBlock[] } {
+  const lead =
+    endedBy === undefined
+      ? `*Handoff:* the agent asks a person to take over ${sessionLink(view)}`
+      : `*Handoff ended* (${escapeMrkdwn(clip(endedBy, 40))}) in ${sessionLink(view)}`
+  return {
+    text: `${endedBy === undefined ? 'Handoff' : 'Handoff ended'} in session ${view.kasmId}`,
+    blocks: [
+      { type: 'section', text: mrkdwn(`${lead}\n${escapeMrkdwn(clip(view.reason, 1500))}`) },
+      { type: 'actions', block_id: 'krg:handoff', elements: [consoleButton(view.url)] },
+    ],
+  }
+}
+
+/** A run that ended needing a person. */
+export function runEndedMessage(view: {
+  kasmId: string
+  team: string
+  url: string
+  verdict: string | null
+  outcome: string | null
+}): { text: string; blocks: KnownBlock[] } {
+  const what = `verdict ${escapeMrkdwn(view.verdict ?? 'none')}, outcome ${escapeMrkdwn(view.outcome ?? 'none')}`
+  return {
+    text: `Run ended in session ${view.kasmId}: ${view.verdict ?? 'no verdict'}`,
+    blocks: [
+      { type: 'section', text: mrkdwn(`*Run ended* in ${sessionLink(view)}: ${what}`) },
+      { type: 'actions', block_id: 'krg:run', elements: [consoleButton(view.url)] },
+    ],
+  }
+}
+
+/** An ephemeral reply: one line, and a button when there is somewhere to go. */
+export function ephemeral(text: string, button?: { label: string; url: string; primary?: boolean }) {
+  const blocks: KnownBlock[] = [{ type: 'section', text: mrkdwn(text) }]
+  if (button !== undefined)
+    blocks.push({
+      type: 'actions',
+      elements: [
+        {
+          type: 'button',
+          action_id: ACTION.connect,
+          text: plain(button.label, BUTTON_TEXT),
+          url: button.url,
+          ...(button.primary ? { style: 'primary' as const } : {}),
+        },
+      ],
+    })
+  return { text: clip(text.replace(/[*_`]/g, ''), 3000), blocks }
+}
+
+/** The option of a list's `index`th entry: its value is the index, so an option of any length fits. */
+function option(text: string, index: number): PlainTextOption {
+  return { text: plain(text, OPTION_TEXT), value: String(index) }
+}
+
+/** The input block of one field (see {@link formFor} for which fields have one). */
+function inputBlock(field: FieldDef): InputBlock {
+  const base = {
+    type: 'input' as const,
+    block_id: `${FIELD_BLOCK}${field.id}`,
+    label: plain(labelOf(field), LABEL_TEXT),
+    optional: field.required !== true,
+    ...(field.help ? { hint: plain(field.help, HINT_TEXT) } : {}),
+  }
+  const options = (field.enum ?? []).map(option)
+  switch (field.type) {
+    case 'string': {
+      if (field.enum !== undefined) {
+        const select = field.enum.length > MAX_RADIOS || field.hint === 'select'
+        return {
+          ...base,
+          element: select
+            ? { type: 'static_select', action_id: INPUT_ACTION, options, placeholder: plain('Choose…') }
+            : { type: 'radio_buttons', action_id: INPUT_ACTION, options },
+        }
+      }
+      const max = Math.min(field.max_length ?? INPUT_MAX, INPUT_MAX)
+      return {
+        ...base,
+        element: {
+          type: 'plain_text_input',
+          action_id: INPUT_ACTION,
+          multiline: field.max_length === undefined || field.max_length > MULTILINE_OVER,
+          max_length: max,
+        },
+      }
+    }
+    case 'integer':
+    case 'number':
+      return {
+        ...base,
+        element: {
+          type: 'number_input',
+          action_id: INPUT_ACTION,
+          is_decimal_allowed: field.type === 'number',
+          ...(field.minimum === undefined ? {} : { min_value: String(field.minimum) }),
+          ...(field.maximum === undefined ? {} : { max_value: String(field.maximum) }),
+        },
+      }
+    case 'boolean':
+      // Nothing preselected: an untouched question is never answered "No".
+      return {
+        ...base,
+        element: {
+          type: 'radio_buttons',
+          action_id: INPUT_ACTION,
+          options: [
+            { text: plain('Yes'), value: 'true' },
+            { text: plain('No'), value: 'false' },
+          ],
+        },
+      }
+    default: {
+      const many = options.length > MAX_RADIOS
+      const max = field.max_items
+      return {
+        ...base,
+        element: many
+          ? {
+              type: 'multi_static_select',
+              action_id: INPUT_ACTION,
+              options,
+              placeholder: plain('Choose…'),
+              ...(max !== undefined && max > 0 ? { max_selected_items: max } : {}),
+            }
+          : { type: 'checkboxes', action_id: INPUT_ACTION, options },
+      }
+    }
+  }
+}
+
+/**
+ * The "Answer…" modal: one input per field, the question's title and help above; a question with a field
+ * Slack cannot hold gets a notice sending the person to the console instead, never part of a form.
+ * `channel` and `ts` locate the message it came from (for the replies that follow).
+ */
+export function answerModal(view: QuestionView, origin: { channel: string; ts: string }): ModalView {
+  const form = formFor(view.fields)
+  if (form.kind === 'console')
+    return noticeModal('Answer in the console', `This question needs the console: ${form.why}.`, view.url)
+  return {
+    type: 'modal',
+    callback_id: MODAL_CALLBACK,
+    private_metadata: encodeRef(view, { ch: origin.channel, ts: origin.ts }),
+    title: plain('Answer the question', 24),
+    submit: plain('Send', 24),
+    close: plain('Cancel', 24),
+    blocks: [
+      {
+        type: 'section',
+        text: mrkdwn(
+          `*${escapeMrkdwn(clip(view.title, 500))}*${view.help ? `\n${escapeMrkdwn(clip(view.help, 1500))}` : ''}`,
+        ),
+      },
+      ...view.fields.map(inputBlock),
+    ],
+  }
+}
+
+/** A modal that only says something (the result of an answer, or why it cannot be given here). */
+export function noticeModal(title: string, text: string, url?: string): ModalView {
+  const blocks: KnownBlock[] = [{ type: 'section', text: mrkdwn(escapeMrkdwn(text)) }]
+  if (url !== undefined) blocks.push({ type: 'actions', elements: [consoleButton(url)] })
+  return { type: 'modal', title: plain(title, 24), close: plain('Close', 24), blocks }
+}
+
+/** One input's state in a view submission, as Slack sends it. */
+interface InputState {
+  value?: string | null
+  selected_option?: { value?: unknown } | null
+  selected_options?: { value?: unknown }[] | null
+}
+
+/**
+ * A reply's values from a submitted modal's `view.state.values` (fields left empty are absent), and the
+ * problems found reading it (an option that is not one of the field's). Checking the values is fields.ts's.
+ */
+export function valuesFromState(
+  fields: readonly FieldDef[],
+  state: unknown,
+): { values: Record<string, unknown>; issues: FieldIssue[] } {
+  const values: Record<string, unknown> = {}
+  const issues: FieldIssue[] = []
+  const blocks = typeof state === 'object' && state !== null ? (state as Record<string, unknown>) : {}
+  const pick = (list: readonly string[] | undefined, raw: unknown): string | undefined => {
+    const index = typeof raw === 'string' && /^\d{1,3}$/.test(raw) ? Number(raw) : -1
+    return list?.[index]
+  }
+  for (const field of fields) {
+    const block = blocks[`${FIELD_BLOCK}${field.id}`]
+    const input = (
+      typeof block === 'object' && block !== null
+        ? (block as Record<string, unknown>)[INPUT_ACTION]
+        : undefined
+    ) as InputState | undefined
+    if (input === undefined || input === null) continue
+    const bad = (): void => void issues.push({ field: field.id, error: 'not one of the options' })
+    switch (field.type) {
+      case 'string': {
+        if (field.enum !== undefined) {
+          if (input.selected_option == null) break
+          const chosen = pick(field.enum, input.selected_option.value)
+          if (chosen === undefined) bad()
+          else values[field.id] = chosen
+        } else if (typeof input.value === 'string' && input.value !== '') values[field.id] = input.value
+        break
+      }
+      case 'integer':
+      case 'number': {
+        if (typeof input.value !== 'string' || input.value.trim() === '') break
+        const n = Number(input.value)
+        if (Number.isFinite(n)) values[field.id] = n
+        else issues.push({ field: field.id, error: 'must be a number' })
+        break
+      }
+      case 'boolean': {
+        const v = input.selected_option?.value
+        if (v === 'true' || v === 'false') values[field.id] = v === 'true'
+        else if (input.selected_option != null) bad()
+        break
+      }
+      case 'string[]': {
+        const chosen = (input.selected_options ?? []).map((o) => pick(field.enum, o?.value))
+        if (chosen.some((c) => c === undefined)) bad()
+        else if (chosen.length > 0) values[field.id] = chosen
+        break
+      }
+      default:
+        break
+    }
+  }
+  return { values, issues }
+}
+
+/** The `errors` of `response_action: errors`: each problem under its field's input block. */
+export function modalErrors(
+  fields: readonly FieldDef[],
+  issues: readonly FieldIssue[],
+): Record<string, string> {
+  const ids = new Set(fields.map((f) => f.id))
+  const first = fields[0]?.id
+  const errors: Record<string, string> = {}
+  for (const issue of issues) {
+    const id = ids.has(issue.field) ? issue.field : first
+    if (id === undefined) continue
+    const block = `${FIELD_BLOCK}${id}`
+    const text = ids.has(issue.field) ? issue.error : `${issue.field}: ${issue.error}`
+    errors[block] = clip(errors[block] === undefined ? text : `${errors[block]}; ${text}`, 150)
+  }
+  return errors
+}

@@ -1,0 +1,458 @@
+import type { WebClient } from '@slack/web-api'
+import type { FastifyBaseLogger } from 'fastify'
+import type { ChatAccount } from '../../identity/chat-link-store.ts'
+import type { People } from '../../identity/people.ts'
+import type { FieldDef } from '../../protocol/fields.ts'
+import type { SessionRegistry } from '../../sessions/types.ts'
+import type { AnswerOutcome, ChatAnswers, Denial } from '../answers.ts'
+import type { ChatMessageStore, PostedQuestion } from '../messages.ts'
+import type { RuntimeReads } from '../runtime-reads.ts'
+import {
+  ACTION,
+  answerModal,
+  closingLine,
+  decodeRef,
+  ephemeral,
+  formFor,
+  MODAL_CALLBACK,
+  modalErrors,
+  noticeModal,
+  type QuestionRef,
+  type QuestionView,
+  valuesFromState,
+} from './blocks.ts'
+import { slackErrorCode } from './client.ts'
+import type { SlackMessages } from './messages.ts'
+import type { InteractionType, SlackMetrics } from './metrics.ts'
+
+/** What answers the transport: the body of the acknowledgement, and the work to do once it is sent. */
+export interface Handled {
+  /** The acknowledgement's body (a modal's `response_action`), or nothing. */
+  readonly ack?: Record<string, unknown>
+  /** Runs after the acknowledgement went out; never awaited by the transport's request. */
+  readonly after?: () => Promise<void>
+}
+
+/** Where an interaction came from: the Request URL (with the sender's address) or Socket Mode. */
+export interface InteractionOrigin {
+  readonly clientIp?: string
+}
+
+/** What {@link SlackInteractions} works with. */
+export interface SlackInteractionsOptions {
+  /** A Web API client for interactions: few, quick retries (a trigger lives three seconds). */
+  readonly web: WebClient
+  readonly answers: ChatAnswers
+  readonly people: People
+  readonly messages: ChatMessageStore
+  readonly slackMessages: SlackMessages
+  readonly reads: RuntimeReads
+  readonly sessions: SessionRegistry
+  readonly metrics: SlackMetrics
+  /** GATEWAY_PUBLIC_ORIGIN + base path: where links to the gateway point. */
+  readonly base: string
+  readonly log: FastifyBaseLogger
+}
+
+/** The part of a Slack interaction payload the gateway reads (everything else is ignored). */
+interface Payload {
+  readonly type?: unknown
+  readonly team?: { readonly id?: unknown; readonly domain?: unknown } | null
+  readonly user?: {
+    readonly id?: unknown
+    readonly username?: unknown
+    readonly name?: unknown
+    readonly team_id?: unknown
+  }
+  readonly trigger_id?: unknown
+  readonly channel?: { readonly id?: unknown } | null
+  readonly container?: { readonly channel_id?: unknown; readonly message_ts?: unknown } | null
+  readonly message?: { readonly ts?: unknown } | null
+  readonly actions?: unknown
+  readonly view?: {
+    readonly id?: unknown
+    readonly callback_id?: unknown
+    readonly private_metadata?: unknown
+    readonly state?: { readonly values?: unknown } | null
+  } | null
+}
+
+/** The chat user of an interaction, with the names the link page shows. */
+interface Person extends ChatAccount {
+  readonly userName?: string
+  readonly workspaceName?: string
+}
+
+/** A modal submission must be answered within three seconds: this much is given to the answer itself. */
+const SUBMIT_BUDGET_MS = 2200
+/** A due link refresh is waited for this long before a modal opens (its trigger lives three seconds). */
+const OPEN_REFRESH_MS = 1200
+const SLACK_ID = /^[A-Z0-9]{2,32}$/
+
+/**
+ * Slack's interactions, whichever way they arrive (the Request URL or Socket Mode): the answer buttons of a
+ * single-choice question, "Answer…" and its modal. Buttons and "Answer…" are acknowledged at once and
+ * worked on after; a modal's submission is answered in its acknowledgement (field errors, or closed), with
+ * what did not fit in the time continuing after it. Who may answer, and what an answer goes through, is
+ * chat/answers.ts's; this renders the outcome where the person is: an ephemeral message, or the modal.
+ */
+export class SlackInteractions {
+  readonly #o: SlackInteractionsOptions
+
+  constructor(options: SlackInteractionsOptions) {
+    this.#o = options
+  }
+
+  /** Handles one interaction payload (already known to be Slack's). */
+  async handle(raw: unknown, origin: InteractionOrigin): Promise<Handled> {
+    const payload = (typeof raw === 'object' && raw !== null ? raw : {}) as Payload
+    const person = personOf(payload)
+    if (payload.type === 'block_actions' && person !== null) {
+      const action = firstAction(payload.actions)
+      if (action?.id.startsWith(`${ACTION.choose}:`))
+        return { after: () => this.#choose(payload, person, action, origin) }
+      if (action?.id === ACTION.answer) return { after: () => this.#openModal(payload, person, action.value) }
+      if (action?.id === ACTION.console || action?.id === ACTION.connect)
+        return this.#count('link', 'ignored')
+    }
+    if (payload.type === 'view_submission' && payload.view?.callback_id === MODAL_CALLBACK && person !== null)
+      return this.#submit(payload, person, origin)
+    return this.#count('other', 'ignored')
+  }
+
+  #count(type: InteractionType, outcome: string): Handled {
+    this.#o.metrics.interactions.inc({ type, outcome })
+    return {}
+  }
+
+  /** A choice button: the answer is the choice, sent as the person. */
+  async #choose(payload: Payload, person: Person, action: Action, origin: InteractionOrigin): Promise<void> {
+    const channel = channelOf(payload)
+    const ref = decodeRef(action.value)
+    const index = ref === null ? -1 : Number(ref.extra.c)
+    const closing: { line?: string } = {}
+    const question = ref === null ? null : await this.#question(ref, channel, closing)
+    const form = question === null ? null : formFor(question.fields)
+    const choice = form?.kind === 'buttons' ? form.choices[index] : undefined
+    if (ref === null || question === null || form?.kind !== 'buttons' || choice === undefined) {
+      this.#count('button', 'closed')
+      return this.#tell(channel, person, closing.line ?? 'This question is no longer open.')
+    }
+    const auth = await this.#o.answers.authorise(person, ref.kasmId)
+    if (!auth.ok) return this.#deny('button', channel, person, auth.reason, auth.team)
+    const outcome = await this.#o.answers.answer(auth.operator, {
+      account: person,
+      ...ref,
+      fields: question.fields,
+      values: { [form.field.id]: choice.value },
+      ...(origin.clientIp === undefined ? {} : { clientIp: origin.clientIp }),
+    })
+    this.#count('button', outcomeLabel(outcome))
+    if (outcome.kind === 'accepted') return
+    await this.#tell(channel, person, await this.#say(outcome, ref, question.fields, auth.operator.sub))
+  }
+
+  /** "Answer…": the modal, opened with the interaction's trigger (valid three seconds). */
+  async #openModal(payload: Payload, person: Person, value: string | undefined): Promise<void> {
+    const channel = channelOf(payload)
+    const ts = messageTsOf(payload)
+    const ref = decodeRef(value)
+    const trigger = typeof payload.trigger_id === 'string' ? payload.trigger_id : undefined
+    if (ref === null || trigger === undefined || ts === undefined)
+      return void this.#count('modal_open', 'ignored')
+    const auth = await this.#o.answers.authorise(person, ref.kasmId, OPEN_REFRESH_MS)
+    if (!auth.ok) return this.#deny('modal_open', channel, person, auth.reason, auth.team)
+    const closing: { line?: string } = {}
+    const question = await this.#question(ref, channel, closing)
+    if (question === null) {
+      this.#count('modal_open', 'closed')
+      return this.#tell(channel, person, closing.line ?? 'This question is no longer open.')
+    }
+    try {
+      await this.#o.web.views.open({
+        trigger_id: trigger,
+        view: answerModal(this.#view(ref, auth.team, question), { channel: channel ?? '', ts }),
+      })
+      this.#count('modal_open', 'opened')
+    } catch (err) {
+      const code = slackErrorCode(err)
+      this.#count('modal_open', 'failed')
+      this.#o.log.warn({ error: code }, 'slack: the answer modal did not open')
+      // A trigger lives three seconds: a slow answer here leaves the person a click to try again.
+      await this.#tell(
+        channel,
+        person,
+        `The form did not open (${code}). Click “Answer…” again, or answer in the console.`,
+      )
+    }
+  }
+
+  /** The modal's submission: checked, sent, and answered in the acknowledgement when there is time. */
+  async #submit(payload: Payload, person: Person, origin: InteractionOrigin): Promise<Handled> {
+    const started = Date.now()
+    const view = payload.view ?? {}
+    const ref = decodeRef(view.private_metadata)
+    if (ref === null) return this.#count('modal_submit', 'ignored')
+    const channel = typeof ref.extra.ch === 'string' && ref.extra.ch !== '' ? ref.extra.ch : undefined
+    const auth = await this.#o.answers.authorise(person, ref.kasmId, SUBMIT_BUDGET_MS / 2)
+    if (!auth.ok) {
+      this.#count('modal_submit', auth.reason)
+      return update(noticeModal('Not sent', await this.#denial(person, auth.reason, auth.team)))
+    }
+    // Read within what is left of the three seconds (the message store has it at once; the runtime may not).
+    const read = await within(
+      this.#question(ref, channel).then((q) => ({ q })),
+      SUBMIT_BUDGET_MS - (Date.now() - started),
+    )
+    if (read === null) {
+      this.#count('modal_submit', 'failed')
+      return update(
+        noticeModal('Not sent', 'The gateway could not read the question in time: click “Answer…” again.'),
+      )
+    }
+    const question = read.q
+    if (question === null) {
+      this.#count('modal_submit', 'closed')
+      return update(noticeModal('Not sent', 'This question is no longer open.'))
+    }
+    const { values, issues } = valuesFromState(question.fields, view.state?.values)
+    if (issues.length > 0) {
+      this.#count('modal_submit', 'invalid')
+      return { ack: { response_action: 'errors', errors: modalErrors(question.fields, issues) } }
+    }
+    const sending = this.#o.answers.answer(auth.operator, {
+      account: person,
+      ...ref,
+      fields: question.fields,
+      values,
+      ...(origin.clientIp === undefined ? {} : { clientIp: origin.clientIp }),
+    })
+    const outcome = await within(sending, SUBMIT_BUDGET_MS - (Date.now() - started))
+    const say = (o: AnswerOutcome) => this.#say(o, ref, question.fields, auth.operator.sub)
+    if (outcome !== null) {
+      this.#count('modal_submit', outcomeLabel(outcome))
+      if (outcome.kind === 'accepted') return { ack: { response_action: 'clear' } }
+      if (outcome.kind === 'invalid')
+        return { ack: { response_action: 'errors', errors: modalErrors(question.fields, outcome.fields) } }
+      return update(noticeModal('Not sent', await say(outcome)))
+    }
+    // Not answered in time for the acknowledgement: the modal says so, and is updated once it is.
+    const viewId = typeof view.id === 'string' ? view.id : undefined
+    return {
+      ...update(noticeModal('Sending…', 'Your answer is on its way to the run.')),
+      after: async () => {
+        const done = await sending
+        this.#count('modal_submit', outcomeLabel(done))
+        if (viewId === undefined) return
+        const title = done.kind === 'accepted' ? 'Sent' : 'Not sent'
+        await this.#o.web.views
+          .update({ view_id: viewId, view: noticeModal(title, await say(done)) })
+          .catch((err: unknown) =>
+            this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: modal not updated'),
+          )
+      },
+    }
+  }
+
+  /**
+   * The question an interaction is about: as posted (any replica), else as the runtime defines it now; null
+   * when it is not open, with what its message says of the closing in `closing` when there is one.
+   */
+  async #question(
+    ref: QuestionRef,
+    channel: string | undefined,
+    closing: { line?: string } = {},
+  ): Promise<PostedQuestion | null> {
+    if (channel !== undefined) {
+      const posted = await this.#o.messages
+        .get({ target: `slack:${channel}`, kasmId: ref.kasmId, run: ref.run, item: ref.requestId })
+        .catch(() => null)
+      if (posted?.question !== undefined && posted.question.revision === ref.revision) {
+        if (posted.state === 'open') return posted.question
+        const how = posted.closing
+        if (how !== undefined)
+          closing.line =
+            how.by === 'reply'
+              ? `Someone answered first. ${how.line}`
+              : `This question is no longer open: ${how.line}.`
+        return null
+      }
+    }
+    const session = await this.#o.sessions.get(ref.kasmId)
+    const read = session === undefined ? null : await this.#o.reads.question(session, ref.requestId)
+    if (read === null || read.run !== ref.run || read.state !== 'open' || !read.fieldsValid) return null
+    return read
+  }
+
+  #view(ref: QuestionRef, team: string, question: PostedQuestion): QuestionView {
+    const url = `${this.#o.base}sessions/${encodeURIComponent(ref.kasmId)}`
+    return { ...question, ...ref, team, url, answerable: true }
+  }
+
+  /** What the person is told of an outcome that is not an accepted answer. */
+  async #say(
+    outcome: AnswerOutcome,
+    ref: QuestionRef,
+    fields: readonly FieldDef[],
+    sub: string,
+  ): Promise<string> {
+    switch (outcome.kind) {
+      case 'accepted':
+        return 'Your answer was sent.'
+      case 'invalid':
+        return `The run did not accept the answer: ${outcome.fields.map((f) => `${f.field || 'answer'}: ${f.error}`).join('; ')}`
+      case 'taken': {
+        if (outcome.by?.sub === sub) return 'You answered this question already.'
+        const closing = await this.#o.slackMessages.answered(ref.kasmId, ref.run, ref.requestId)
+        const line = closingLine(outcome.by === null ? closing : { ...closing, answerer: outcome.by }, fields)
+        return `Someone answered first. ${line}`
+      }
+      case 'closed': {
+        const how: Record<string, string> = {
+          timeout: 'it timed out',
+          cancelled: 'it was cancelled',
+          run_ended: 'the run ended',
+        }
+        const why = outcome.closedBy === null ? undefined : how[outcome.closedBy]
+        return `This question is no longer open${why === undefined ? '' : `: ${why}`}.`
+      }
+      case 'moved_on':
+        return 'The run has moved on: this is not the question it asks now.'
+      case 'denied':
+        return this.#denialText(outcome.reason)
+      case 'failed':
+        return `Your answer could not be sent (${outcome.code}). Try again, or answer in the console.`
+    }
+  }
+
+  async #deny(
+    type: InteractionType,
+    channel: string | undefined,
+    person: Person,
+    reason: Denial,
+    team?: string,
+  ) {
+    this.#count(type, reason)
+    if (reason === 'unlinked' || reason === 'suspended') {
+      const link = await this.#linkUrl(person)
+      const text =
+        reason === 'unlinked'
+          ? '*Connect your Slack account* to answer from Slack: sign in to the gateway once, and your answers carry your name. The link is for you alone and works for 10 minutes.'
+          : '*Connect your Slack account again*: your identity provider did not renew the sign-in your Slack account was linked with.'
+      return this.#tell(channel, person, text, {
+        label: 'Connect your Slack account',
+        url: link,
+        primary: true,
+      })
+    }
+    return this.#tell(channel, person, this.#denialText(reason, team))
+  }
+
+  /** A denial for a modal, with the link as text (a modal cannot hold a sign-in). */
+  async #denial(person: Person, reason: Denial, team?: string): Promise<string> {
+    if (reason === 'unlinked' || reason === 'suspended')
+      return `Connect your Slack account first: ${await this.#linkUrl(person)}`
+    return this.#denialText(reason, team)
+  }
+
+  #denialText(reason: Denial, team?: string): string {
+    switch (reason) {
+      case 'viewer':
+        return `You may only watch this session: answering needs the operator role${team === undefined ? '' : ` in team ${team}`}.`
+      case 'team':
+        return 'You may not answer questions of this session: it is not one of your teams.'
+      case 'rate_limited':
+        return 'Too many requests from you just now: try again in a minute.'
+      case 'unavailable':
+        return 'The gateway cannot check who you are right now: try again shortly, or answer in the console.'
+      default:
+        return 'Connect your Slack account to answer from Slack.'
+    }
+  }
+
+  async #linkUrl(person: Person): Promise<string> {
+    const token = await this.#o.people.linkTokens.sign(person)
+    return `${this.#o.base}auth/slack-link?t=${encodeURIComponent(token)}`
+  }
+
+  /** An ephemeral message to the person, in the channel the interaction came from. */
+  async #tell(
+    channel: string | undefined,
+    person: Person,
+    text: string,
+    button?: { label: string; url: string; primary?: boolean },
+  ): Promise<void> {
+    if (channel === undefined) return
+    try {
+      await this.#o.web.chat.postEphemeral({ channel, user: person.user, ...ephemeral(text, button) })
+    } catch (err) {
+      this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: ephemeral reply not posted')
+    }
+  }
+}
+
+/** The `outcome` label of an answer. */
+function outcomeLabel(outcome: AnswerOutcome): string {
+  if (outcome.kind === 'accepted') return outcome.replayed ? 'repeated' : 'answered'
+  if (outcome.kind === 'denied') return outcome.reason
+  return outcome.kind
+}
+
+function update(view: unknown): Handled & { ack: Record<string, unknown> } {
+  return { ack: { response_action: 'update', view } }
+}
+
+interface Action {
+  readonly id: string
+  readonly value: string | undefined
+}
+
+function firstAction(actions: unknown): Action | undefined {
+  const first = Array.isArray(actions) ? (actions[0] as Record<string, unknown> | undefined) : undefined
+  if (typeof first?.action_id !== 'string') return undefined
+  return { id: first.action_id, value: typeof first.value === 'string' ? first.value : undefined }
+}
+
+function personOf(payload: Payload): Person | null {
+  const user = payload.user?.id
+  const workspace = payload.user?.team_id ?? payload.team?.id
+  if (
+    typeof user !== 'string' ||
+    typeof workspace !== 'string' ||
+    !SLACK_ID.test(user) ||
+    !SLACK_ID.test(workspace)
+  )
+    return null
+  const name = payload.user?.username ?? payload.user?.name
+  const domain = payload.team?.domain
+  return {
+    chat: 'slack',
+    workspace,
+    user,
+    ...(typeof name === 'string' && name !== '' ? { userName: name } : {}),
+    ...(typeof domain === 'string' && domain !== '' ? { workspaceName: domain } : {}),
+  }
+}
+
+function channelOf(payload: Payload): string | undefined {
+  const id = payload.channel?.id ?? payload.container?.channel_id
+  return typeof id === 'string' && SLACK_ID.test(id) ? id : undefined
+}
+
+function messageTsOf(payload: Payload): string | undefined {
+  const ts = payload.container?.message_ts ?? payload.message?.ts
+  return typeof ts === 'string' && /^\d{1,12}\.\d{1,8}$/.test(ts) ? ts : undefined
+}
+
+/** What `work` resolved to within `ms`, or null (it goes on either way). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | null> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), Math.max(0, ms))
+  })
+  try {
+    return await Promise.race([work, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}

@@ -1,0 +1,244 @@
+import type { WebClient } from '@slack/web-api'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Notification } from '../../notify/notification.ts'
+import type { SessionRegistry } from '../../sessions/types.ts'
+import type { ChatAnswers } from '../answers.ts'
+import type { ChatMessage, ChatMessageKey, ChatMessageStore, PostedQuestion } from '../messages.ts'
+import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
+import type { RuntimeReads } from '../runtime-reads.ts'
+import {
+  type Closing,
+  closedMessage,
+  closingLine,
+  handoffMessage,
+  type QuestionView,
+  questionMessage,
+  type ReplyClosing,
+  reminderText,
+  runEndedMessage,
+} from './blocks.ts'
+import { slackErrorCode } from './client.ts'
+
+/** What {@link SlackMessages} works with. */
+export interface SlackMessagesOptions {
+  /** The Web API client for deliveries (its retries span GATEWAY_NOTIFY_RETRY_FOR_S). */
+  readonly web: WebClient
+  readonly messages: ChatMessageStore
+  readonly reads: RuntimeReads
+  readonly sessions: SessionRegistry
+  readonly answers: ChatAnswers
+  /** Whether answers can come back (a signing secret or an app token is configured). */
+  readonly answerable: boolean
+  readonly log: FastifyBaseLogger
+}
+
+/**
+ * The Slack side of attention routing: a question's message (`chat.postMessage`) when it opens, reminders
+ * and the closing as threaded replies, and the message updated (`chat.update`) for everyone when it closes,
+ * saying who answered and what, or how else it closed; the same for handoffs, and a message for a run that
+ * ended needing a person. Each message is remembered (chat/messages.ts) so that whatever follows finds it on
+ * any replica.
+ */
+export class SlackMessages {
+  readonly #o: SlackMessagesOptions
+
+  constructor(options: SlackMessagesOptions) {
+    this.#o = options
+  }
+
+  async deliver(job: ChatJob): Promise<ChatDeliveryResult> {
+    const n = job.notification
+    const key = (item: string): ChatMessageKey => ({
+      target: job.target.label,
+      kasmId: n.kasmId,
+      run: n.run,
+      item,
+    })
+    try {
+      switch (n.type) {
+        case 'request.opened':
+          return n.reminder
+            ? await this.#remind(key(requestIdOf(n)))
+            : await this.#open(job, key(requestIdOf(n)))
+        case 'request.closed':
+          return await this.#close(job, key(requestIdOf(n)))
+        case 'escalation.started':
+          return await this.#handoff(job, key('escalation'))
+        case 'escalation.ended':
+          return await this.#handoffEnded(job, key('escalation'))
+        case 'run.ended': {
+          const message = runEndedMessage({
+            ...where(job),
+            verdict: n.verdict ?? null,
+            outcome: n.outcome ?? null,
+          })
+          await this.#o.web.chat.postMessage({ channel: job.target.channel, ...message, ...NO_UNFURL })
+          return { ok: true }
+        }
+      }
+    } catch (err) {
+      return { ok: false, error: slackErrorCode(err) }
+    }
+  }
+
+  async #open(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    // Posted already (an earlier owner's attempt that may have failed after posting): never twice.
+    if ((await this.#o.messages.get(key)) !== null) return { ok: true }
+    const question = await this.#question(job)
+    const view = this.#view(job, question)
+    const posted = await this.#o.web.chat.postMessage({
+      channel: job.target.channel,
+      ...questionMessage(view),
+      ...NO_UNFURL,
+    })
+    await this.#remember(
+      key,
+      job,
+      String(posted.channel ?? job.target.channel),
+      String(posted.ts),
+      question,
+      'open',
+    )
+    return { ok: true }
+  }
+
+  async #remind(key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    // Nothing to thread on (it was never posted here): a reminder alone would say nothing new.
+    if (message === null || message.state !== 'open') return { ok: true }
+    await this.#o.web.chat.postMessage({
+      channel: message.channel,
+      thread_ts: message.ts,
+      text: reminderText({ deadline: message.question?.deadline ?? null }),
+    })
+    return { ok: true }
+  }
+
+  async #close(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    if (message === null) return { ok: true }
+    const n = job.notification
+    const question = message.question ?? this.#fallback(job)
+    const closedBy = n.request?.closed_by ?? 'closed'
+    const closing: Closing =
+      closedBy === 'reply' ? await this.answered(n.kasmId, n.run, requestIdOf(n)) : { by: closedBy }
+    const view = this.#view(job, question)
+    const line = closingLine(closing, question.fields)
+    await this.#o.web.chat.update({
+      channel: message.channel,
+      ts: message.ts,
+      ...closedMessage(view, closing),
+    })
+    await this.#o.web.chat.postMessage({ channel: message.channel, thread_ts: message.ts, text: line })
+    await this.#o.messages.put(key, { ...message, state: 'closed', closing: { by: closing.by, line } })
+    return { ok: true }
+  }
+
+  /** Who answered a question (the audit log) and what (the runtime's record of the reply). */
+  async answered(kasmId: string, run: string, requestId: string): Promise<ReplyClosing> {
+    const answerer = await this.#o.answers.whoAnswered({ kasmId, run, requestId })
+    const session = await this.#o.sessions.get(kasmId)
+    const asked = session === undefined ? null : await this.#o.reads.question(session, requestId)
+    const values =
+      session === undefined || asked?.run !== run || asked.replyId === undefined
+        ? null
+        : await this.#o.reads.replyValues(session, asked.replyId)
+    return { by: 'reply', answerer, values }
+  }
+
+  async #handoff(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    if ((await this.#o.messages.get(key)) !== null) return { ok: true }
+    const message = handoffMessage({ ...where(job), reason: job.notification.escalation?.reason ?? '' })
+    const posted = await this.#o.web.chat.postMessage({
+      channel: job.target.channel,
+      ...message,
+      ...NO_UNFURL,
+    })
+    await this.#remember(
+      key,
+      job,
+      String(posted.channel ?? job.target.channel),
+      String(posted.ts),
+      undefined,
+      'open',
+    )
+    return { ok: true }
+  }
+
+  async #handoffEnded(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    if (message === null) return { ok: true }
+    const e = job.notification.escalation
+    const ended = handoffMessage({ ...where(job), reason: e?.reason ?? '' }, e?.ended_by ?? 'ended')
+    await this.#o.web.chat.update({ channel: message.channel, ts: message.ts, ...ended })
+    await this.#o.web.chat.postMessage({ channel: message.channel, thread_ts: message.ts, text: ended.text })
+    await this.#o.messages.put(key, { ...message, state: 'closed' })
+    return { ok: true }
+  }
+
+  /** The question as the runtime defines it now; the notification's summary when it cannot be read. */
+  async #question(job: ChatJob): Promise<PostedQuestion> {
+    const n = job.notification
+    const session = await this.#o.sessions.get(n.kasmId)
+    const read = session === undefined ? null : await this.#o.reads.question(session, requestIdOf(n))
+    if (read === null || read.run !== n.run) return this.#fallback(job)
+    return {
+      title: read.title,
+      ...(read.help === undefined ? {} : { help: read.help }),
+      fields: read.fields,
+      revision: read.revision,
+      deadline: read.deadline ?? n.request?.deadline ?? null,
+    }
+  }
+
+  /** What the notification itself says of the question: no fields, so it is answered in the console. */
+  #fallback(job: ChatJob): PostedQuestion {
+    const r = job.notification.request
+    return { title: r?.title ?? '', fields: [], revision: 1, deadline: r?.deadline ?? null }
+  }
+
+  #view(job: ChatJob, question: PostedQuestion): QuestionView {
+    const n = job.notification
+    return {
+      ...question,
+      kasmId: n.kasmId,
+      team: n.team,
+      run: n.run,
+      requestId: requestIdOf(n),
+      url: job.url,
+      answerable: this.#o.answerable,
+    }
+  }
+
+  async #remember(
+    key: ChatMessageKey,
+    job: ChatJob,
+    channel: string,
+    ts: string,
+    question: PostedQuestion | undefined,
+    state: ChatMessage['state'],
+  ): Promise<void> {
+    const n = job.notification
+    await this.#o.messages.put(key, {
+      channel,
+      ts,
+      kasmId: n.kasmId,
+      team: n.team,
+      run: n.run,
+      item: key.item,
+      ...(question === undefined ? {} : { question }),
+      state,
+    })
+  }
+}
+
+/** Links to the console are the gateway's own: Slack need not fetch them. */
+const NO_UNFURL = { unfurl_links: false, unfurl_media: false } as const
+
+function requestIdOf(n: Notification): string {
+  return n.request?.request_id ?? ''
+}
+
+function where(job: ChatJob): { kasmId: string; team: string; url: string } {
+  return { kasmId: job.notification.kasmId, team: job.notification.team, url: job.url }
+}

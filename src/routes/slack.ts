@@ -1,0 +1,78 @@
+import type { FastifyInstance } from 'fastify'
+import { checkSlackSignature } from '../chat/slack/signature.ts'
+import { BadRequest, SlackRequestReplayed, SlackRequestStale, SlackSignatureInvalid } from '../errors.ts'
+
+/** A signed request is remembered this long: longer than the five minutes its timestamp is accepted. */
+const REPLAY_WINDOW_MS = 10 * 60_000
+/** Slack's interaction payloads are far smaller (a modal's state included). */
+const MAX_BODY_BYTES = 256 * 1024
+
+/**
+ * `POST <base>slack/interactions`, the Slack app's Request URL (with GATEWAY_SLACK_SIGNING_SECRET). The body
+ * is kept raw (this plugin's own parser) and checked before anything reads it: Slack's `v0` signature over
+ * the timestamp and the raw bytes, in constant time, the timestamp within five minutes either way, and the
+ * signature never seen before (across replicas); then the payload is handled and acknowledged at once, and
+ * its follow-up runs after the answer is sent. No credential of a person: the person is the payload's
+ * linked Slack user, decided by chat/answers.ts.
+ */
+export async function slackRoutes(app: FastifyInstance): Promise<void> {
+  const slack = app.slack
+  const secret = slack?.adapter.signingSecret
+  if (slack === null || secret === null || secret === undefined) return
+  const { interactions: counted } = slack.metrics
+  // Slack posts forms; nothing else is parsed here (a JSON body is 415, not read).
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'buffer', bodyLimit: MAX_BODY_BYTES },
+    (_request, body, done) => done(null, body),
+  )
+
+  // Slack's few addresses send every team's clicks: the signature, not a per-address budget, guards this.
+  app.post('/slack/interactions', { config: { rateLimit: false } }, async (request, reply) => {
+    const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0)
+    const header = (name: string) => {
+      const value = request.headers[name]
+      return typeof value === 'string' ? value : undefined
+    }
+    const signature = header('x-slack-signature')
+    const refusal = checkSlackSignature({
+      secret,
+      timestamp: header('x-slack-request-timestamp'),
+      signature,
+      body,
+    })
+    if (refusal === 'stale') {
+      counted.inc({ type: 'unverified', outcome: 'stale' })
+      throw new SlackRequestStale()
+    }
+    if (refusal !== undefined) {
+      counted.inc({ type: 'unverified', outcome: 'bad_signature' })
+      throw new SlackSignatureInvalid(
+        refusal === 'missing'
+          ? 'no signature or timestamp'
+          : refusal === 'malformed'
+            ? 'malformed'
+            : 'wrong signature',
+      )
+    }
+    if (!(await slack.seen.first(`slack:${signature}`, REPLAY_WINDOW_MS))) {
+      counted.inc({ type: 'unverified', outcome: 'replayed' })
+      throw new SlackRequestReplayed()
+    }
+    let payload: unknown
+    try {
+      payload = JSON.parse(new URLSearchParams(body.toString('utf8')).get('payload') ?? '')
+    } catch {
+      counted.inc({ type: 'unverified', outcome: 'malformed' })
+      throw new BadRequest('the body has no JSON payload')
+    }
+    const handled = await slack.adapter.handle(payload, { clientIp: request.ip })
+    const after = handled.after
+    if (after !== undefined)
+      reply.raw.once('close', () => {
+        after().catch((err: unknown) => request.log.error({ err }, 'slack: interaction failed'))
+      })
+    return handled.ack === undefined ? reply.code(200).send() : reply.code(200).send(handled.ack)
+  })
+}
