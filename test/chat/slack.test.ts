@@ -79,7 +79,8 @@ test('a question opens: one message in the team’s channel with its title, fiel
     [0, 1, 2].map((i) => (b[`krg:choose:${i}`]?.text as { text?: string } | undefined)?.text),
     ['chrome', 'firefox', 'safari'],
   )
-  assert.equal(b['krg:console']?.url, `${stack.base}sessions/k1`)
+  // The console's deep link opens the session on this question.
+  assert.equal(b['krg:console']?.url, `${stack.base}sessions/k1?request=${q.request_id}`)
   const text = textOf(message)
   const deadline = Date.parse(String((await runtimeRequest(stack, q.request_id)).deadline))
   assert.match(
@@ -192,6 +193,12 @@ test('an unlinked user is offered the link; once linked through the IdP, their c
     await metric(stack, 'krg_notifications_sent_total{type="request.closed",target="slack:C0BLUE001"}'),
     1,
   )
+  // The team report counts it as answered through Slack.
+  await waitFor(
+    'the report counted the answer',
+    async () => (await metric(stack, 'krg_questions_closed_total{team="blue",closed_by="reply"}')) === 1,
+  )
+  assert.equal(await metric(stack, 'krg_question_answer_seconds_count{team="blue",via="slack"}'), 1)
 })
 
 test('the modal: every field type Block Kit can hold, answered, and the values reach the run as typed', async (t) => {
