@@ -165,9 +165,8 @@ test('the timeline opens at the newest event, stays put while read back with "Ju
     await page.evaluate('window.scrollTo(0, 0)')
     await page.locator('h1').click()
     await page.keyboard.press('End')
-    await settled(page)
-    await settled(page)
-    assert.equal(await page.evaluate(lastVisible), true, 'End reached the newest item')
+    // The browser's keyboard scroll is animated: a loaded machine needs more than a frame or two for it.
+    await until(page, lastVisible)
     await page.context().close()
   }
 })
