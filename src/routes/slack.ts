@@ -28,8 +28,10 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
     (_request, body, done) => done(null, body),
   )
 
-  // Slack's few addresses send every team's clicks: the signature, not a per-address budget, guards this.
-  app.post('/slack/interactions', { config: { rateLimit: false } }, async (request, reply) => {
+  // Slack's few addresses send every team's clicks: the signature (checked first, in constant time), not a
+  // per-address budget, guards this; a forged one costs one HMAC and is refused.
+  const config = { rateLimit: false, anonymousLimit: false } as const
+  app.post('/slack/interactions', { config }, async (request, reply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0)
     const header = (name: string) => {
       const value = request.headers[name]

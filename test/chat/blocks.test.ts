@@ -3,14 +3,17 @@ import { test } from 'node:test'
 import {
   answerModal,
   clip,
+  closedMessage,
   closingLine,
   decodeRef,
   encodeRef,
   escapeMrkdwn,
   formFor,
+  handoffMessage,
   modalErrors,
   type QuestionView,
   questionMessage,
+  runEndedMessage,
   slackDate,
   valuesFromState,
 } from '../../src/chat/slack/blocks.ts'
@@ -249,4 +252,19 @@ test('escaping, clipping and dates', () => {
   assert.equal(clip('😀😀😀', 2), '😀…', 'code points, never half a pair')
   assert.equal(slackDate('not a date'), 'not a date')
   assert.equal(slackDate('<x>'), '&lt;x&gt;')
+})
+
+test('the notification text beside the blocks is mrkdwn too: a runtime’s title, reason or verdict pings no one', () => {
+  const hostile = '<!channel> <@U123> <https://evil.example|click> &'
+  const q = view([{ id: 'x', type: 'boolean' }], { title: hostile })
+  const where = { kasmId: 'k1', team: 'blue', url: 'https://gw.example/sessions/k1' }
+  const texts = [
+    questionMessage(q).text,
+    closedMessage(q, { by: 'timeout' }).text,
+    handoffMessage({ ...where, reason: hostile }, hostile).text,
+    runEndedMessage({ ...where, verdict: hostile, outcome: hostile }).text,
+  ]
+  for (const text of texts) assert.doesNotMatch(text, /[<>]|&(?!amp;|lt;|gt;)/, text)
+  assert.match(texts[0] ?? '', /&lt;!channel&gt; &lt;@U123&gt; &lt;https:\/\/evil\.example\|click&gt; &amp;/)
+  assert.match(texts[3] ?? '', /&lt;!channel&gt;/)
 })

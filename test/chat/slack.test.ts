@@ -589,3 +589,23 @@ test('a delegation header from the network is no credential, whatever it holds',
   assert.equal(((await res.json()) as { error: string }).error, 'unauthenticated')
   assert.equal(repliesSent(stack.rt), 0)
 })
+
+test('Slack’s address is not held to the budget of requests without a credential: its signature is the credential', async (t) => {
+  const stack = await startSlackStack(t, { env: { GATEWAY_ANONYMOUS_RATE_LIMIT_MAX: '3' } })
+  // Every team's clicks arrive from Slack's few addresses: far more than one person's anonymous budget.
+  for (let n = 0; n < 8; n++) {
+    const res = await postInteraction(stack.interactions, { type: 'view_closed', n })
+    assert.equal(res.status, 200, `interaction ${n}: ${res.text}`)
+  }
+  // A forged one is still refused by its signature, not let through by the exemption.
+  const forged = await postInteraction(stack.interactions, { type: 'view_closed' }, { signature: null })
+  assert.equal(forged.status, 401)
+  // The same address without a credential elsewhere is still limited.
+  const statuses: number[] = []
+  for (let n = 0; n < 4; n++) {
+    const res = await fetch(`${stack.origin}/desktop/k1/mcp/messages`, { method: 'POST', body: '{}' })
+    statuses.push(res.status)
+  }
+  assert.deepEqual(statuses, [401, 401, 401, 429])
+  assert.equal(await metric(stack, 'krg_slack_interactions_total{type="other",outcome="ignored"}'), 8)
+})

@@ -277,7 +277,10 @@ export function questionMessage(view: QuestionView): { text: string; blocks: Kno
       elements: [mrkdwn(`Answer this one in the console: ${escapeMrkdwn(form.why)}.`)],
     })
   blocks.push({ type: 'actions', block_id: 'krg:question', elements } satisfies ActionsBlock)
-  return { text: `A question is waiting in session ${view.kasmId}: ${clip(view.title, 200)}`, blocks }
+  return {
+    text: `A question is waiting in session ${escapeMrkdwn(view.kasmId)}: ${escapeMrkdwn(clip(view.title, 200))}`,
+    blocks,
+  }
 }
 
 /** The value of a reply's field as a person reads it. */
@@ -321,7 +324,10 @@ export function closedMessage(view: QuestionView, closing: Closing): { text: str
   blocks.push({ type: 'section', text: mrkdwn(`:white_check_mark: ${line}`) })
   blocks.push(contextLine(view))
   blocks.push({ type: 'actions', block_id: 'krg:question', elements: [consoleButton(view.url)] })
-  return { text: `Question closed in session ${view.kasmId}: ${clip(view.title, 200)}`, blocks }
+  return {
+    text: `Question closed in session ${escapeMrkdwn(view.kasmId)}: ${escapeMrkdwn(clip(view.title, 200))}`,
+    blocks,
+  }
 }
 
 /** The reminder, a threaded reply. */
@@ -341,7 +347,7 @@ export function handoffMessage(
       ? `*Handoff:* the agent asks a person to take over ${sessionLink(view)}`
       : `*Handoff ended* (${escapeMrkdwn(clip(endedBy, 40))}) in ${sessionLink(view)}`
   return {
-    text: `${endedBy === undefined ? 'Handoff' : 'Handoff ended'} in session ${view.kasmId}`,
+    text: `${endedBy === undefined ? 'Handoff' : 'Handoff ended'} in session ${escapeMrkdwn(view.kasmId)}`,
     blocks: [
       { type: 'section', text: mrkdwn(`${lead}\n${escapeMrkdwn(clip(view.reason, 1500))}`) },
       { type: 'actions', block_id: 'krg:handoff', elements: [consoleButton(view.url)] },
@@ -359,7 +365,7 @@ export function runEndedMessage(view: {
 }): { text: string; blocks: KnownBlock[] } {
   const what = `verdict ${escapeMrkdwn(view.verdict ?? 'none')}, outcome ${escapeMrkdwn(view.outcome ?? 'none')}`
   return {
-    text: `Run ended in session ${view.kasmId}: ${view.verdict ?? 'no verdict'}`,
+    text: `Run ended in session ${escapeMrkdwn(view.kasmId)}: ${escapeMrkdwn(clip(view.verdict ?? 'no verdict', 100))}`,
     blocks: [
       { type: 'section', text: mrkdwn(`*Run ended* in ${sessionLink(view)}: ${what}`) },
       { type: 'actions', block_id: 'krg:run', elements: [consoleButton(view.url)] },
