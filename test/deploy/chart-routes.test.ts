@@ -71,12 +71,16 @@ describe('Gateway API HTTPRoute', { skip: await helmUnavailable() }, () => {
   test('with GATEWAY_BASE_PATH the console’s paths under it on Kasm’s host; never admin/ or /metrics', async () => {
     const all = routes(await render('Gateway API and escape hatches'))
     const kasm = all.get('kasm.example.com')
-    const base = kasm?.rules[1]?.matches.map((m) => m.path)
+    const base = kasm?.rules.slice(1).flatMap((r) => r.matches.map((m) => m.path))
     assert.deepEqual(base, [
       { type: 'Exact', value: '/gateway/' },
-      { type: 'PathPrefix', value: '/gateway/console/' },
+      { type: 'PathPrefix', value: '/gateway/sessions' },
+      { type: 'Exact', value: '/gateway/report' },
+      { type: 'PathPrefix', value: '/gateway/assets/' },
+      { type: 'PathPrefix', value: '/gateway/pages/' },
+      { type: 'PathPrefix', value: '/gateway/api/' },
       { type: 'PathPrefix', value: '/gateway/auth/' },
-      { type: 'Exact', value: '/gateway/sessions' },
+      { type: 'PathPrefix', value: '/gateway/slack/' },
     ])
     const console = all.get('gateway.example.com')
     const paths = console?.rules.flatMap((r) => r.matches.map((m) => m.path)) ?? []

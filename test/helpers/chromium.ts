@@ -11,6 +11,8 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
+    // Far under the test timeout: a launch that hangs fails as itself, not as a silent file timeout.
+    timeout: 30_000,
     args: [
       '--headless',
       '--no-sandbox',
