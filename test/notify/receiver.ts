@@ -80,12 +80,24 @@ export async function startReceiver(secret = '', path = '/hook'): Promise<Receiv
     },
   }
   const server = http.createServer((req, res) => {
+    // Tests run side by side: a port freed by one may be probed by another's leftover client. The gateway's
+    // deliveries are POSTs of JSON.
+    if (req.method !== 'POST') {
+      res.writeHead(404).end()
+      return
+    }
     const chunks: Buffer[] = []
     req.on('data', (d: Buffer) => chunks.push(d))
     req.on('end', () => {
       const raw = Buffer.concat(chunks)
       const checked = verify(secret, req.headers, raw, Date.now() / 1000 + receiver.clockSkewS)
-      const body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>
+      let body: Record<string, unknown>
+      try {
+        body = JSON.parse(raw.toString('utf8')) as Record<string, unknown>
+      } catch {
+        res.writeHead(400).end()
+        return
+      }
       // The json body's `delivery` is signed; the header is the same id for every format.
       const delivery = String(body.delivery ?? req.headers['x-krg-delivery'] ?? '')
       const status = receiver.hang ? 0 : (script.shift() ?? 204)
