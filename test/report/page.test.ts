@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import { settled, signIn, startConsoleGateway, until } from '../console/helpers.ts'
 import { assertAccessible, chromiumFor, cspRefusals } from '../helpers/chromium.ts'
+import { waitFor } from '../helpers/wait.ts'
 import { seedWeek } from './seed.ts'
 
 /**
@@ -111,6 +112,14 @@ test('the report page: the numbers, the chart, the timeouts linked, keyboard, CS
       await context.close()
     }
   }
+
+  // Sign out is on the report's own header too, and ends the cookie session.
+  await page.goto(`${gw.url}/report`)
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await waitFor(
+    'the report signed out',
+    async () => (await page.context().request.get(`${gw.url}/auth/me`)).status() === 401,
+  )
 
   // A viewer is told the report is not theirs, as a page.
   const context = await b.newContext()

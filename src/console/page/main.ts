@@ -8,6 +8,7 @@ import { h, replace } from './dom.ts'
 import { OverviewModel } from './overview-model.ts'
 import { OverviewView } from './overview-view.ts'
 import { canWrite, type Me, SessionView } from './session.ts'
+import { signOutForm } from './sign-out.ts'
 
 /**
  * The support console: the overview of every session the person may see at `<base>`, one session at
@@ -70,6 +71,7 @@ async function boot(): Promise<void> {
   const role = me.roles.includes('admin') ? 'admin' : me.roles.includes('operator') ? 'operator' : 'viewer'
   const who = `${me.name ?? me.sub} (${role})`
   const signOut = signOutForm(who, () => {
+    leaving = true
     view?.destroy()
     model.close()
   })
@@ -139,30 +141,6 @@ async function boot(): Promise<void> {
   window.addEventListener('popstate', () => route(true))
   setInterval(tickCountdowns, 1000)
   route(false)
-}
-
-/**
- * Sign out: a form posted to `auth/logout` (CSRF-checked there), which ends the cookie session on every
- * replica and goes on to the identity provider to end the person's session there too, then back to the
- * signed-out page. `stop` closes the page's streams first: their ending must not send the page to sign in.
- */
-function signOutForm(who: string, stop: () => void): HTMLFormElement {
-  const button = h('button', { type: 'submit', class: 'secondary', title: `Signed in as ${who}` }, 'Sign out')
-  return h(
-    'form',
-    {
-      method: 'post',
-      action: `${base}auth/logout`,
-      class: 'sign-out',
-      onsubmit: () => {
-        leaving = true
-        stop()
-        button.disabled = true
-        button.setAttribute('aria-busy', 'true')
-      },
-    },
-    button,
-  )
 }
 
 void boot()

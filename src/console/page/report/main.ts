@@ -3,6 +3,7 @@ import type { Report } from '../../../report/stats.ts'
 import { ApiError, api, base, onSignedOut } from '../api.ts'
 import { announce, h, replace } from '../dom.ts'
 import { clock } from '../format.ts'
+import { signOutForm } from '../sign-out.ts'
 import { reportView } from './view.ts'
 
 /**
@@ -112,7 +113,12 @@ async function boot(): Promise<void> {
     h(
       'header',
       { class: 'bar' },
-      h('a', { class: 'brand', href: base }, 'Support console'),
+      h(
+        'a',
+        { class: 'brand', href: base, 'aria-label': 'Support console' },
+        h('span', { class: 'long' }, 'Support console'),
+        h('span', { class: 'short', 'aria-hidden': 'true' }, 'Console'),
+      ),
       h(
         'nav',
         { 'aria-label': 'Console' },
@@ -120,6 +126,9 @@ async function boot(): Promise<void> {
         h('a', { href: `${base}report`, 'aria-current': 'page' }, 'Report'),
       ),
       h('span', { class: 'who' }, me.name ?? me.sub),
+      signOutForm(me.name ?? me.sub, () => {
+        leaving = true
+      }),
     ),
     main,
     h('div', { id: 'announcer', class: 'sr-only', 'aria-live': 'polite' }),
