@@ -36,6 +36,8 @@ export interface RedisCluster {
    * every master again (a second failover of that range is possible).
    */
   killMaster(index?: number, opts?: { rejoin?: boolean }): Promise<ClusterMaster>
+  /** Process ids of the running nodes (a bench reads their CPU time). */
+  pids(): number[]
   /** An authenticated plain client of one node (closed by stop()). */
   node(port: number): Redis
   /** Kills every process, closes every client and removes the temporary directory. */
@@ -254,6 +256,7 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
     masters,
     node,
     stop,
+    pids: () => [...children.values()].map((c) => c.pid ?? 0),
     async killMaster(index = 0, killOpts = {}) {
       const current = await masters()
       const victim = current[index]
