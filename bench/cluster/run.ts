@@ -200,10 +200,27 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     await runtimes.call('rate', { perSecond: 0 })
     await sleep(1500)
 
+    // Idle: everything connected and watched, no event written.
+    const pids = replicas.map((r) => r.pid)
+    const idleS = Math.min(10, opts.seconds)
+    const idleCpu0 = cpuOf(pids)
+    const idleRedis0 = cpuOf(store.pids())
+    const idleCmds0 = (await store.commands()).total
+    const idleAt = performance.now()
+    await sleep(idleS * 1000)
+    const idleWall = (performance.now() - idleAt) / 1000
+    const idle = {
+      replicaCpuPerS: (cpuOf(pids) - idleCpu0) / idleWall,
+      redisCpuPerS: (cpuOf(store.pids()) - idleRedis0) / idleWall,
+      redisCommandsPerS: ((await store.commands()).total - idleCmds0) / idleWall,
+    }
+
     await viewers.call('reset')
     const loadBefore = loadavg()[0] ?? 0
-    const pids = replicas.map((r) => r.pid)
+    const phaseAt = performance.now()
     const cpu0 = cpuOf(pids)
+    const benchPids = [runtimes.pid, viewers.pid]
+    const benchCpu0 = cpuOf(benchPids)
     const redisCpu0 = cpuOf(store.pids())
     const cmds0 = await store.commands()
     const frames0 = (await overviews()).reduce((n, o) => n + o.frames, 0)
@@ -227,6 +244,8 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
       stats = await viewers.call('stats')
     }
     const replicaCpuS = cpuOf(pids) - cpu0
+    const phaseS = (performance.now() - phaseAt) / 1000
+    const benchCpuS = cpuOf(benchPids) - benchCpu0
     const redisCpuS = cpuOf(store.pids()) - redisCpu0
     const cmds1 = await store.commands()
     const frames1 = (await overviews()).reduce((n, o) => n + o.frames, 0)
@@ -242,10 +261,13 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
       p99Ms: stats.p99,
       maxMs: stats.max,
       overviewFrames: frames1 - frames0,
+      phaseS,
       replicaCpuS,
       redisCpuS,
       redisCommands: cmds1.total - cmds0.total,
+      idle,
       memKiBPerWatchedSession,
+      benchCpuS,
       loadBefore,
       loadAfter: loadavg()[0] ?? 0,
       perCommand: commandDelta(cmds0.perCommand, cmds1.perCommand),
@@ -281,7 +303,7 @@ function report(
     `Machine: ${machine()}; Node ${process.version}; shared with other work. Load average (1 min) before each scenario: ${calm.map((c) => `${c.load.toFixed(2)}${c.calm ? '' : ` (not below ${opts.calmLoad} after ${c.waitedS.toFixed(0)} s)`}`).join(', ')}.`,
     `Redis: ${store.kind}. ${opts.replicas} replicas; ${opts.rate} event/s per session for ${opts.seconds} s; ${opts.viewersPerSession} viewers per session on different replicas; one overview stream per replica watching every session.`,
     '',
-    'Per event: CPU is user + system of the replicas (or of every Redis process) over the phase; "per delivery" divides by viewer deliveries, "per event" by session events (an event written by a runtime for one session). Redis commands: INFO total_commands_processed of the masters (scripts count their inner commands). Delay: the runtime writing an event to a viewer reading it. Memory: replica RSS growth from boot to watching every session (overview and upstream readers open, before any viewer), per session, mean of the replicas. Targets: ratios to the smallest session count of this run.',
+    'Per event: CPU is user + system of the replicas (or of every Redis process) over the phase, less what they spend idle (measured over 10 s with everything connected and watched, no event written, and shown as a share of one core); "per delivery" divides by viewer deliveries, "per event" by session events (an event written by a runtime for one session). Redis commands: INFO total_commands_processed of the masters (scripts count their inner commands), less the idle rate. Delay: the runtime writing an event to a viewer reading it. Memory: replica RSS growth from boot to watching every session (overview and upstream readers open, before any viewer), per session, mean of the replicas. Targets: ratios to the smallest session count of this run.',
     '',
     ...tables(results),
     '',

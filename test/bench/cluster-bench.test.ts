@@ -16,10 +16,13 @@ function scenario(over: Partial<Scenario>): Scenario {
     p99Ms: 10,
     maxMs: 20,
     overviewFrames: 0,
+    phaseS: 30,
     replicaCpuS: 3,
     redisCpuS: 0.3,
     redisCommands: 15_000,
+    idle: { replicaCpuPerS: 0, redisCpuPerS: 0, redisCommandsPerS: 0 },
     memKiBPerWatchedSession: 20,
+    benchCpuS: 1,
     loadBefore: 0.5,
     loadAfter: 1,
     perCommand: {},
@@ -56,6 +59,14 @@ test('cluster bench figures per event divide by deliveries and by session events
   assert.equal(e.redisCpuUsPerEvent, 200)
   assert.equal(e.redisCommandsPerEvent, 10)
   assert.ok(Number.isNaN(perEvent(scenario({ delivered: 0 })).replicaCpuUsPerDelivery))
+  // The idle cost over the phase is not per event: 0.05 CPU-s a second for 30 s leaves 1.5 of the 3 CPU-s.
+  const idle = perEvent(
+    scenario({ idle: { replicaCpuPerS: 0.05, redisCpuPerS: 0.01, redisCommandsPerS: 250 } }),
+  )
+  assert.equal(idle.replicaCpuUsPerDelivery, 500)
+  assert.equal(idle.replicaCpuUsPerDeliveryTotal, 1000)
+  assert.ok(Math.abs(idle.redisCpuUsPerEvent - 0) < 1e-9)
+  assert.equal(idle.redisCommandsPerEvent, 5)
 })
 
 test('cluster bench verdicts: ratios to the smallest run, each target at its bound, loss fails', () => {
