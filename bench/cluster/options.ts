@@ -9,6 +9,11 @@ export interface ClusterBenchOptions {
   /** Events per second per session. */
   rate: number
   replicas: number
+  /**
+   * Simulated runtimes at most (one per session up to this many): sessions' events arrive in this many
+   * groups a second, N / runtimes each.
+   */
+  runtimes: number
   /** Viewers per session, spread over the replicas (viewer k of session s on replica (s + k) mod replicas). */
   viewersPerSession: number
   /** Run on a Redis Cluster (3 masters + 3 replicas, test/cluster/redis-cluster-harness.ts) instead of one redis-server. */
@@ -27,6 +32,7 @@ const FLAGS = [
   '--rate',
   '--replicas',
   '--viewers-per-session',
+  '--runtimes',
   '--calm-load',
   '--calm-wait',
   '--out',
@@ -51,6 +57,7 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     rate: 1,
     replicas: 3,
     viewersPerSession: 2,
+    runtimes: 200,
     redisCluster: false,
     calmLoad: 1,
     calmWaitS: 300,
@@ -69,6 +76,7 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     else if (flag === '--rate') opts.rate = number(flag, given, 0.1, 100)
     else if (flag === '--replicas') opts.replicas = number(flag, given, 1, 6)
     else if (flag === '--viewers-per-session') opts.viewersPerSession = number(flag, given, 0, 20)
+    else if (flag === '--runtimes') opts.runtimes = number(flag, given, 1, 500)
     else if (flag === '--calm-load') opts.calmLoad = number(flag, given, 0, 64)
     else if (flag === '--calm-wait') opts.calmWaitS = number(flag, given, 0, 3600)
     else if (flag === '--out') {

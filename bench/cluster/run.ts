@@ -25,8 +25,6 @@ import { type ClusterBenchOptions, parseClusterOptions } from './options.ts'
 import { perEvent, type Scenario, tables } from './verdicts.ts'
 
 const log = logger('cluster')
-/** Sessions per simulated runtime at most (bench/cluster/runtimes.ts: they arrive in groups of this size). */
-const RUNTIMES_MAX = 50
 
 /** The Redis the replicas share, whichever kind. */
 interface BenchStore {
@@ -111,7 +109,7 @@ async function within(seconds: number, check: () => Promise<boolean>): Promise<b
 }
 
 async function scenario(opts: ClusterBenchOptions, sessions: number, store: BenchStore): Promise<Scenario> {
-  const runtimeCount = Math.min(sessions, RUNTIMES_MAX)
+  const runtimeCount = Math.min(sessions, opts.runtimes)
   const runtimes = new Child('cluster/runtimes.ts', { BENCH_RUNTIMES: String(runtimeCount) })
   const replicas: GatewayProcess[] = []
   const viewers = new Child('cluster/viewers.ts')
@@ -301,7 +299,7 @@ function report(
     '',
     `Command: \`npm run bench -- cluster ${argv.join(' ')}\` (${seconds.toFixed(0)} s), gateway code at \`${commit}\`${dirty ? ' with uncommitted changes in src/' : ''}, run from dist/.`,
     `Machine: ${machine()}; Node ${process.version}; shared with other work. Load average (1 min) before each scenario: ${calm.map((c) => `${c.load.toFixed(2)}${c.calm ? '' : ` (not below ${opts.calmLoad} after ${c.waitedS.toFixed(0)} s)`}`).join(', ')}.`,
-    `Redis: ${store.kind}. ${opts.replicas} replicas; ${opts.rate} event/s per session for ${opts.seconds} s; ${opts.viewersPerSession} viewers per session on different replicas; one overview stream per replica watching every session.`,
+    `Redis: ${store.kind}. ${opts.replicas} replicas; ${opts.rate} event/s per session from at most ${opts.runtimes} simulated runtimes (the events of N sessions arrive in ${opts.runtimes} groups a second, N / ${opts.runtimes} each) for ${opts.seconds} s; ${opts.viewersPerSession} viewers per session on different replicas; one overview stream per replica watching every session.`,
     '',
     'Per event: CPU is user + system of the replicas (or of every Redis process) over the phase, less what they spend idle (measured over 10 s with everything connected and watched, no event written, and shown as a share of one core); "per delivery" divides by viewer deliveries, "per event" by session events (an event written by a runtime for one session). Redis commands: INFO total_commands_processed of the masters (scripts count their inner commands), less the idle rate. Delay: the runtime writing an event to a viewer reading it. Memory: replica RSS growth from boot to watching every session (overview and upstream readers open, before any viewer), per session, mean of the replicas. Targets: ratios to the smallest session count of this run.',
     '',

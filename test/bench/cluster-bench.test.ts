@@ -35,6 +35,7 @@ test('cluster bench options: defaults are the issue 28 run, the quick mode and -
   assert.deepEqual(d.sessions, [50, 500, 2000])
   assert.equal(d.replicas, 3)
   assert.equal(d.rate, 1)
+  assert.equal(d.runtimes, 200)
   assert.equal(d.redisCluster, false)
   const q = parseClusterOptions(['--sessions', '200,50', '--seconds', '10', '--redis-cluster'])
   assert.deepEqual(q.sessions, [50, 200], 'sorted: the smallest is the anchor')
