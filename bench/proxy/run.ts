@@ -12,17 +12,17 @@
  * commandstats, commands run inside scripts included) and, at a fixed `--rate`, p50/p99 latency and the
  * commands the gateway sends Redis per request (MONITOR: script-internal commands excluded).
  */
-import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import type { Redis } from 'ioredis'
 import { TOKEN_HEADER } from '../../src/upstream/agent.ts'
+import { ensureBuilt } from '../common/build.ts'
+import { benchBearer, benchCookie, type GatewayProcess, startGateway } from '../common/gateway-process.ts'
 import { Child } from '../common/ipc.ts'
 import { NginxServer } from '../common/nginx.ts'
 import { freePort, logger, machine, readFlags, writeResult } from '../common/orchestrator.ts'
 import { cpuOf } from '../common/proc.ts'
 import { type BenchRedis, commandDelta, commandStats, readsProcessed, startRedis } from '../common/redis.ts'
-import { benchBearer, benchCookie, type GatewayProcess, startGateway } from './gateway.ts'
 import { closedLoop, fixedRate, type MakeShot, quantile } from './load.ts'
 
 const log = logger('proxy')
@@ -293,8 +293,7 @@ async function runtimeChild(): Promise<{ child: Child; url: string; pid: number 
 export async function main(argv: string[]): Promise<void> {
   const opts = parse(argv)
   if (!opts.tsx && (opts.groups.includes('embedded') || opts.groups.includes('redis'))) {
-    log('building dist/ (npm run build): the gateway runs as compiled JavaScript, as in production')
-    execFileSync('npm', ['run', 'build', '--silent'], { stdio: ['ignore', 'ignore', 'inherit'] })
+    ensureBuilt(log)
   }
   const cleanups: (() => Promise<void> | void)[] = []
   // Interrupted, it still stops what it started (nginx, Redis and the gateways are not its IPC children).

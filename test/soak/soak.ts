@@ -1,5 +1,6 @@
 /**
- * `npm run soak [-- --seconds 180 --viewers 20]`: tries hard to make the event path lose or repeat an event.
+ * `npm run soak [-- --seconds 180 --viewers 20 --redis-cluster]`: tries hard to make the event path lose or
+ * repeat an event.
  *
  * Three gateway replicas (child processes) on a redis-server of its own, three simulated runtimes emitting
  * steadily, `--viewers` viewers per session that reconnect to another replica with `Last-Event-ID` whenever
@@ -14,9 +15,18 @@
  * Prints recoveries per fault kind and the witness's heap; exits 1 on any loss, duplicate, reorder, missing
  * sentinel, unrecovered fault, more than one upstream stream per session at rest, or a growing heap.
  * Loopback only; every child is stopped at the end.
+ *
+ * `--redis-cluster` runs it on a Redis Cluster of 3 masters + 3 replicas (test/cluster/redis-cluster-harness.ts),
+ * the replicas given GATEWAY_REDIS_CLUSTER_NODES, and "restart Redis empty" becomes "fail a master over":
+ * SIGKILL a master, wait until its replica is promoted, then start the killed node again as the new master's
+ * replica (so every later failover has a replica to promote). A cluster restarted empty would be a new
+ * cluster (new node ids, slots assigned again by `redis-cli --cluster create`), an operator's rebuild rather
+ * than a fault of a running one; the single-Redis soak keeps that fault, and a failover is the one Redis
+ * Cluster adds: writes acknowledged by the old master but not yet replicated are gone from the new one.
  */
 
 import { parseArgs } from 'node:util'
+import { configVariables } from '../../src/config.ts'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import {
   clusterTestEnv,
@@ -27,6 +37,7 @@ import {
   stopReplicas,
   TOKEN,
 } from '../cluster/cluster-harness.ts'
+import { startRedisCluster } from '../cluster/redis-cluster-harness.ts'
 import { startRedisServer, uniquePrefix } from '../cluster/redis-harness.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
@@ -37,8 +48,10 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '180' },
     viewers: { type: 'string', default: '20' },
     seed: { type: 'string' },
+    'redis-cluster': { type: 'boolean', default: false },
   },
 })
+const ON_CLUSTER = values['redis-cluster'] === true
 const SECONDS = Math.min(1800, Math.max(20, Number(values.seconds)))
 const VIEWERS = Math.min(200, Math.max(1, Number(values.viewers)))
 const REPLICAS = 3
@@ -49,8 +62,22 @@ const EMIT_MS = 25
 const STOP_MS = 3000
 const RECOVERY_LIMIT_MS = 30_000
 
-type FaultKind = 'sigkill' | 'sigstop' | 'sigterm' | 'redis_empty' | 'cut_runtime' | 'new_run'
-const KINDS: readonly FaultKind[] = ['sigkill', 'sigstop', 'sigterm', 'redis_empty', 'cut_runtime', 'new_run']
+type FaultKind =
+  | 'sigkill'
+  | 'sigstop'
+  | 'sigterm'
+  | 'redis_empty'
+  | 'redis_failover'
+  | 'cut_runtime'
+  | 'new_run'
+const KINDS: readonly FaultKind[] = [
+  'sigkill',
+  'sigstop',
+  'sigterm',
+  ON_CLUSTER ? 'redis_failover' : 'redis_empty',
+  'cut_runtime',
+  'new_run',
+]
 /**
  * Replica 0 is never killed or drained (it may be stopped): the one whose memory lives the whole run, so a
  * leak shows as growth instead of being reset by a restart.
@@ -66,8 +93,47 @@ function random(): number {
 }
 const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T
 
-async function main(): Promise<number> {
+/** The Redis of the run: one redis-server, or a Redis Cluster; its fault and the replicas' variables. */
+interface SoakRedis {
+  readonly env: Record<string, string>
+  /** redis_empty: stop, wait, start empty; redis_failover: a master fails over to its replica. */
+  fault(): Promise<void>
+  stop(): Promise<void>
+}
+
+async function startSoakRedis(): Promise<SoakRedis> {
+  if (ON_CLUSTER) {
+    const cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 1 })
+    return {
+      // REDIS_URL carries what the nodes' URL would (credentials, TLS); the nodes come from the list.
+      env: {
+        REDIS_URL: `redis://${cluster.nodes.split(',')[0]}`,
+        GATEWAY_REDIS_CLUSTER_NODES: cluster.nodes,
+      },
+      fault: async () => void (await cluster.killMaster(Math.floor(random() * 3), { rejoin: true })),
+      stop: () => cluster.stop(),
+    }
+  }
   const redis = await startRedisServer()
+  return {
+    env: { REDIS_URL: redis.url },
+    fault: async () => {
+      await redis.stop()
+      await new Promise((r) => setTimeout(r, 500 + random() * 2500))
+      await redis.start()
+    },
+    stop: () => redis.stop(),
+  }
+}
+
+async function main(): Promise<number> {
+  if (ON_CLUSTER && !configVariables.includes('GATEWAY_REDIS_CLUSTER_NODES')) {
+    process.stderr.write(
+      "soak: --redis-cluster needs the gateway's Redis Cluster mode (GATEWAY_REDIS_CLUSTER_NODES, issue 28), which this code does not have yet\n",
+    )
+    return 2
+  }
+  const redis = await startSoakRedis()
   const runtimes: SimulatedRuntime[] = []
   const replicas: (Replica | null)[] = []
   const viewers: RoamingViewer[] = []
@@ -76,7 +142,7 @@ async function main(): Promise<number> {
   try {
     // Every viewer is one operator's: its stream cap and request budget must not be what ends its streams.
     const env = clusterTestEnv(uniquePrefix(), {
-      REDIS_URL: redis.url,
+      ...redis.env,
       LOG_LEVEL: 'warn',
       GATEWAY_MAX_STREAMS_PER_OPERATOR: String(SESSIONS * VIEWERS * 2),
       GATEWAY_RATE_LIMIT_MAX: '1000000',
@@ -179,10 +245,8 @@ async function main(): Promise<number> {
         const exit = await target.exited
         if (exit.code !== 0) failures.push(`replica ${index} drained with ${JSON.stringify(exit)}`)
         await restart(index)
-      } else if (kind === 'redis_empty') {
-        await redis.stop()
-        await new Promise((r) => setTimeout(r, 500 + random() * 2500))
-        await redis.start()
+      } else if (kind === 'redis_empty' || kind === 'redis_failover') {
+        await redis.fault()
       } else if (kind === 'cut_runtime') {
         for (const rt of runtimes) rt.dropStreams()
       }
@@ -229,7 +293,7 @@ async function main(): Promise<number> {
 
     const reconnects = viewers.reduce((n, v) => n + v.reconnects, 0)
     process.stdout.write(
-      `soak: ${SECONDS} s, seed ${seed}, ${REPLICAS} replicas, ${SESSIONS} sessions, ${viewers.length} viewers, ` +
+      `soak: ${SECONDS} s, seed ${seed}, ${ON_CLUSTER ? 'Redis Cluster' : 'one Redis'}, ${REPLICAS} replicas, ${SESSIONS} sessions, ${viewers.length} viewers, ` +
         `${frames} frames, ${reconnects} viewer reconnects\n\n| fault | count | recovery p50 ms | max ms |\n|---|---|---|---|\n`,
     )
     for (const [kind, times] of recoveries) {

@@ -1,6 +1,7 @@
 /**
- * The gateway as production runs it: `node dist/server.js` (compiled by `npm run build`), in its own process,
- * with one session (`bench`) in a sessions file pointing at the contestant's runtime, embedded or on Redis.
+ * The gateway as production runs it: `node dist/server.js` (compiled by `npm run build`, see build.ts), in its
+ * own process, with its sessions in a sessions file (by default one, `bench`, pointing at the contestant's
+ * runtime), embedded or on Redis. The proxy and cluster benches start their gateways here.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -41,7 +42,13 @@ export function benchBearer(): Promise<string> {
  */
 export async function startGateway(opts: {
   upstream: string
+  /** The sessions file's sessions, `kasmId` to upstream URL (default `bench` at `upstream`), all of team bench. */
+  sessions?: ReadonlyMap<string, string>
   redisUrl?: string
+  /** GATEWAY_REDIS_PREFIX (default one per port: a gateway of its own); replicas of one cluster share one. */
+  redisPrefix?: string
+  /** More environment (e.g. GATEWAY_REDIS_CLUSTER_NODES), over the bench's. */
+  env?: Record<string, string>
   profileDir?: string
   /** From source through tsx (no build needed) instead of dist/. */
   tsx?: boolean
@@ -51,7 +58,12 @@ export async function startGateway(opts: {
   writeFileSync(
     sessionsFile,
     JSON.stringify({
-      sessions: [{ kasmId: 'bench', upstream: opts.upstream, messagingToken: 'bench-token', team: 'bench' }],
+      sessions: [...(opts.sessions ?? new Map([['bench', opts.upstream]]))].map(([kasmId, upstream]) => ({
+        kasmId,
+        upstream,
+        messagingToken: 'bench-token',
+        team: 'bench',
+      })),
     }),
   )
   const port = await freePort()
@@ -74,9 +86,10 @@ export async function startGateway(opts: {
       ? {}
       : {
           REDIS_URL: opts.redisUrl,
-          GATEWAY_REDIS_PREFIX: `krgbench:${port}:`,
+          GATEWAY_REDIS_PREFIX: opts.redisPrefix ?? `krgbench:${port}:`,
           GATEWAY_ENCRYPTION_KEY: 'QmVuY2gtZW5jcnlwdGlvbi1rZXktMzItYnl0ZXMhISE',
         }),
+    ...opts.env,
   }
   const args = [
     ...(opts.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`]),
