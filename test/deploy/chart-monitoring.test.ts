@@ -54,6 +54,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
         'KasmGateway5xxRate',
         'KasmGatewayQuestionsTimingOut',
         'KasmGatewaySlowAnswers',
+        'KasmGatewayManyWatchedSessions',
         'KasmGatewayDown',
       ],
     )
@@ -77,6 +78,11 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
     assert.match(slow, /^histogram_quantile\(0\.9, sum by \(namespace, team, le\)/)
     assert.match(slow, /> 0\.5 \* \(/)
     assert.match(slow, /krg_question_deadline_left_seconds_sum/)
+    // The capacity model's (docs/scaling.md): watched sessions per replica against the value.
+    assert.match(
+      byName.get('KasmGatewayManyWatchedSessions')?.expr ?? '',
+      /krg_cluster_watched_streams\{.*\}\) > 400$/,
+    )
     // Prometheus' own templating in the descriptions survives helm's.
     assert.match(
       byName.get('KasmGateway5xxRate')?.annotations.description ?? '',
