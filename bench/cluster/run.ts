@@ -318,9 +318,11 @@ function report(
 export async function main(argv: string[]): Promise<void> {
   const opts = parseClusterOptions(argv)
   if (opts.redisCluster && !configVariables.includes('GATEWAY_REDIS_CLUSTER_NODES')) {
-    throw new Error(
-      "--redis-cluster needs the gateway's Redis Cluster mode (GATEWAY_REDIS_CLUSTER_NODES, issue 28), which this code does not have yet",
+    process.stderr.write(
+      "bench cluster: --redis-cluster needs the gateway's Redis Cluster mode (GATEWAY_REDIS_CLUSTER_NODES, issue 28), which this code does not have yet\n",
     )
+    process.exitCode = 2
+    return
   }
   ensureBuilt(log)
   const started = Date.now()
