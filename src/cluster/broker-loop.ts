@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import type { BrokerDelivery, BrokerListener } from '../events/broker/broker.ts'
 import type { BusMessage } from '../events/bus.ts'
 import { decodeEntry, type RawEntry } from './stream-entry.ts'
@@ -21,8 +21,8 @@ export interface WatchedStream {
 
 /** Options of the read loop. */
 export interface StreamLoopOptions {
-  readonly command: Redis
-  readonly blocking: Redis
+  readonly command: RedisClient
+  readonly blocking: RedisClient
   readonly streamKey: (kasmId: string) => string
   readonly frame: FrameFn
   readonly log: FastifyBaseLogger
@@ -174,8 +174,8 @@ export class StreamLoop {
         if (this.#closed) break
         // Once per failure at warn, unless Redis is known to be away; retries of the same failure at debug.
         if (this.#failing || this.#o.quiet?.())
-          log.debug({ err }, 'event stream read from Redis failed again')
-        else log.warn({ err }, 'event stream read from Redis failed; retrying until it is back')
+          log.debug({ err }, 'event stream read from RedisClient failed again')
+        else log.warn({ err }, 'event stream read from RedisClient failed; retrying until it is back')
         this.#failing = true
         this.#clientId = undefined
         await this.#pause(blocking)
@@ -200,7 +200,7 @@ export class StreamLoop {
   }
 
   /** Waits for the blocking connection to come back (or a short pause), without spinning. */
-  #pause(blocking: Redis): Promise<void> {
+  #pause(blocking: RedisClient): Promise<void> {
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer)

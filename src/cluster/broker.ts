@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import type { Broker, BrokerListener, BrokerSubscription, History } from '../events/broker/broker.ts'
 import type { BusMessage, StreamHead, StreamPosition } from '../events/bus.ts'
 import { inSpan, redisAttributes } from '../tracing/spans.ts'
@@ -9,7 +9,7 @@ import { compareIds, encodeMessages, type RawEntry } from './stream-entry.ts'
 
 /** Options of {@link RedisBroker}. */
 export interface RedisBrokerOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   /** The replica's read loop; the broker closes it. */
   readonly loop: StreamLoop
   readonly keys: ClusterKeys

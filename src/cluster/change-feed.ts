@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 
 /** What a channel listener gets: each message, and a call to re-read everything after a disconnection. */
 export interface ChannelListener {
@@ -15,12 +15,12 @@ export interface ChannelListener {
  * made meanwhile is found by the re-read, a change made later arrives as a message.
  */
 export class ChangeFeed {
-  readonly #subscriber: Redis
+  readonly #subscriber: RedisClient
   readonly #log: FastifyBaseLogger
   readonly #channels = new Map<string, Set<ChannelListener>>()
   #wasReady = false
 
-  constructor(subscriber: Redis, log: FastifyBaseLogger) {
+  constructor(subscriber: RedisClient, log: FastifyBaseLogger) {
     this.#subscriber = subscriber
     this.#log = log
     subscriber.on('message', (channel: string, payload: string) => {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import { type ChatLinkRecord, type ChatLinkStore, chatAccountKey } from '../identity/chat-link-store.ts'
 import type { ClusterKeys } from './keys.ts'
 
@@ -43,17 +43,17 @@ interface ChatLinkCommands {
 
 /** The cluster's {@link ChatLinkStore}. Errors (Redis down) propagate: the caller answers 503 or says so. */
 export class RedisChatLinkStore implements ChatLinkStore {
-  readonly #redis: Redis & ChatLinkCommands
+  readonly #redis: RedisClient & ChatLinkCommands
   readonly #keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
-    const r = command as Redis & Partial<ChatLinkCommands>
+  constructor(command: RedisClient, keys: ClusterKeys) {
+    const r = command as RedisClient & Partial<ChatLinkCommands>
     if (!r.krgChatLinkUpdate) {
       command.defineCommand('krgChatLinkUpdate', { numberOfKeys: 1, lua: update })
       command.defineCommand('krgChatLinkClaimRefresh', { numberOfKeys: 1, lua: claimRefresh })
       command.defineCommand('krgChatLinkSuspend', { numberOfKeys: 1, lua: suspend })
     }
-    this.#redis = command as Redis & ChatLinkCommands
+    this.#redis = command as RedisClient & ChatLinkCommands
     this.#keys = keys
   }
 
@@ -156,7 +156,7 @@ export class RedisChatLinkStore implements ChatLinkStore {
     ]
   }
 
-  #unindex(multi: ReturnType<Redis['multi']>, k: string, record: ChatLinkRecord): void {
+  #unindex(multi: ReturnType<RedisClient['multi']>, k: string, record: ChatLinkRecord): void {
     for (const set of this.#indexes(record)) multi.srem(set, k)
   }
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import {
   CHAT_MESSAGE_TTL_MS,
   type ChatMessage,
@@ -14,10 +14,10 @@ const hash = (key: string): string => createHash('sha256').update(key).digest('b
 
 /** The cluster's {@link ChatMessageStore}: one JSON string per message, expiring. */
 export class RedisChatMessageStore implements ChatMessageStore {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
+  constructor(command: RedisClient, keys: ClusterKeys) {
     this.#redis = command
     this.#keys = keys
   }
@@ -35,10 +35,10 @@ export class RedisChatMessageStore implements ChatMessageStore {
 
 /** The cluster's {@link SeenKeys}: `SET NX PX`, so exactly one replica sees a key first. */
 export class RedisSeenKeys implements SeenKeys {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
+  constructor(command: RedisClient, keys: ClusterKeys) {
     this.#redis = command
     this.#keys = keys
   }

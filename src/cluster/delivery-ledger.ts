@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import {
   type DeliveryLedger,
   type DeliveryQuery,
@@ -19,10 +19,10 @@ const RECENT = 1000
  * record: the next owner sends it again only if the record says the last attempt certainly failed.
  */
 export class RedisDeliveryLedger implements DeliveryLedger {
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
+  constructor(command: RedisClient, keys: ClusterKeys) {
     this.command = command
     this.keys = keys
   }

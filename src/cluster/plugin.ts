@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import type { Env } from '../config.ts'
 import type { EventBus } from '../events/bus.ts'
 import { HubBus } from '../events/hub-bus.ts'
@@ -32,9 +32,9 @@ export interface Cluster {
   readonly replicaId: string
   readonly keys: ClusterKeys
   /** The command connection (also `app.redis`), with the cluster's scripts defined. */
-  readonly redis: Redis & ClusterCommands
+  readonly redis: RedisClient & ClusterCommands
   /** The pub/sub connection; subscribe through it, never issue ordinary commands on it. */
-  readonly subscriber: Redis
+  readonly subscriber: RedisClient
   /** Encrypts messaging tokens at rest (GATEWAY_ENCRYPTION_KEY). */
   readonly vault: TokenVault
   /** The event bus over the Redis broker (one stream per session, one XREAD loop per replica). */
@@ -57,8 +57,8 @@ export interface Cluster {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The command connection in cluster mode (REDIS_URL or GATEWAY_REDIS_SENTINELS set); null when embedded. */
-    redis: Redis | null
+    /** The command connection in cluster mode (REDIS_URL, GATEWAY_REDIS_SENTINELS or GATEWAY_REDIS_CLUSTER_NODES set); null when embedded. */
+    redis: RedisClient | null
     cluster: Cluster | null
   }
 }
@@ -90,13 +90,13 @@ export const clusterPlugin = fp(
     if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required in cluster mode')
 
     const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
-    const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX)
+    const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX, { hashTagged: redis.kind === 'cluster' })
     const settings = {
       redis,
       name: `${env.GATEWAY_REDIS_PREFIX}${replicaId}`.replace(/[^A-Za-z0-9:_.-]/g, '_'),
       commandTimeoutMs: env.GATEWAY_REDIS_COMMAND_TIMEOUT_MS,
     }
-    const connections: Record<ConnectionRole, Redis> = {
+    const connections: Record<ConnectionRole, RedisClient> = {
       command: openConnection(settings, 'command'),
       blocking: openConnection(settings, 'blocking'),
       subscriber: openConnection(settings, 'subscriber'),
@@ -106,7 +106,7 @@ export const clusterPlugin = fp(
     let loop: StreamLoop | undefined
     const metrics = createClusterMetrics(app.metrics.registry, () => loop?.watchedCount ?? 0)
     const health = new RedisHealth(connections, app.log)
-    for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
+    for (const [role, connection] of Object.entries(connections) as [ConnectionRole, RedisClient][]) {
       trackConnection(metrics, role, connection)
       connection.connect().catch(() => {})
     }
@@ -184,7 +184,7 @@ export const clusterPlugin = fp(
       log: app.log,
       env,
     }
-    app.decorate('redis', command as Redis)
+    app.decorate<RedisClient | null, 'redis'>('redis', command)
     app.decorate('cluster', cluster)
 
     // Once the replica has been up, losing Redis degrades it instead of failing readiness: every replica loses
@@ -235,7 +235,7 @@ function iso(ms: number): string {
  * QUIT when connected (flushes replies), otherwise drop the socket; waits for the end, at most a second (a
  * connection that is between reconnect attempts never emits one: disconnect only cancels the next attempt).
  */
-async function closeConnection(connection: Redis): Promise<void> {
+async function closeConnection(connection: RedisClient): Promise<void> {
   if (connection.status === 'end') return
   let timer: NodeJS.Timeout | undefined
   const ended = new Promise<void>((resolve) => {

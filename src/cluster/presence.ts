@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import {
   type Counts,
   countBySession,
@@ -15,7 +15,7 @@ export type { WatchingViewer } from '../events/presence.ts'
 
 /** Options of {@link RedisPresence}. */
 export interface RedisPresenceOptions {
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
   readonly replicaId: string
   /** How long a replica's published counts live without a refresh (GATEWAY_PRESENCE_TTL_MS). */

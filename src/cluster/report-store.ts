@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import type { ReportRecord, ReportStore } from '../report/types.ts'
 import type { ClusterKeys } from './keys.ts'
 
@@ -40,14 +40,14 @@ interface AddCommand {
  * to write wins and no later one (a takeover, a restarted replica) writes or counts it again.
  */
 export class RedisReportStore implements ReportStore {
-  readonly #command: Redis & AddCommand
+  readonly #command: RedisClient & AddCommand
   readonly #keys: ClusterKeys
   readonly #retentionMs: number
 
-  constructor(command: Redis, keys: ClusterKeys, retentionMs: number) {
-    const c = command as Redis & Partial<AddCommand>
+  constructor(command: RedisClient, keys: ClusterKeys, retentionMs: number) {
+    const c = command as RedisClient & Partial<AddCommand>
     if (!c.krgReportAdd) c.defineCommand('krgReportAdd', { numberOfKeys: 2, lua: add })
-    this.#command = c as Redis & AddCommand
+    this.#command = c as RedisClient & AddCommand
     this.#keys = keys
     this.#retentionMs = retentionMs
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import { RegistryUnreadable, StoreUnavailable } from '../errors.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { type TokenVault, TokenVaultError, type UnsealFailure } from '../sessions/token-vault.ts'
@@ -39,7 +39,7 @@ export type ResealResult = 'resealed' | 'current' | 'changed' | 'fenced'
 
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   readonly feed: ChangeFeed
   readonly keys: ClusterKeys
   readonly vault: TokenVault

@@ -1,12 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { ChainableCommander, Redis } from 'ioredis'
+import type { ChainableCommander } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import { MemoryStreamSlots, type StreamSlots } from '../events/stream-slots.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
 /** Options of {@link RedisStreamSlots}. */
 export interface RedisStreamSlotsOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   readonly keys: ClusterKeys
   readonly replicaId: string
   /** GATEWAY_MAX_STREAMS_PER_OPERATOR, over every replica. */
