@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { RedisClient } from './connections.ts'
 import { type AuditLog, type AuditQuery, type AuditRecord, matches } from '../audit/types.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** Options of {@link RedisAuditLog}. */
@@ -167,7 +167,11 @@ export class RedisAuditLog implements AuditLog {
     const batch = this.#pending.splice(0, this.#pending.length)
     let retry: string[] = batch
     try {
-      const written = await (command as RedisClient & AppendCommand).krgAuditAppend(this.#key, capacity, ...batch)
+      const written = await (command as RedisClient & AppendCommand).krgAuditAppend(
+        this.#key,
+        capacity,
+        ...batch,
+      )
       // Keep only what was not written, so a retry writes no record twice.
       retry = batch.slice(written)
       if (retry.length > 0)

@@ -1,6 +1,6 @@
-import type { RedisClient } from './connections.ts'
 import type { SessionBoard } from '../summary/board.ts'
 import type { ChangeFeed } from './change-feed.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { RedisClient } from './connections.ts'
 import type { BrokerDelivery, BrokerListener } from '../events/broker/broker.ts'
 import type { BusMessage } from '../events/bus.ts'
+import type { RedisClient } from './connections.ts'
 import { decodeEntry, type RawEntry } from './stream-entry.ts'
 
 /** How a replica turns a message into its SSE frame (the events folder's framing, done once per event). */

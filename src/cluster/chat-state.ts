@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto'
-import type { RedisClient } from './connections.ts'
 import {
   CHAT_MESSAGE_TTL_MS,
   type ChatMessage,
@@ -8,6 +7,7 @@ import {
   chatMessageKey,
 } from '../chat/messages.ts'
 import type { SeenKeys } from '../chat/seen-keys.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 const hash = (key: string): string => createHash('sha256').update(key).digest('base64url').slice(0, 32)

@@ -1,5 +1,5 @@
-import type { RedisClient } from './connections.ts'
 import type { FailureCounter } from '../auth/signin-failures.ts'
+import type { RedisClient } from './connections.ts'
 
 /** KEYS: counter. ARGV: window ms. Returns {count, ms until the window ends}. */
 const add = `

@@ -1,5 +1,5 @@
-import type { RedisClient } from './connections.ts'
 import type { StaleSessions } from '../kasm/stale.ts'
+import type { RedisClient } from './connections.ts'
 
 /** The cluster's {@link StaleSessions}: one hash, replaced in one transaction by the sync's holder. */
 export class RedisStaleSessions implements StaleSessions {

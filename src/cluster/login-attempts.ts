@@ -1,5 +1,5 @@
-import type { RedisClient } from './connections.ts'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { RedisClient } from './connections.ts'
 
 /** The cluster's {@link LoginAttemptStore}: the callback may reach any replica. GETDEL makes each one-time. */
 export class RedisLoginAttemptStore implements LoginAttemptStore {

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { RedisClient } from './connections.ts'
+import type { ChainableCommander } from 'ioredis'
 import {
   type Counts,
   countBySession,
@@ -8,6 +8,8 @@ import {
   type ViewerSource,
   view,
 } from '../events/presence.ts'
+import { pipelined, type SlotStep } from './client.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** The shape the cluster tests build viewers with. */
@@ -56,9 +58,13 @@ export class RedisPresence implements Presence {
   async ofMany(kasmIds: readonly string[]): Promise<Map<string, PresenceView>> {
     const { command, keys, replicaId } = this.#o
     const now = Date.now()
-    const pipeline = command.pipeline()
-    for (const kasmId of kasmIds) pipeline.zrangebyscore(keys.presenceIndex(kasmId), now, '+inf')
-    const indexes = (await pipeline.exec()) ?? []
+    // A session's presence keys share its slot: one group per session (one pipeline with one Redis).
+    const indexes = await pipelined(
+      command,
+      kasmIds.map(
+        (kasmId) => (p: ChainableCommander) => p.zrangebyscore(keys.presenceIndex(kasmId), now, '+inf'),
+      ),
+    )
     const failed = indexes.find(([err]) => err)?.[0]
     if (failed) throw failed
     const wanted: [kasmId: string, key: string][] = []
@@ -72,9 +78,17 @@ export class RedisPresence implements Presence {
       kasmIds.map((k) => [k, local.has(k) ? [local.get(k) as Counts] : []]),
     )
     if (wanted.length > 0) {
-      const values = await command.mget(...wanted.map(([, key]) => key))
-      values.forEach((value, i) => {
-        if (value === null) return
+      const values = await pipelined(
+        command,
+        wanted.map(
+          ([, key]) =>
+            (p: ChainableCommander) =>
+              p.get(key),
+        ),
+      )
+      values.forEach(([err, value], i) => {
+        if (err) throw err
+        if (typeof value !== 'string') return
         try {
           parts.get((wanted[i] as [string, string])[0])?.push(JSON.parse(value) as Counts)
         } catch {
@@ -93,23 +107,23 @@ export class RedisPresence implements Presence {
     try {
       const now = Date.now()
       const counts = countBySession(this.#source())
-      const pipeline = command.pipeline()
+      const groups: SlotStep[] = []
       for (const [kasmId, c] of counts) {
         const index = keys.presenceIndex(kasmId)
-        pipeline.set(keys.presence(kasmId, replicaId), JSON.stringify(c), 'PX', ttlMs)
-        pipeline.zadd(index, now + ttlMs, replicaId)
-        pipeline.zremrangebyscore(index, '-inf', now)
-        pipeline.pexpire(index, ttlMs, 'GT')
-        pipeline.pexpire(index, ttlMs, 'NX')
+        groups.push((p) =>
+          p
+            .set(keys.presence(kasmId, replicaId), JSON.stringify(c), 'PX', ttlMs)
+            .zadd(index, now + ttlMs, replicaId)
+            .zremrangebyscore(index, '-inf', now)
+            .pexpire(index, ttlMs, 'GT')
+            .pexpire(index, ttlMs, 'NX'),
+        )
       }
       const gone = [...this.#published].filter((k) => !counts.has(k))
-      for (const kasmId of gone) {
-        pipeline.del(keys.presence(kasmId, replicaId))
-        pipeline.zrem(keys.presenceIndex(kasmId), replicaId)
-      }
-      if (pipeline.length === 0) return
-      const results = await pipeline.exec()
-      const err = results?.find(([e]) => e)?.[0]
+      for (const kasmId of gone) groups.push(this.#withdraw(kasmId))
+      if (groups.length === 0) return
+      const results = await pipelined(command, groups)
+      const err = results.find(([e]) => e)?.[0]
       if (err) throw err
       this.#published = new Set(counts.keys())
     } catch (err) {
@@ -123,14 +137,17 @@ export class RedisPresence implements Presence {
   async close(): Promise<void> {
     this.#closed = true
     clearInterval(this.#timer)
-    const { command, keys, replicaId } = this.#o
     if (this.#published.size === 0) return
-    const pipeline = command.pipeline()
-    for (const kasmId of this.#published) {
-      pipeline.del(keys.presence(kasmId, replicaId))
-      pipeline.zrem(keys.presenceIndex(kasmId), replicaId)
-    }
-    await pipeline.exec().catch(() => {})
+    await pipelined(
+      this.#o.command,
+      [...this.#published].map((kasmId) => this.#withdraw(kasmId)),
+    ).catch(() => {})
     this.#published.clear()
+  }
+
+  /** Removes this replica's presence of one session (one slot: the session's). */
+  #withdraw(kasmId: string): SlotStep {
+    const { keys, replicaId } = this.#o
+    return (p) => p.del(keys.presence(kasmId, replicaId)).zrem(keys.presenceIndex(kasmId), replicaId)
   }
 }

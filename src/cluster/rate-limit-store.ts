@@ -1,5 +1,5 @@
-import type { RedisClient } from './connections.ts'
 import type { RateLimitCallback, RateLimitStore } from '../auth/rate-limit-store.ts'
+import type { RedisClient } from './connections.ts'
 
 /**
  * KEYS: counter. ARGV: units wanted, the window's budget, window ms. Hands out up to the units wanted of what

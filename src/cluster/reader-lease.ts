@@ -1,6 +1,6 @@
-import type { RedisClient } from './connections.ts'
 import type { ReaderLease } from '../events/bus.ts'
 import { inSpan, redisAttributes } from '../tracing/spans.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 

@@ -1,7 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { Cluster } from 'ioredis'
-import type { RedisClient } from './connections.ts'
-import type { ConnectionRole } from './connections.ts'
+import type { ConnectionRole, RedisClient } from './connections.ts'
 
 /**
  * Where the replica stands with Redis, as one state for all three connections:

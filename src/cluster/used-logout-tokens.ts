@@ -1,5 +1,5 @@
-import type { RedisClient } from './connections.ts'
 import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
+import type { RedisClient } from './connections.ts'
 
 /**
  * The cluster's {@link UsedLogoutTokens}: one key per token, `SET NX` with its expiry (`PXAT`), so a token is
