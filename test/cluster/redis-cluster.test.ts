@@ -1,11 +1,15 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { ConfigError, loadConfig } from '../../src/config.ts'
+import { RedisReportStore } from '../../src/cluster/report-store.ts'
+import { ConfigError, loadConfig, type RedisEndpoint } from '../../src/config.ts'
+import { cookieStoreContract, redisCookiePair } from '../auth/cookie-store-contract.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
+import { chatLinkContract, redisChatLinkPair } from '../identity/chat-links-contract.ts'
+import { DAY, reportStoreContract } from '../report/report-store-contract.ts'
 import { request, TEST_ENCRYPTION_KEY, TOKEN } from './cluster-harness.ts'
 import { type RedisCluster, startRedisCluster } from './redis-cluster-harness.ts'
-import { uniquePrefix, until } from './redis-harness.ts'
+import { type StoreRedis, storeConnection, storeKeys, uniquePrefix, until } from './redis-harness.ts'
 
 /**
  * Cluster mode on a real Redis Cluster (3 masters, 3 replicas, every node with a password), through
@@ -20,6 +24,15 @@ before(async () => {
   cluster = await startRedisCluster({ password: PASSWORD })
 })
 after(() => cluster?.stop())
+
+/** The stores' connections on the cluster, as the cluster plugin opens them (config read from the environment). */
+const onCluster: StoreRedis = {
+  get endpoint(): RedisEndpoint {
+    const redis = loadConfig(testEnv(clusterEnv(uniquePrefix()))).redis
+    assert.equal(redis?.kind, 'cluster')
+    return redis
+  },
+}
 
 /** The environment of a gateway on the test's cluster, under `prefix`. */
 function clusterEnv(prefix: string): Record<string, string> {
@@ -96,4 +109,63 @@ test('config: a Redis Cluster refuses Sentinel beside it, a database other than 
     /REDIS_URL: database 3 with GATEWAY_REDIS_CLUSTER_NODES/,
   )
   refused({ GATEWAY_REDIS_CLUSTER_NODES: 'a:6379,b' }, /GATEWAY_REDIS_CLUSTER_NODES/)
+})
+
+// The stores' own contracts, each store as two replicas on the cluster: cookie sessions (revoked one by one,
+// all of a person's, an IdP session's and an IdP subject's: what back-channel logout does), linked chat
+// accounts (a person's and an IdP session's end) and the report store.
+cookieStoreContract('redis cluster (two replicas)', redisCookiePair(onCluster))
+chatLinkContract('redis cluster (two replicas)', redisChatLinkPair(onCluster))
+
+test("report store contract on the Redis Cluster: a team's records and claims in one slot", async (t) => {
+  const keys = storeKeys(t, onCluster)
+  const command = await storeConnection(t, onCluster)
+  await reportStoreContract(new RedisReportStore(command, keys, 2 * DAY))
+  assert.equal(await command.zcard(keys.report('blue')), 3)
+})
+
+test('rate limit: one budget over two gateways on the cluster', async (t) => {
+  const env = { ...clusterEnv(uniquePrefix()), GATEWAY_RATE_LIMIT_MAX: '6' }
+  const [a, b] = [await gateway(t, env), await gateway(t, env)]
+  const headers = { authorization: `Bearer ${await bearer({ sub: 'rita', roles: ['admin'] })}` }
+  const statuses: number[] = []
+  for (let i = 0; i < 10; i++)
+    statuses.push((await request(`${(i % 2 ? b : a).url}/admin/sessions`, { headers })).status)
+  const admitted = statuses.filter((s) => s === 200).length
+  assert.equal(admitted, 6, `admitted ${statuses}`)
+  assert.deepEqual(statuses.slice(6), [429, 429, 429, 429])
+})
+
+test('audit: an admin write on one gateway is listed by the other', async (t) => {
+  const prefix = uniquePrefix()
+  const [a, b] = [await gateway(t, clusterEnv(prefix)), await gateway(t, clusterEnv(prefix))]
+  const admin = `Bearer ${await bearer({ sub: 'ada', roles: ['admin'] })}`
+  const put = await request(`${a.url}/admin/sessions/audited`, {
+    method: 'PUT',
+    headers: { authorization: admin, 'content-type': 'application/json' },
+    body: JSON.stringify({ upstream: 'http://127.0.0.1:9', team: 'blue', messagingToken: TOKEN }),
+  })
+  assert.ok(put.status === 201 || put.status === 200, put.body)
+  await a.app.audit.flush()
+  await until('b lists the write', async () => {
+    const res = await request(`${b.url}/admin/audit?kasmId=audited`, { headers: { authorization: admin } })
+    const { records } = JSON.parse(res.body) as { records: { sub?: string; kasmId?: string }[] }
+    return records.some((r) => r.sub === 'ada' && r.kasmId === 'audited')
+  })
+})
+
+test('stream slots: the per-operator cap holds over two gateways, a slot given back is free anywhere', async (t) => {
+  const env = { ...clusterEnv(uniquePrefix()), GATEWAY_MAX_STREAMS_PER_OPERATOR: '2' }
+  const [a, b] = [await gateway(t, env), await gateway(t, env)]
+  const slotsOf = (gw: TestGateway) => {
+    const slots = gw.app.cluster?.streamSlots
+    assert.ok(slots)
+    return slots
+  }
+  assert.equal(await slotsOf(a).take('olga'), true)
+  assert.equal(await slotsOf(b).take('olga'), true)
+  assert.equal(await slotsOf(a).take('olga'), false, 'the cap counts both gateways')
+  assert.equal(await slotsOf(b).take('otto'), true, 'per operator')
+  slotsOf(a).give('olga')
+  await until('the slot given back on a is free on b', () => slotsOf(b).take('olga'))
 })
