@@ -49,9 +49,10 @@ return 1
 `
 
 /**
- * KEYS: session. ARGV: now, session hash, revocation channel, issuer ('' for any), the creation time the
- * session must be before (ms; '' for any). Revokes the session when active (and, with an issuer, signed in
- * through it before the time) and publishes its hash. 1 when revoked, 0 when left alone, -1 when forgotten.
+ * KEYS: session. ARGV: now, session hash, revocation channel ('' to publish nothing), issuer ('' for any), the
+ * creation time the session must be before (ms; '' for any). Revokes the session when active (and, with an
+ * issuer, signed in through it before the time) and publishes its hash. 1 when revoked, 0 when left alone,
+ * -1 when forgotten.
  * The channel is an argument, not a key: on a Redis Cluster a script's keys must share one slot, and PUBLISH
  * reaches every node's subscribers from any of them.
  */
@@ -66,7 +67,7 @@ end
 redis.call('HSET', KEYS[1], 'state', 'revoked', 'revokedAt', ARGV[1])
 redis.call('HDEL', KEYS[1], 'record', 'createdAt', 'refreshAt')
 if ARGV[4] ~= '' then redis.call('HDEL', KEYS[1], 'idpIss') end
-redis.call('PUBLISH', ARGV[3], ARGV[2])
+if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[2]) end
 return 1
 `
 
@@ -237,7 +238,8 @@ export class RedisCookieStore implements CookieSessionStore {
   }
 
   async revoke(idHash: string): Promise<boolean> {
-    return (await this.#revokeOne(idHash, Date.now(), '', '')) === 1
+    const channel = this.#keys.cookiesRevokedChannel
+    return (await this.#revokeOne(idHash, Date.now(), channel, '', '')) === 1
   }
 
   revokeAllOf(sub: string): Promise<number> {
@@ -282,26 +284,28 @@ export class RedisCookieStore implements CookieSessionStore {
     return this.#redis.krgCookieRevokeSet(setKey, cookiesRevokedChannel, Date.now(), cookie(''))
   }
 
-  #revokeOne(idHash: string, now: number, iss: string, before: string): Promise<number> {
-    const { cookie, cookiesRevokedChannel } = this.#keys
-    return this.#redis.krgCookieRevoke(cookie(idHash), now, idHash, cookiesRevokedChannel, iss, before)
+  #revokeOne(idHash: string, now: number, channel: string, iss: string, before: string): Promise<number> {
+    return this.#redis.krgCookieRevoke(this.#keys.cookie(idHash), now, idHash, channel, iss, before)
   }
 
   /**
    * A set's revocation on a Redis Cluster, where the sessions live in other slots than the set (and one
    * script may only touch one slot): read the set, revoke each session with its own script (atomic per
-   * session, published at once), then remove from the set what was handled: every member read when revoking
-   * all (`iss` ''), the revoked and the forgotten ones otherwise. SREM of those members, never DEL: a session
-   * created meanwhile was added after the read and stays listed for the next logout. The session is revoked
-   * before it leaves its set, so a stop in between leaves it listed and a retry finds it again.
+   * session), announce the revoked ones in one message as with one Redis, then remove from the set what was
+   * handled: every member read when revoking all (`iss` ''), the revoked and the forgotten ones otherwise.
+   * SREM of those members, never DEL: a session created meanwhile was added after the read and stays listed
+   * for the next logout. A session is revoked before it leaves its set, so a stop in between leaves it listed
+   * and a retry finds it again; a lost announcement is made up for by the replicas' one-second lookups.
    */
   async #revokeEach(setKey: string, iss: string, before: string): Promise<number> {
     const hashes = await this.#redis.smembers(setKey)
     if (hashes.length === 0) return 0
     const now = Date.now()
-    const results = await Promise.all(hashes.map((hash) => this.#revokeOne(hash, now, iss, before)))
+    const results = await Promise.all(hashes.map((hash) => this.#revokeOne(hash, now, '', iss, before)))
+    const revoked = hashes.filter((_, i) => results[i] === 1)
+    if (revoked.length > 0) await this.#redis.publish(this.#keys.cookiesRevokedChannel, revoked.join(','))
     const handled = iss === '' ? hashes : hashes.filter((_, i) => results[i] !== 0)
     if (handled.length > 0) await this.#redis.srem(setKey, ...handled)
-    return results.filter((r) => r === 1).length
+    return revoked.length
   }
 }
