@@ -4,10 +4,10 @@ import type { RedisEndpoint } from '../config.ts'
 /**
  * The fixed Redis connections of one replica. Their number never depends on viewers or sessions:
  * - `command`: every ordinary command (scripts, stores, rate limits), pipelined by ioredis;
- * - `blocking`: the one `XREAD BLOCK` loop that multiplexes every watched session's stream;
- * - `subscriber`: pub/sub (registry change notifications).
+ * - `live`: the live channels of every watched session (one subscription per session, src/cluster/live-loop.ts);
+ * - `subscriber`: pub/sub of the stores' change notifications (registry, board, revoked cookies).
  */
-export type ConnectionRole = 'command' | 'blocking' | 'subscriber'
+export type ConnectionRole = 'command' | 'live' | 'subscriber'
 
 /** Options shared by the three connections. */
 export interface ConnectionSettings {
@@ -38,17 +38,12 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
     lazyConnect: true,
     connectionName: `${settings.name}:${role}`,
     enableOfflineQueue: false,
-    // A command in flight when the socket drops fails at once instead of waiting for a resend (with any
-    // other value and no resend, ioredis would leave a blocked XREAD's promise pending forever).
+    // A command in flight when the socket drops fails at once instead of waiting for a resend: its caller
+    // retries or answers 503 (a subscription is made again on the reconnect, then confirmed by its owner).
     maxRetriesPerRequest: 0,
     connectTimeout: 2000,
     retryStrategy: reconnectDelay,
-    // A blocked XREAD is not an ordinary command: its own loop watches it (see cluster/broker-loop.ts).
-    ...(role === 'blocking'
-      ? { autoResendUnfulfilledCommands: false }
-      : role === 'command'
-        ? { commandTimeout: settings.commandTimeoutMs }
-        : {}),
+    ...(role === 'command' ? { commandTimeout: settings.commandTimeoutMs } : {}),
     keepAlive: 10_000,
     ...sentinelOptions(settings.redis),
   }

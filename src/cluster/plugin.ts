@@ -10,10 +10,10 @@ import { frameOf } from '../events/sse.ts'
 import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
 import { RedisBroker } from './broker.ts'
-import { StreamLoop } from './broker-loop.ts'
 import { ChangeFeed } from './change-feed.ts'
 import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
+import { LiveLoop, liveChannels } from './live-loop.ts'
 import {
   type ClusterMetrics,
   createClusterMetrics,
@@ -37,7 +37,7 @@ export interface Cluster {
   readonly subscriber: Redis
   /** Encrypts messaging tokens at rest (GATEWAY_ENCRYPTION_KEY). */
   readonly vault: TokenVault
-  /** The event bus over the Redis broker (one stream per session, one XREAD loop per replica). */
+  /** The event bus over the Redis broker (one stream and live channel per session, one live loop per replica). */
   readonly bus: EventBus
   readonly lease: RedisReaderLease
   /** Leases of cluster-wide jobs (one replica runs each: token re-seal, Kasm sync), fenced like reader leases. */
@@ -69,13 +69,14 @@ const STREAM_RETENTION_MS = 24 * 3600 * 1000
 const BOOT_WAIT_MS = 5000
 
 /**
- * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command, blocking XREAD,
- * subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and metrics.
+ * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command,
+ * live channels, subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and
+ * metrics.
  * Without either it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
  * next, chooses the memory side of every seam then (src/stores/plugin.ts).
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
- * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the XREAD
+ * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the live
  * loop and closes the connections.
  */
 export const clusterPlugin = fp(
@@ -98,12 +99,12 @@ export const clusterPlugin = fp(
     }
     const connections: Record<ConnectionRole, Redis> = {
       command: openConnection(settings, 'command'),
-      blocking: openConnection(settings, 'blocking'),
+      live: openConnection(settings, 'live'),
       subscriber: openConnection(settings, 'subscriber'),
     }
     const command = defineScripts(connections.command)
 
-    let loop: StreamLoop | undefined
+    let loop: LiveLoop | undefined
     const metrics = createClusterMetrics(app.metrics.registry, () => loop?.watchedCount ?? 0)
     const health = new RedisHealth(connections, app.log)
     for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
@@ -112,20 +113,25 @@ export const clusterPlugin = fp(
     }
     registerDegradedGauge(app.metrics.registry, () => health.down)
 
-    loop = new StreamLoop({
+    const sharded = false
+    loop = new LiveLoop({
       command,
-      blocking: connections.blocking,
+      channels: liveChannels(connections.live, sharded),
       streamKey: keys.events,
+      channelOf: keys.live,
       frame: frameOf,
       log: app.log,
       quiet: () => health.down,
       onRead: (n) => metrics.read.inc(n),
+      onStreamRead: (reason) => metrics.liveReads.inc({ reason }),
     })
     const bus = new HubBus(
       new RedisBroker({
         command,
         loop,
         keys,
+        frame: frameOf,
+        sharded,
         maxLen: env.GATEWAY_EVENT_BUFFER,
         maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
         retentionMs: STREAM_RETENTION_MS,
@@ -217,7 +223,6 @@ export const clusterPlugin = fp(
 
     const ready = await Promise.all(Object.values(connections).map((c) => waitReady(c, BOOT_WAIT_MS)))
     if (ready.includes(false)) app.log.warn('redis not reachable at boot; starting not ready')
-    loop.start()
     const via =
       redis.kind === 'sentinel'
         ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }
