@@ -1,18 +1,27 @@
-import type { Broker, BrokerListener, BrokerSubscription, History } from '../events/broker/broker.ts'
+import type {
+  Broker,
+  BrokerDelivery,
+  BrokerListener,
+  BrokerSubscription,
+  History,
+} from '../events/broker/broker.ts'
 import type { BusMessage, StreamHead, StreamPosition } from '../events/bus.ts'
 import { inSpan, redisAttributes } from '../tracing/spans.ts'
-import type { StreamDelivery, StreamLoop } from './broker-loop.ts'
 import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
+import type { LiveLoop } from './live-loop.ts'
 import type { ClusterCommands } from './scripts.ts'
-import { compareIds, encodeMessages, type RawEntry } from './stream-entry.ts'
+import { compareIds, deliveriesOf, encodeMessages, type FrameFn, type RawEntry } from './stream-entry.ts'
 
 /** Options of {@link RedisBroker}. */
 export interface RedisBrokerOptions {
   readonly command: RedisClient & ClusterCommands
-  /** The replica's read loop; the broker closes it. */
-  readonly loop: StreamLoop
+  /** The replica's live delivery; the broker closes it. */
+  readonly loop: LiveLoop
   readonly keys: ClusterKeys
+  readonly frame: FrameFn
+  /** Publish with SPUBLISH (sharded pub/sub, Redis Cluster) instead of PUBLISH. */
+  readonly sharded: boolean
   /** Entries kept per session stream, GATEWAY_EVENT_BUFFER. */
   readonly maxLen: number
   /** Bytes kept per session stream, GATEWAY_EVENT_BUFFER_BYTES (payloads plus a small overhead per entry). */
@@ -27,8 +36,9 @@ const PAGE = 1000
 
 /**
  * The {@link Broker} of a cluster: one Redis stream per session, written only through the fenced append
- * script, read live by the replica's single XREAD loop ({@link StreamLoop}) and read back with XRANGE, so a
- * viewer that reconnects to any replica resumes from Redis. Offsets are the stream ids (`<runNo>-<seq>`).
+ * script, which also publishes what it added on the session's live channel; followed live by the replica's
+ * {@link LiveLoop} and read back with XRANGE, so a viewer that reconnects to any replica resumes from Redis.
+ * Offsets are the stream ids (`<runNo>-<seq>`).
  */
 export class RedisBroker implements Broker<string> {
   readonly origin = '0-0'
@@ -43,7 +53,7 @@ export class RedisBroker implements Broker<string> {
   }
 
   async append(kasmId: string, messages: readonly BusMessage[], fence: number): Promise<boolean> {
-    const { command, keys, maxLen, maxBytes, retentionMs, onAppend } = this.#o
+    const { command, keys, maxLen, maxBytes, retentionMs, onAppend, sharded } = this.#o
     let added: number
     try {
       const attributes = redisAttributes('krgAppend', {
@@ -56,6 +66,8 @@ export class RedisBroker implements Broker<string> {
           keys.head(kasmId),
           keys.events(kasmId),
           keys.sizes(kasmId),
+          keys.live(kasmId),
+          sharded ? 'SPUBLISH' : 'PUBLISH',
           String(fence),
           maxLen,
           retentionMs,
@@ -84,7 +96,7 @@ export class RedisBroker implements Broker<string> {
 
   /** One script reads the head, the last id, the oldest entry and the first page; XRANGE pages the rest. */
   async history(kasmId: string, from: StreamPosition): Promise<History<string>> {
-    const { command, keys, loop } = this.#o
+    const { command, keys, frame } = this.#o
     const reply = await command.krgReplay(
       keys.head(kasmId),
       keys.events(kasmId),
@@ -94,16 +106,16 @@ export class RedisBroker implements Broker<string> {
     )
     if (reply.length === 1) return { run: null, oldestSeq: undefined, deliveries: [], end: reply[0] }
     const [end, run, , , oldest, firstPage] = reply
-    const [first] = oldest ? loop.frames([oldest]) : []
+    const [first] = oldest ? deliveriesOf([oldest], frame) : []
     return {
       run,
       oldestSeq: first?.message.kind === 'event' ? first.message.seq : undefined,
-      deliveries: loop.frames(await this.#rest(keys.events(kasmId), firstPage)),
+      deliveries: deliveriesOf(await this.#rest(keys.events(kasmId), firstPage), frame),
       end,
     }
   }
 
-  async since(kasmId: string, after: string, limit: number): Promise<StreamDelivery[]> {
+  async since(kasmId: string, after: string, limit: number): Promise<BrokerDelivery<string>[]> {
     const raw = (await this.#o.command.xrange(
       this.#o.keys.events(kasmId),
       `(${after}`,
@@ -111,7 +123,7 @@ export class RedisBroker implements Broker<string> {
       'COUNT',
       limit,
     )) as RawEntry[]
-    return this.#o.loop.frames(raw)
+    return deliveriesOf(raw, this.#o.frame)
   }
 
   subscribe(kasmId: string, from: string, listener: BrokerListener<string>): BrokerSubscription<string> {
@@ -125,7 +137,7 @@ export class RedisBroker implements Broker<string> {
     await this.#o.command.del(keys.events(kasmId), keys.head(kasmId), keys.sizes(kasmId))
   }
 
-  /** Stops the read loop; the connections belong to whoever opened them. */
+  /** Stops the live loop; the connections belong to whoever opened them. */
   async close(): Promise<void> {
     await this.#o.loop.close()
   }

@@ -4,13 +4,14 @@ import type { RedisEndpoint } from '../config.ts'
 /**
  * The fixed Redis connections of one replica. Their number never depends on viewers or sessions:
  * - `command`: every ordinary command (scripts, stores, rate limits), pipelined by ioredis;
- * - `blocking`: the one `XREAD BLOCK` loop that multiplexes every watched session's stream;
- * - `subscriber`: pub/sub (registry change notifications).
+ * - `live`: the live channels of every watched session (one subscription per session, src/cluster/live-loop.ts);
+ * - `subscriber`: pub/sub of the stores' change notifications (registry, board, revoked cookies).
  *
  * On a Redis Cluster (GATEWAY_REDIS_CLUSTER_NODES) each is an ioredis `Cluster`: one socket per node it needs
- * (commands go to the master of their key's slot), still a fixed number per replica.
+ * (commands go to the master of their key's slot; `live` keeps one sharded subscriber per master), still a
+ * fixed number per replica.
  */
-export type ConnectionRole = 'command' | 'blocking' | 'subscriber'
+export type ConnectionRole = 'command' | 'live' | 'subscriber'
 
 /**
  * A connection that takes commands: one Redis (one address, Sentinel) or a Redis Cluster. Stores take this,
@@ -53,22 +54,17 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
     lazyConnect: true,
     connectionName: `${settings.name}:${role}`,
     enableOfflineQueue: false,
-    // A command in flight when the socket drops fails at once instead of waiting for a resend (with any
-    // other value and no resend, ioredis would leave a blocked XREAD's promise pending forever).
+    // A command in flight when the socket drops fails at once instead of waiting for a resend: its caller
+    // retries or answers 503 (a subscription is made again on the reconnect, then confirmed by its owner).
     maxRetriesPerRequest: 0,
     connectTimeout: 2000,
     retryStrategy: reconnectDelay,
-    // A blocked XREAD is not an ordinary command: its own loop watches it (see cluster/broker-loop.ts).
-    ...(role === 'blocking'
-      ? { autoResendUnfulfilledCommands: false }
-      : role === 'command'
-        ? { commandTimeout: settings.commandTimeoutMs }
-        : {}),
+    ...(role === 'command' ? { commandTimeout: settings.commandTimeoutMs } : {}),
     keepAlive: 10_000,
     ...sentinelOptions(settings.redis),
   }
   const redis = settings.redis
-  if (redis.kind === 'cluster') return new Cluster([...redis.nodes], clusterOptions(redis, options))
+  if (redis.kind === 'cluster') return new Cluster([...redis.nodes], clusterOptions(redis, role, options))
   const url = redis.url
   return url === undefined ? new Redis(options) : new Redis(url, options)
 }
@@ -79,6 +75,9 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
  *
  * - No `enableAutoPipelining`: ioredis 5 fails an auto-pipelined batch that comes back MOVED (after a
  *   failover) instead of following the new slot map, as it does for single commands.
+ * - `shardedSubscribers` on `live` only: ioredis then opens a subscriber connection per master, needed for
+ *   SSUBSCRIBE and useless elsewhere; `subscriber` keeps plain SUBSCRIBE (ioredis picks one node, and PUBLISH
+ *   reaches every node's subscribers).
  * - `scaleReads: 'master'`: a replica may lag; the registry, cookie sessions and leases must be read where
  *   they were written.
  * - `clusterRetryStrategy`: the same backoff as a single connection, never giving up.
@@ -88,6 +87,7 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
  */
 function clusterOptions(
   redis: Extract<RedisEndpoint, { kind: 'cluster' }>,
+  role: ConnectionRole,
   node: RedisOptions,
 ): ClusterOptions {
   const { retryStrategy: _retry, enableOfflineQueue: _queue, ...redisOptions } = node
@@ -98,6 +98,8 @@ function clusterOptions(
     scaleReads: 'master',
     clusterRetryStrategy: (times) => reconnectDelay(times),
     slotsRefreshTimeout: 2000,
+    // `live` subscribes with SSUBSCRIBE: one subscriber per master, where its channels' slots are.
+    shardedSubscribers: role === 'live',
     redisOptions: {
       ...redisOptions,
       ...(redis.username === undefined ? {} : { username: redis.username }),

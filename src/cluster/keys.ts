@@ -15,10 +15,12 @@ export interface ClusterKeys {
   readonly hashTagged: boolean
   /** Stream of a session's events (XADD MAXLEN ~). */
   events(kasmId: string): string
-  /** Hash: the head of a session's stream (run, seq, runNo, firstSeq, closed, bytes). */
+  /** Hash: the head of a session's stream (run, seq, runNo, closed, bytes, last: the stream's last id). */
   head(kasmId: string): string
   /** List, oldest first: `<entry id> <bytes>` of each stored entry, for trimming the stream to its byte budget. */
   sizes(kasmId: string): string
+  /** Pub/sub channel (sharded on Redis Cluster): what each append added to a session's stream. */
+  live(kasmId: string): string
   /** String: the reader lease; its value is the holder's fence. */
   lease(kasmId: string): string
   /** Counter the fences come from (seeded from Redis TIME so it keeps rising across a Redis restart). */
@@ -119,6 +121,7 @@ export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): Cl
     events: (id) => `${p}ev:{${id}}`,
     head: (id) => `${p}evh:{${id}}`,
     sizes: (id) => `${p}evs:{${id}}`,
+    live: (id) => `${p}live:{${id}}`,
     lease: (id) => `${p}lease:{${id}}`,
     fence: (id) => `${p}fence:{${id}}`,
     sessions: `${registry}sessions`,

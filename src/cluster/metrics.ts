@@ -1,6 +1,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
 import { zeroed } from '../metrics/plugin.ts'
 import type { ConnectionRole, RedisClient } from './connections.ts'
+import type { LiveReadReason } from './live-loop.ts'
 
 /** Cluster-mode metrics, registered on the app's registry. Labels are fixed words, never ids. */
 export interface ClusterMetrics {
@@ -9,6 +10,7 @@ export interface ClusterMetrics {
   readonly appends: Counter<'result'>
   readonly appended: Counter
   readonly read: Counter
+  readonly liveReads: Counter<'reason'>
   readonly leases: Gauge
   readonly leaseChanges: Counter<'event'>
   readonly watched: Gauge
@@ -43,7 +45,13 @@ export function createClusterMetrics(registry: Registry, watched: () => number):
     }),
     read: new Counter({
       name: 'krg_cluster_entries_read_total',
-      help: 'Stream entries read by the XREAD loop (each is framed once and offered to local viewers)',
+      help: 'Stream entries the live loop received, published or read (each is framed once and offered to local viewers)',
+      registers,
+    }),
+    liveReads: new Counter({
+      name: 'krg_cluster_live_reads_total',
+      help: 'Session streams read by the live loop instead of taken from their channel: join (a newly watched session), gap (a publication was missed), resync (after the live connection reconnected)',
+      labelNames: ['reason'],
       registers,
     }),
     leases: new Gauge({
@@ -59,14 +67,15 @@ export function createClusterMetrics(registry: Registry, watched: () => number):
     }),
     watched: new Gauge({
       name: 'krg_cluster_watched_streams',
-      help: 'Session streams the XREAD loop follows for local viewers',
+      help: 'Session streams (live channels) this replica follows for local viewers',
       registers,
       collect() {
         this.set(watched())
       },
     }),
   }
-  zeroed(metrics.reconnects, 'connection', ['command', 'blocking', 'subscriber'] satisfies ConnectionRole[])
+  zeroed(metrics.reconnects, 'connection', ['command', 'live', 'subscriber'] satisfies ConnectionRole[])
+  zeroed(metrics.liveReads, 'reason', ['join', 'gap', 'resync'] satisfies LiveReadReason[])
   zeroed(metrics.appends, 'result', ['stored', 'fenced', 'error'])
   zeroed(metrics.leaseChanges, 'event', ['acquired', 'lost', 'released'])
   return metrics

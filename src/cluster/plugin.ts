@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
+import { Cluster as RedisCluster } from 'ioredis'
 import type { Env } from '../config.ts'
 import type { EventBus } from '../events/bus.ts'
 import { HubBus } from '../events/hub-bus.ts'
@@ -9,11 +10,11 @@ import { frameOf } from '../events/sse.ts'
 import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
 import { RedisBroker } from './broker.ts'
-import { StreamLoop } from './broker-loop.ts'
 import { ChangeFeed } from './change-feed.ts'
-import type { RedisClient } from './connections.ts'
-import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
+import { type ConnectionRole, openConnection, type RedisClient, waitReady } from './connections.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
+import { clusterLiveChannels } from './live-channels-cluster.ts'
+import { LiveLoop, liveChannels } from './live-loop.ts'
 import {
   type ClusterMetrics,
   createClusterMetrics,
@@ -37,7 +38,7 @@ export interface Cluster {
   readonly subscriber: RedisClient
   /** Encrypts messaging tokens at rest (GATEWAY_ENCRYPTION_KEY). */
   readonly vault: TokenVault
-  /** The event bus over the Redis broker (one stream per session, one XREAD loop per replica). */
+  /** The event bus over the Redis broker (one stream and live channel per session, one live loop per replica). */
   readonly bus: EventBus
   readonly lease: RedisReaderLease
   /** Leases of cluster-wide jobs (one replica runs each: token re-seal, Kasm sync), fenced like reader leases. */
@@ -69,13 +70,14 @@ const STREAM_RETENTION_MS = 24 * 3600 * 1000
 const BOOT_WAIT_MS = 5000
 
 /**
- * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command, blocking XREAD,
- * subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and metrics.
+ * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command,
+ * live channels, subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and
+ * metrics.
  * Without either it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
  * next, chooses the memory side of every seam then (src/stores/plugin.ts).
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
- * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the XREAD
+ * take over without waiting for expiry); `onClose`, which runs after every later plugin's, stops the live
  * loop and closes the connections.
  */
 export const clusterPlugin = fp(
@@ -98,12 +100,12 @@ export const clusterPlugin = fp(
     }
     const connections: Record<ConnectionRole, RedisClient> = {
       command: openConnection(settings, 'command'),
-      blocking: openConnection(settings, 'blocking'),
+      live: openConnection(settings, 'live'),
       subscriber: openConnection(settings, 'subscriber'),
     }
     const command = defineScripts(connections.command)
 
-    let loop: StreamLoop | undefined
+    let loop: LiveLoop | undefined
     const metrics = createClusterMetrics(app.metrics.registry, () => loop?.watchedCount ?? 0)
     const health = new RedisHealth(connections, app.log)
     for (const [role, connection] of Object.entries(connections) as [ConnectionRole, RedisClient][]) {
@@ -112,20 +114,28 @@ export const clusterPlugin = fp(
     }
     registerDegradedGauge(app.metrics.registry, () => health.down)
 
-    loop = new StreamLoop({
+    // On a Redis Cluster the live channels are sharded (SPUBLISH/SSUBSCRIBE): a publication stays on the
+    // session's shard instead of being broadcast to every node.
+    const live = connections.live
+    const sharded = live instanceof RedisCluster
+    loop = new LiveLoop({
       command,
-      blocking: connections.blocking,
+      channels: live instanceof RedisCluster ? clusterLiveChannels(live) : liveChannels(live, false),
       streamKey: keys.events,
+      channelOf: keys.live,
       frame: frameOf,
       log: app.log,
       quiet: () => health.down,
       onRead: (n) => metrics.read.inc(n),
+      onStreamRead: (reason) => metrics.liveReads.inc({ reason }),
     })
     const bus = new HubBus(
       new RedisBroker({
         command,
         loop,
         keys,
+        frame: frameOf,
+        sharded,
         maxLen: env.GATEWAY_EVENT_BUFFER,
         maxBytes: env.GATEWAY_EVENT_BUFFER_BYTES,
         retentionMs: STREAM_RETENTION_MS,
@@ -217,7 +227,6 @@ export const clusterPlugin = fp(
 
     const ready = await Promise.all(Object.values(connections).map((c) => waitReady(c, BOOT_WAIT_MS)))
     if (ready.includes(false)) app.log.warn('redis not reachable at boot; starting not ready')
-    loop.start()
     const via =
       redis.kind === 'sentinel'
         ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }

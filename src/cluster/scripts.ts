@@ -16,10 +16,16 @@ local function str(n) return string.format('%.0f', n) end
 `
 
 /**
- * Fenced append with per-run seq dedupe, trimmed to a count and a byte budget.
- * KEYS: lease, head, events, sizes. ARGV: fence, maxlen, ttl ms, the caller's clock (ms), max bytes, then 5 per
- * message: kind (e|c), run, seq, type, data. The keys' expiry is refreshed once per 1/24 of the ttl, not on
- * every append. Returns -1 when the fence is not the lease holder's, else the number of entries added.
+ * Fenced append with per-run seq dedupe, trimmed to a count and a byte budget, published live.
+ * KEYS: lease, head, events, sizes, the live channel (a channel, not a key: named here so that it hashes to
+ * the session's slot like the keys). ARGV: PUBLISH or SPUBLISH, fence, maxlen, ttl ms, the caller's clock
+ * (ms), max bytes, then 5 per message: kind (e|c), run, seq, type, data. The keys' expiry is refreshed once
+ * per 1/24 of the ttl, not on every append. Returns -1 when the fence is not the lease holder's, else the
+ * number of entries added.
+ *
+ * What it added is published on the live channel as JSON `[prev, [[id, [field, value, ...]], ...]]`, `prev`
+ * being the stream's last id before the append (kept in the head as `last`): a subscriber whose cursor is
+ * behind `prev` missed something and reads the stream (src/cluster/live-loop.ts).
  *
  * Entry ids are `<runNo>-<seq>`: runNo is fixed per run and rises with every new run (it is at least Redis
  * TIME in ms and above the stream's last id), so ids keep rising even after Redis lost everything, and a
@@ -32,19 +38,27 @@ local function str(n) return string.format('%.0f', n) end
  * count too high, which trims earlier, never later).
  */
 const append = `${nowMs}
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local h = redis.call('HMGET', KEYS[2], 'run', 'seq', 'runNo', 'closed', 'exp', 'bytes')
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then return -1 end
+local h = redis.call('HMGET', KEYS[2], 'run', 'seq', 'runNo', 'closed', 'exp', 'bytes', 'last')
 local run, seq, runNo, closed = h[1], tonumber(h[2]), h[3], h[4] == '1'
-local now, ttl = tonumber(ARGV[4]), tonumber(ARGV[3])
-local maxlen, maxbytes = tonumber(ARGV[2]), tonumber(ARGV[5])
+local now, ttl = tonumber(ARGV[5]), tonumber(ARGV[4])
+local maxlen, maxbytes = tonumber(ARGV[3]), tonumber(ARGV[6])
 local bytes = tonumber(h[6]) or 0
 local added = 0
-local function keep(id, size)
+local prev = h[7]
+if not prev then
+  local tail = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)[1]
+  prev = tail and tail[1] or '0-0'
+end
+local published = {}
+local function keep(id, fields, size)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], id, unpack(fields))
   redis.call('RPUSH', KEYS[4], id .. ' ' .. str(size))
   bytes = bytes + size
   added = added + 1
+  published[added] = {id, fields}
 end
-for i = 6, #ARGV, 5 do
+for i = 7, #ARGV, 5 do
   local kind, mrun = ARGV[i], ARGV[i + 1]
   if (not run) or mrun ~= run then
     local n = now_ms()
@@ -62,16 +76,13 @@ for i = 6, #ARGV, 5 do
     if kind == 'e' then
       local s = tonumber(ARGV[i + 2])
       if s > seq then
-        local id = runNo .. '-' .. ARGV[i + 2]
-        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], id,
-          'k', 'e', 'r', mrun, 's', ARGV[i + 2], 't', ARGV[i + 3], 'd', ARGV[i + 4])
-        keep(id, #ARGV[i + 4] + #ARGV[i + 3] + #mrun + 64)
+        keep(runNo .. '-' .. ARGV[i + 2],
+          {'k', 'e', 'r', mrun, 's', ARGV[i + 2], 't', ARGV[i + 3], 'd', ARGV[i + 4]},
+          #ARGV[i + 4] + #ARGV[i + 3] + #mrun + 64)
         seq = s
       end
     else
-      local id = runNo .. '-' .. str(seq + 1)
-      redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], id, 'k', 'c', 'r', mrun)
-      keep(id, #mrun + 64)
+      keep(runNo .. '-' .. str(seq + 1), {'k', 'c', 'r', mrun}, #mrun + 64)
       closed = true
     end
   end
@@ -91,16 +102,20 @@ if cut then
   redis.call('XTRIM', KEYS[3], 'MINID', ms .. '-' .. str(tonumber(sq) + 1))
 end
 if bytes < 0 then bytes = 0 end
+local last = prev
+if added > 0 then last = published[added][1] end
 if run then
   if math.abs(now - (tonumber(h[5]) or 0)) > ttl / 24 then
-    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'exp', ARGV[4], 'bytes', str(bytes))
-    redis.call('PEXPIRE', KEYS[2], ARGV[3])
-    redis.call('PEXPIRE', KEYS[3], ARGV[3])
-    redis.call('PEXPIRE', KEYS[4], ARGV[3])
+    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'exp', ARGV[5], 'bytes', str(bytes),
+      'last', last)
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+    redis.call('PEXPIRE', KEYS[3], ARGV[4])
+    redis.call('PEXPIRE', KEYS[4], ARGV[4])
   else
-    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'bytes', str(bytes))
+    redis.call('HSET', KEYS[2], 'seq', str(seq), 'closed', closed and '1' or '0', 'bytes', str(bytes), 'last', last)
   end
 end
+if added > 0 then redis.call(ARGV[1], KEYS[5], cjson.encode({prev, published})) end
 return added
 `
 
@@ -214,6 +229,8 @@ export interface ClusterCommands {
     head: string,
     events: string,
     sizes: string,
+    live: string,
+    publish: 'PUBLISH' | 'SPUBLISH',
     ...args: (string | number)[]
   ): Promise<number>
   krgReplay(head: string, events: string, run: string, after: string, page: number): Promise<ReplayReply>
@@ -239,7 +256,7 @@ export interface ClusterCommands {
 export function defineScripts<C extends RedisClient>(redis: C): C & ClusterCommands {
   const r = redis as RedisClient & Partial<ClusterCommands>
   if (!r.krgAppend) {
-    redis.defineCommand('krgAppend', { numberOfKeys: 4, lua: append })
+    redis.defineCommand('krgAppend', { numberOfKeys: 5, lua: append })
     redis.defineCommand('krgReplay', { numberOfKeys: 2, lua: replay })
     redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })

@@ -1,4 +1,8 @@
+import type { BrokerDelivery } from '../events/broker/broker.ts'
 import type { BusMessage } from '../events/bus.ts'
+
+/** How a replica turns a message into its SSE frame (the events folder's framing, done once per event). */
+export type FrameFn = (message: BusMessage) => Buffer
 
 /** One stream entry as ioredis returns it: `[id, [field, value, field, value, ...]]`. */
 export type RawEntry = [id: string, fields: string[]]
@@ -30,6 +34,16 @@ export function decodeEntry([id, fields]: RawEntry): StreamEntry | null {
   const seq = Number(f.s)
   if (!Number.isSafeInteger(seq)) return null
   return { id, message: { kind: 'event', run, seq, type: f.t, data: f.d } }
+}
+
+/** The entries as deliveries, each framed once (entries this version cannot read are skipped). */
+export function deliveriesOf(raw: readonly RawEntry[], frame: FrameFn): BrokerDelivery<string>[] {
+  const out: BrokerDelivery<string>[] = []
+  for (const entry of raw) {
+    const decoded = decodeEntry(entry)
+    if (decoded) out.push({ offset: decoded.id, message: decoded.message, frame: frame(decoded.message) })
+  }
+  return out
 }
 
 /**

@@ -4,7 +4,7 @@ import { deletePrefix, REDIS_TEST_URL, replicaParts, uniquePrefix } from './redi
 
 /**
  * The event-bus contract (test/events/bus-contract.ts), run against both buses: embedded mode and cluster
- * mode must behave the same for the viewer. Redis delivers live events through the XREAD loop, so its
+ * mode must behave the same for the viewer. Redis delivers live events through its live channels, so its
  * scenarios wait for them, and for a sentinel event (never a pause) before asserting that nothing else came.
  */
 

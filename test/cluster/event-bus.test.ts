@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net'
 import { test } from 'node:test'
 import type { Redis } from 'ioredis'
 import type { BusMessage, Delivery, Subscriber } from '../../src/events/bus.ts'
@@ -171,7 +172,7 @@ test('after Redis lost the session, the re-read run reaches viewers without a du
   assert.deepEqual(resumed.seqs, range(51, 80))
 })
 
-test('a killed blocking connection reconnects and its viewers miss nothing', async (t) => {
+test('a killed live connection reconnects and its viewers miss nothing', async (t) => {
   const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
   const v = viewer()
   await b.bus.subscribe('s', {}, v)
@@ -182,11 +183,11 @@ test('a killed blocking connection reconnects and its viewers miss nothing', asy
     f,
   )
   await until('first 10', () => v.seqs.length === 10)
-  // The blocking connection is busy in XREAD: find it by name and kill it from outside.
+  // The live connection only listens: find it by name and kill it from outside.
   const list = String(await a.command.client('LIST'))
-  const line = list.split('\n').find((l) => l.includes(`name=${b.keys.prefix}r1:blocking`))
+  const line = list.split('\n').find((l) => l.includes(`name=${b.keys.prefix}r1:live`))
   const killId = line?.match(/\bid=(\d+)/)?.[1]
-  assert.ok(killId, 'blocking connection listed')
+  assert.ok(killId, 'live connection listed')
   await a.command.client('KILL', 'ID', killId)
   await a.bus.append(
     's',
@@ -196,6 +197,123 @@ test('a killed blocking connection reconnects and its viewers miss nothing', asy
   await until('events written while reconnecting', () => v.seqs.at(-1) === 40)
   assert.deepEqual(v.seqs, range(1, 40))
 })
+
+test('a publication the live connection missed is read from the stream: no gap, no duplicate', async (t) => {
+  const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
+  const v = viewer()
+  await b.bus.subscribe('s', {}, v)
+  const f = (await a.lease.acquire('s')) as number
+  const append = (from: number, to: number) =>
+    a.bus.append(
+      's',
+      range(from, to).map((n) => ev('run', n)),
+      f,
+    )
+  await append(1, 10)
+  await until('first 10', () => v.seqs.length === 10)
+  // b's live connection stops hearing the channel behind its loop's back: 11-20 is published to nobody.
+  await b.live.unsubscribe(b.keys.live('s'))
+  await append(11, 20)
+  await b.live.subscribe(b.keys.live('s'))
+  assert.equal(b.liveReads.gap, 0)
+  await append(21, 30)
+  await until('all 30', () => v.seqs.at(-1) === 30)
+  assert.deepEqual(v.seqs, range(1, 30))
+  assert.equal(b.liveReads.gap, 1, 'the publication of 21-30 showed the gap: one read filled it')
+})
+
+test('an unreadable publication on a live channel makes the loop read the stream; nothing is lost or repeated', async (t) => {
+  const [a] = (await replicas(t, 1)) as [ReplicaParts]
+  const v = viewer()
+  await a.bus.subscribe('s', {}, v)
+  const f = (await a.lease.acquire('s')) as number
+  await a.bus.append(
+    's',
+    range(1, 5).map((n) => ev('run', n)),
+    f,
+  )
+  await until('first 5', () => v.seqs.length === 5)
+  for (const payload of ['not json', JSON.stringify(['1-1', 'entries']), JSON.stringify({ prev: '0-0' })])
+    await a.command.publish(a.keys.live('s'), payload)
+  await until('the stream read', () => a.liveReads.gap >= 1)
+  await a.bus.append(
+    's',
+    range(6, 12).map((n) => ev('run', n)),
+    f,
+  )
+  await until('all 12', () => v.seqs.at(-1) === 12)
+  assert.deepEqual(v.seqs, range(1, 12))
+})
+
+test('a live connection that stops answering is reconnected by its probe and its streams read again', async (t) => {
+  const frozen = await tcpRelay(REDIS_TEST_URL)
+  t.after(() => frozen.close())
+  const prefix = uniquePrefix()
+  const a = await replicaParts(REDIS_TEST_URL, prefix, { name: `${prefix}r0` })
+  const b = await replicaParts(REDIS_TEST_URL, prefix, {
+    name: `${prefix}r1`,
+    liveUrl: frozen.url,
+    probeMs: 200,
+  })
+  t.after(async () => {
+    await Promise.all([a.close(), b.close()])
+    await deletePrefix(REDIS_TEST_URL, prefix)
+  })
+  const v = viewer()
+  await b.bus.subscribe('s', {}, v)
+  const f = (await a.lease.acquire('s')) as number
+  await a.bus.append(
+    's',
+    range(1, 10).map((n) => ev('run', n)),
+    f,
+  )
+  await until('first 10', () => v.seqs.length === 10)
+  // A partition: the socket stays open but nothing crosses it, either way.
+  frozen.freeze()
+  await a.bus.append(
+    's',
+    range(11, 20).map((n) => ev('run', n)),
+    f,
+  )
+  await until('read again after the reconnect', () => b.liveReads.resync >= 1 && v.seqs.at(-1) === 20)
+  assert.deepEqual(v.seqs, range(1, 20))
+})
+
+/** A TCP relay to Redis whose open connections can be frozen (nothing forwarded, nothing closed). */
+async function tcpRelay(target: string): Promise<{ url: string; freeze(): void; close(): Promise<void> }> {
+  const { hostname, port } = new URL(target)
+  const pairs: [Socket, Socket][] = []
+  const frozen: [Socket, Socket][] = []
+  const server = createServer((client) => {
+    const upstream = connect(Number(port || 6379), hostname)
+    for (const socket of [client, upstream]) socket.on('error', () => {})
+    client.pipe(upstream)
+    upstream.pipe(client)
+    pairs.push([client, upstream])
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port: relayPort } = server.address() as AddressInfo
+  return {
+    url: `redis://127.0.0.1:${relayPort}`,
+    freeze() {
+      // The pairs stay in the list, paused: ended when the relay closes, never before (no close is seen).
+      for (const [client, upstream] of pairs.splice(0)) {
+        client.unpipe(upstream)
+        upstream.unpipe(client)
+        client.pause()
+        upstream.pause()
+        frozen.push([client, upstream])
+      }
+    },
+    async close() {
+      for (const [client, upstream] of [...pairs, ...frozen]) {
+        client.destroy()
+        upstream.destroy()
+      }
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
 
 test('a replay longer than one page comes whole; connections stay fixed however many viewers', async (t) => {
   const [a] = (await replicas(t, 1)) as [ReplicaParts]
@@ -219,7 +337,7 @@ test('a replay longer than one page comes whole; connections stay fixed however 
   assert.equal(
     mine.length,
     2,
-    `one command and one blocking connection for 200 viewers of 20 sessions:\n${mine.join('\n')}`,
+    `one command and one live connection for 200 viewers of 20 sessions:\n${mine.join('\n')}`,
   )
   for (const s of subs) s.close()
   await until('loop forgets closed streams', () => a.fanout.watchedCount === 1)
@@ -228,7 +346,7 @@ test('a replay longer than one page comes whole; connections stay fixed however 
 /**
  * Holds the answer of the next `xrange` on `redis` until `release` is called: the command ran in Redis (its
  * reply is fixed), but the caller sees it only later, as when the command connection's reply is read after the
- * blocking connection's (two sockets, no order between them).
+ * live connection's publications (two sockets, no order between them).
  */
 function holdNextXrange(redis: Redis): { answered: Promise<void>; release: () => void } {
   const original = redis.xrange.bind(redis) as (...args: unknown[]) => Promise<unknown>

@@ -58,7 +58,7 @@ test('cluster mode: ready with Redis, metrics per connection, everything closed 
   assert.equal(ready.statusCode, 200, ready.body)
   assert.equal(JSON.parse(ready.body).checks.redis, 'ok')
   const metrics = (await app.inject('/metrics')).body
-  for (const role of ['command', 'blocking', 'subscriber']) {
+  for (const role of ['command', 'live', 'subscriber']) {
     assert.match(metrics, new RegExp(`krg_redis_connected\\{connection="${role}"\\} 1`))
   }
   const fence = await cluster.lease.acquire('held')

@@ -33,7 +33,7 @@ async function readiness(r: Replica): Promise<{ code: number; body: Readiness }>
 async function reconnectAttempts(r: Replica): Promise<number> {
   const families = await metricsOf(r)
   let sum = 0
-  for (const connection of ['command', 'blocking', 'subscriber'])
+  for (const connection of ['command', 'live', 'subscriber'])
     sum += sampleValue(families, 'krg_redis_reconnects_total', { connection }) ?? 0
   return sum
 }

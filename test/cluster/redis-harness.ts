@@ -4,7 +4,6 @@ import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { RedisBroker } from '../../src/cluster/broker.ts'
-import { StreamLoop } from '../../src/cluster/broker-loop.ts'
 import {
   type ConnectionRole,
   openConnection,
@@ -12,6 +11,7 @@ import {
   waitReady,
 } from '../../src/cluster/connections.ts'
 import { type ClusterKeys, clusterKeys } from '../../src/cluster/keys.ts'
+import { LiveLoop, type LiveReadReason, liveChannels } from '../../src/cluster/live-loop.ts'
 import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
 import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.ts'
 import type { RedisEndpoint } from '../../src/config.ts'
@@ -137,10 +137,13 @@ export async function startRedisServer(port?: number): Promise<RedisServer> {
 /** The Redis side of the event seam as one replica builds it, without Fastify. */
 export interface ReplicaParts {
   readonly command: Redis & ClusterCommands
-  readonly blocking: Redis
+  /** The live channels' subscriber connection. */
+  readonly live: Redis
   readonly keys: ClusterKeys
-  /** The replica's XREAD loop (the metric of watched sessions). */
-  readonly fanout: StreamLoop
+  /** The replica's live loop (the metric of watched sessions). */
+  readonly fanout: LiveLoop
+  /** Streams the live loop read instead of taking them from their channel, by reason. */
+  readonly liveReads: Readonly<Record<LiveReadReason, number>>
   readonly bus: HubBus<string>
   readonly lease: RedisReaderLease
   close(): Promise<void>
@@ -150,7 +153,16 @@ export interface ReplicaParts {
 export async function replicaParts(
   url: string,
   prefix: string,
-  opts: { maxLen?: number; maxBytes?: number; leaseMs?: number; name?: string } = {},
+  opts: {
+    maxLen?: number
+    maxBytes?: number
+    leaseMs?: number
+    name?: string
+    /** Where the live connection goes instead of `url` (a relay the test controls). */
+    liveUrl?: string
+    /** The live loop's probe interval (ms). */
+    probeMs?: number
+  } = {},
 ): Promise<ReplicaParts> {
   const settings = {
     redis: { kind: 'url', url } as const,
@@ -158,27 +170,34 @@ export async function replicaParts(
     commandTimeoutMs: 2000,
   }
   const command = defineScripts(openConnection(settings, 'command'))
-  const blocking = openConnection(settings, 'blocking')
-  for (const c of [command, blocking]) {
+  const live = openConnection(
+    opts.liveUrl === undefined ? settings : { ...settings, redis: { kind: 'url', url: opts.liveUrl } },
+    'live',
+  )
+  for (const c of [command, live]) {
     c.on('error', () => {})
     c.connect().catch(() => {})
   }
-  await Promise.all([waitReady(command, 5000), waitReady(blocking, 5000)])
+  await Promise.all([waitReady(command, 5000), waitReady(live, 5000)])
   const keys = clusterKeys(prefix)
-  const fanout = new StreamLoop({
+  const liveReads: Record<LiveReadReason, number> = { join: 0, gap: 0, resync: 0 }
+  const fanout = new LiveLoop({
     command,
-    blocking,
+    channels: liveChannels(live, false),
     streamKey: keys.events,
+    channelOf: keys.live,
     frame: frameOf,
     log: pino({ level: 'silent' }),
-    blockMs: 2000,
+    ...(opts.probeMs === undefined ? {} : { probeMs: opts.probeMs }),
+    onStreamRead: (reason) => liveReads[reason]++,
   })
-  fanout.start()
   const bus = new HubBus(
     new RedisBroker({
       command,
       loop: fanout,
       keys,
+      frame: frameOf,
+      sharded: false,
       maxLen: opts.maxLen ?? 4096,
       ...(opts.maxBytes === undefined ? {} : { maxBytes: opts.maxBytes }),
       retentionMs: 600_000,
@@ -187,15 +206,16 @@ export async function replicaParts(
   const lease = new RedisReaderLease({ command, keys, leaseMs: opts.leaseMs ?? 5000 })
   return {
     command,
-    blocking,
+    live,
     keys,
     fanout,
+    liveReads,
     bus,
     lease,
     async close() {
       await bus.close()
       command.disconnect()
-      blocking.disconnect()
+      live.disconnect()
     },
   }
 }

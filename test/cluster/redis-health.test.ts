@@ -15,7 +15,7 @@ function connections(t: TestContext): Record<ConnectionRole, Redis> {
   }
   const opened = {
     command: openConnection(settings, 'command'),
-    blocking: openConnection(settings, 'blocking'),
+    live: openConnection(settings, 'live'),
     subscriber: openConnection(settings, 'subscriber'),
   }
   t.after(() => {

@@ -62,7 +62,7 @@ describe('three replicas', () => {
       String(await redis.client('LIST'))
         .split('\n')
         .filter((l) => l.includes(`name=${c.prefix}`)).length
-    assert.equal(await count(), 9, 'command, blocking and subscriber on each of 3 replicas')
+    assert.equal(await count(), 9, 'command, live and subscriber on each of 3 replicas')
     await c.addSession('k2')
     const token = await bearer({ sub: 'dave', roles: ['viewer'], teams: ['blue'] }, { expiresIn: '1h' })
     const more: RoamingViewer[] = []

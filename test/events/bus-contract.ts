@@ -52,7 +52,7 @@ export interface BusHarness {
   bus: EventBus
   /**
    * Whether live events reach subscribers before `append` resolves (the memory bus: then the scenarios assert
-   * at once; otherwise, as with Redis's XREAD loop, they wait for the deliveries).
+   * at once; otherwise, as with Redis's live channels, they wait for the deliveries).
    */
   synchronous: boolean
   /** A fence that may append to `kasmId`. */

@@ -175,7 +175,7 @@ test('cluster mode adds the Redis and cluster families, with known labels at 0',
   t.after(() => gw.close())
   const families = await scrape(gw.url)
   assertTypes(families, { ...gatewayFamilies, ...clusterFamilies })
-  for (const connection of ['command', 'blocking', 'subscriber']) {
+  for (const connection of ['command', 'live', 'subscriber']) {
     assert.equal(sampleValue(families, 'krg_redis_connected', { connection }), 1)
     assert.equal(sampleValue(families, 'krg_redis_reconnects_total', { connection }), 0)
   }
