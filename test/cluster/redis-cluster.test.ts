@@ -2,12 +2,20 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { RedisReportStore } from '../../src/cluster/report-store.ts'
 import { ConfigError, loadConfig, type RedisEndpoint } from '../../src/config.ts'
+import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { cookieStoreContract, redisCookiePair } from '../auth/cookie-store-contract.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 import { chatLinkContract, redisChatLinkPair } from '../identity/chat-links-contract.ts'
 import { DAY, reportStoreContract } from '../report/report-store-contract.ts'
-import { request, TEST_ENCRYPTION_KEY, TOKEN } from './cluster-harness.ts'
+import {
+  contiguity,
+  emitSteadily,
+  RoamingViewer,
+  request,
+  TEST_ENCRYPTION_KEY,
+  TOKEN,
+} from './cluster-harness.ts'
 import { type RedisCluster, startRedisCluster } from './redis-cluster-harness.ts'
 import { type StoreRedis, storeConnection, storeKeys, uniquePrefix, until } from './redis-harness.ts'
 
@@ -167,4 +175,80 @@ test('stream slots: the per-operator cap holds over two gateways, a slot given b
   assert.equal(await slotsOf(b).take('otto'), true, 'per operator')
   slotsOf(a).give('olga')
   await until('the slot given back on a is free on b', () => slotsOf(b).take('olga'))
+})
+
+/**
+ * A session watched through two gateways on the cluster (its owner appends with SPUBLISH, each gateway's live
+ * connection listens with SSUBSCRIBE on the shard of the session's slot), 4 viewers over both.
+ */
+async function watchedSession(t: import('node:test').TestContext, kasmId: string) {
+  const runtime = await startSimulatedRuntime({ messagingToken: TOKEN, pingIntervalMs: 5000 })
+  t.after(() => runtime.close())
+  const env = {
+    ...clusterEnv(uniquePrefix()),
+    GATEWAY_LEASE_MS: '2000',
+    GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
+    GATEWAY_PING_INTERVAL_MS: '1000',
+  }
+  const gateways = [await gateway(t, env), await gateway(t, env)]
+  const admin = `Bearer ${await bearer({ sub: 'alice', roles: ['admin'], teams: ['*'] })}`
+  const put = await request(`${gateways[0]?.url}/admin/sessions/${kasmId}`, {
+    method: 'PUT',
+    headers: { authorization: admin, 'content-type': 'application/json' },
+    body: JSON.stringify({ upstream: runtime.url, team: 'blue', messagingToken: TOKEN }),
+  })
+  assert.ok(put.status === 201 || put.status === 200, put.body)
+  for (const gw of gateways)
+    await until('both gateways know the session', async () => {
+      const got = await request(`${gw.url}/admin/sessions/${kasmId}`, { headers: { authorization: admin } })
+      return got.status === 200
+    })
+  const operator = await bearer({ sub: 'bob', roles: ['operator'], teams: ['blue'] }, { expiresIn: '1h' })
+  const viewers: RoamingViewer[] = []
+  t.after(() => {
+    for (const v of viewers) v.close()
+  })
+  for (let i = 0; i < 4; i++) {
+    const v = new RoamingViewer(kasmId, operator, () => gateways.map((g) => g.url), i)
+    viewers.push(v)
+    v.start()
+  }
+  await until('viewers streaming', () => viewers.every((v) => v.ids.length > 0), 15_000)
+  return { runtime, viewers, gateways }
+}
+
+test('events: two gateways, viewers on both, every event once and in order', async (t) => {
+  const { runtime, viewers } = await watchedSession(t, 'ev-order')
+  const last = await emitSteadily(runtime, 150, 5, 3)
+  await until('every viewer has the last event', () => viewers.every((v) => v.seqs().at(-1) === last), 15_000)
+  for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
+})
+
+test("events: the master of the session's slot fails over while viewers stream; nothing lost, repeated or reordered", async (t) => {
+  const kasmId = 'ev-failover'
+  const { runtime, viewers, gateways } = await watchedSession(t, kasmId)
+  // The session's keys and live channel are all `{ev-failover}`: the master serving that slot.
+  const slot = Number(
+    await cluster.node(cluster.ports[0] as number).call('CLUSTER', 'KEYSLOT', `{${kasmId}}`),
+  )
+  const masters = await cluster.masters()
+  const index = masters.findLastIndex((m) => m.firstSlot <= slot)
+  const resyncs = async () => {
+    let n = 0
+    for (const gw of gateways) {
+      const metric = await gw.app.metrics.registry.getSingleMetric('krg_cluster_live_reads_total')?.get()
+      n += metric?.values.find((v) => v.labels.reason === 'resync')?.value ?? 0
+    }
+    return n
+  }
+  const resyncsBefore = await resyncs()
+  const emitting = emitSteadily(runtime, 300, 20, 1)
+  await until('events flowing', () => viewers.every((v) => v.ids.length > 10))
+  const promoted = await cluster.killMaster(index, { rejoin: true })
+  assert.notEqual(promoted.port, masters[index]?.port, 'the slot is served by the promoted replica')
+  const last = await emitting
+  await until('every viewer caught up', () => viewers.every((v) => v.seqs().at(-1) === last), 30_000)
+  for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
+  // The live subscriptions moved to the new master, and each gateway read its streams from its cursor.
+  assert.ok((await resyncs()) > resyncsBefore, 'the gateways resynchronised after the failover')
 })
