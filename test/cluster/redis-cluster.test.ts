@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
+import { Cluster } from 'ioredis'
+import pino from 'pino'
+import { ChangeFeed } from '../../src/cluster/change-feed.ts'
 import { RedisReportStore } from '../../src/cluster/report-store.ts'
 import { ConfigError, loadConfig, type RedisEndpoint } from '../../src/config.ts'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
@@ -251,4 +254,40 @@ test("events: the master of the session's slot fails over while viewers stream; 
   for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
   // The live subscriptions moved to the new master, and each gateway read its streams from its cursor.
   assert.ok((await resyncs()) > resyncsBefore, 'the gateways resynchronised after the failover')
+})
+
+test('change feed: when ioredis moves the subscriptions to another node, every listener re-reads', async (t) => {
+  const subscriber = await storeConnection(t, onCluster, 'subscriber')
+  const command = await storeConnection(t, onCluster)
+  const feed = new ChangeFeed(subscriber, pino({ level: 'silent' }))
+  const channel = `${uniquePrefix()}changed`
+  const heard: string[] = []
+  let resyncs = 0
+  await feed.listen(channel, { message: (m) => heard.push(m), resync: () => resyncs++ })
+  await command.publish(channel, 'one')
+  await until('the first message', () => heard.includes('one'))
+  // The node ioredis subscribes through: the one with a client of ours holding a subscription.
+  assert.ok(subscriber instanceof Cluster)
+  const name = String(subscriber.options.redisOptions?.connectionName)
+  const holder = async (): Promise<{ port: number; id: string } | undefined> => {
+    for (const port of cluster.ports) {
+      const list = String(
+        await cluster
+          .node(port)
+          .client('LIST')
+          .catch(() => ''),
+      )
+      const line = list.split('\n').find((l) => l.includes(name) && /\bsub=[1-9]/.test(l))
+      const id = line?.match(/\bid=(\d+)/)?.[1]
+      if (id !== undefined) return { port, id }
+    }
+    return undefined
+  }
+  const before = await holder()
+  assert.ok(before, 'a subscribed connection of ours on some node')
+  // What a node's death or a dropped socket does to it: ioredis resubscribes elsewhere, with no event.
+  await cluster.node(before.port).client('KILL', 'ID', before.id)
+  await until('every listener re-read after the move', () => resyncs > 0, 5000)
+  await command.publish(channel, 'two')
+  await until('messages still arrive', () => heard.includes('two'))
 })
