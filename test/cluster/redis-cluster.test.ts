@@ -291,3 +291,25 @@ test('change feed: when ioredis moves the subscriptions to another node, every l
   await command.publish(channel, 'two')
   await until('messages still arrive', () => heard.includes('two'))
 })
+
+test('events: a dropped sharded subscriber connection is replaced and the viewers miss nothing', async (t) => {
+  const { runtime, viewers } = await watchedSession(t, 'ev-dropped')
+  const emitting = emitSteadily(runtime, 150, 20, 1)
+  await until('events flowing', () => viewers.every((v) => v.ids.length > 10))
+  // Every gateway's sharded subscriber connections (`ioredis-cluster(ssubscriber):<name>:live`), on every node.
+  let killed = 0
+  for (const port of cluster.ports) {
+    const node = cluster.node(port)
+    const list = String(await node.client('LIST').catch(() => ''))
+    for (const line of list
+      .split('\n')
+      .filter((l) => l.includes('(ssubscriber)') && /\bssub=[1-9]/.test(l))) {
+      const id = line.match(/\bid=(\d+)/)?.[1]
+      if (id !== undefined && Number(await node.client('KILL', 'ID', id)) === 1) killed++
+    }
+  }
+  assert.ok(killed >= 2, `a subscribed connection of each gateway killed (${killed})`)
+  const last = await emitting
+  await until('every viewer caught up', () => viewers.every((v) => v.seqs().at(-1) === last), 15_000)
+  for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
+})
