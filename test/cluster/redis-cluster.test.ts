@@ -65,6 +65,16 @@ async function gateway(
   return gw
 }
 
+/** Registers `kasmId` (team blue) through `gw`'s admin API. */
+async function putSession(gw: TestGateway, admin: string, kasmId: string, upstream = 'http://127.0.0.1:9') {
+  const put = await request(`${gw.url}/admin/sessions/${kasmId}`, {
+    method: 'PUT',
+    headers: { authorization: admin, 'content-type': 'application/json' },
+    body: JSON.stringify({ upstream, team: 'blue', messagingToken: TOKEN }),
+  })
+  assert.ok(put.status === 201 || put.status === 200, put.body)
+}
+
 test('boots on the Redis Cluster, ready; its keys are hash-tagged', async (t) => {
   const gw = await gateway(t, clusterEnv(uniquePrefix()))
   await until('ready', async () => (await request(`${gw.url}/readyz`)).status === 200, 10_000)
@@ -79,12 +89,7 @@ test('session registry: a PUT on one gateway is seen by the other, a DELETE too'
   const a = await gateway(t, clusterEnv(prefix))
   const b = await gateway(t, clusterEnv(prefix))
   const admin = `Bearer ${await bearer({ roles: ['admin'] })}`
-  const put = await request(`${a.url}/admin/sessions/k1`, {
-    method: 'PUT',
-    headers: { authorization: admin, 'content-type': 'application/json' },
-    body: JSON.stringify({ upstream: 'http://127.0.0.1:9', team: 'blue', messagingToken: TOKEN }),
-  })
-  assert.ok(put.status === 201 || put.status === 200, put.body)
+  await putSession(a, admin, 'k1')
   await until('b sees k1', async () => {
     const got = await request(`${b.url}/admin/sessions/k1`, { headers: { authorization: admin } })
     return got.status === 200
@@ -151,12 +156,7 @@ test('audit: an admin write on one gateway is listed by the other', async (t) =>
   const prefix = uniquePrefix()
   const [a, b] = [await gateway(t, clusterEnv(prefix)), await gateway(t, clusterEnv(prefix))]
   const admin = `Bearer ${await bearer({ sub: 'ada', roles: ['admin'] })}`
-  const put = await request(`${a.url}/admin/sessions/audited`, {
-    method: 'PUT',
-    headers: { authorization: admin, 'content-type': 'application/json' },
-    body: JSON.stringify({ upstream: 'http://127.0.0.1:9', team: 'blue', messagingToken: TOKEN }),
-  })
-  assert.ok(put.status === 201 || put.status === 200, put.body)
+  await putSession(a, admin, 'audited')
   await until('b lists the write', async () => {
     const res = await request(`${b.url}/admin/audit?kasmId=audited`, { headers: { authorization: admin } })
     const { records } = JSON.parse(res.body) as { records: { sub?: string; kasmId?: string }[] }
@@ -195,12 +195,7 @@ async function watchedSession(t: import('node:test').TestContext, kasmId: string
   }
   const gateways = [await gateway(t, env), await gateway(t, env)]
   const admin = `Bearer ${await bearer({ sub: 'alice', roles: ['admin'], teams: ['*'] })}`
-  const put = await request(`${gateways[0]?.url}/admin/sessions/${kasmId}`, {
-    method: 'PUT',
-    headers: { authorization: admin, 'content-type': 'application/json' },
-    body: JSON.stringify({ upstream: runtime.url, team: 'blue', messagingToken: TOKEN }),
-  })
-  assert.ok(put.status === 201 || put.status === 200, put.body)
+  await putSession(gateways[0] as TestGateway, admin, kasmId, runtime.url)
   for (const gw of gateways)
     await until('both gateways know the session', async () => {
       const got = await request(`${gw.url}/admin/sessions/${kasmId}`, { headers: { authorization: admin } })
