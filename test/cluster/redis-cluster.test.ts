@@ -308,3 +308,18 @@ test('events: a dropped sharded subscriber connection is replaced and the viewer
   await until('every viewer caught up', () => viewers.every((v) => v.seqs().at(-1) === last), 15_000)
   for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
 })
+
+// Last: it stops the cluster.
+test('the whole Redis Cluster gone: a gateway that was up serves degraded', async (t) => {
+  const gw = await gateway(t, clusterEnv(uniquePrefix()))
+  await until('ready', async () => (await request(`${gw.url}/readyz`)).status === 200, 10_000)
+  await cluster.stop()
+  await until(
+    'degraded',
+    async () => JSON.parse((await request(`${gw.url}/readyz`)).body).status === 'degraded',
+    10_000,
+  )
+  const ready = await request(`${gw.url}/readyz`)
+  assert.equal(ready.status, 200, 'degraded is ready: the balancer keeps sending')
+  assert.match(JSON.parse(ready.body).checks.redis, /degraded: redis \w+ connection lost/)
+})
