@@ -309,6 +309,31 @@ test('events: a dropped sharded subscriber connection is replaced and the viewer
   for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
 })
 
+test("key rotation: the re-seal's compare-and-set (registry and job lease in one slot) runs on the cluster", async (t) => {
+  const prefix = uniquePrefix()
+  const admin = `Bearer ${await bearer({ roles: ['admin'] })}`
+  const old = await startGateway(clusterEnv(prefix))
+  await putSession(old, admin, 'sealed-old')
+  await old.close()
+  // The new key first, the old one still opening: the one replica re-seals what it finds on the old key.
+  const NEW_KEY = 'T3RoZXItdGVzdC1rZXktMzItYnl0ZXMtbG9uZy4uLi4'
+  const gw = await gateway(t, {
+    ...clusterEnv(prefix),
+    GATEWAY_ENCRYPTION_KEY: `${NEW_KEY},${TEST_ENCRYPTION_KEY}`,
+    GATEWAY_LEASE_MS: '1000',
+  })
+  const gauge = async (name: string) =>
+    (await gw.app.metrics.registry.getSingleMetric(name)?.get())?.values[0]?.value ?? -1
+  const resealed = async () => {
+    const metric = await gw.app.metrics.registry.getSingleMetric('krg_sessions_resealed_total')?.get()
+    return metric?.values.find((v) => v.labels.result === 'resealed')?.value ?? 0
+  }
+  await until('the record re-sealed with the new key', async () => (await resealed()) === 1, 15_000)
+  assert.equal(await gauge('krg_sessions_on_old_key'), 0)
+  const got = await request(`${gw.url}/admin/sessions/sealed-old`, { headers: { authorization: admin } })
+  assert.equal(got.status, 200)
+})
+
 // Last: it stops the cluster.
 test('the whole Redis Cluster gone: a gateway that was up serves degraded', async (t) => {
   const gw = await gateway(t, clusterEnv(uniquePrefix()))
