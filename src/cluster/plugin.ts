@@ -70,10 +70,9 @@ const STREAM_RETENTION_MS = 24 * 3600 * 1000
 const BOOT_WAIT_MS = 5000
 
 /**
- * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command,
- * live channels, subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and
- * metrics.
- * Without either it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
+ * Cluster mode when REDIS_URL, GATEWAY_REDIS_SENTINELS or GATEWAY_REDIS_CLUSTER_NODES is set: three fixed
+ * connections per replica (command, live channels, subscriber), the Redis event bus and reader lease,
+ * presence, a `redis` readiness check and metrics. Without any of them it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
  * next, chooses the memory side of every seam then (src/stores/plugin.ts).
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
@@ -230,7 +229,9 @@ export const clusterPlugin = fp(
     const via =
       redis.kind === 'sentinel'
         ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }
-        : {}
+        : redis.kind === 'cluster'
+          ? { redisCluster: { nodes: redis.nodes.map((x) => `${x.host}:${x.port}`) } }
+          : {}
     app.log.info({ replicaId, prefix: keys.prefix, ...via }, 'cluster mode: redis connected')
   },
   { name: 'cluster', dependencies: ['readiness', 'metrics'] },
