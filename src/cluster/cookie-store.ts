@@ -291,11 +291,13 @@ export class RedisCookieStore implements CookieSessionStore {
   /**
    * A set's revocation on a Redis Cluster, where the sessions live in other slots than the set (and one
    * script may only touch one slot): read the set, revoke each session with its own script (atomic per
-   * session), announce the revoked ones in one message as with one Redis, then remove from the set what was
-   * handled: every member read when revoking all (`iss` ''), the revoked and the forgotten ones otherwise.
-   * SREM of those members, never DEL: a session created meanwhile was added after the read and stays listed
-   * for the next logout. A session is revoked before it leaves its set, so a stop in between leaves it listed
-   * and a retry finds it again; a lost announcement is made up for by the replicas' one-second lookups.
+   * session), announce the revoked ones in one message as with one Redis, then remove from the set the
+   * sessions handled: the revoked ones, and when revoking all (`iss` '') those already revoked too. SREM of
+   * those members, never DEL: a session created meanwhile was added after the read and stays listed for the
+   * next logout. An entry whose session is missing stays: it may be one being created (its set entry is
+   * written first), which a removal here would leave unlisted once written; forgotten ones go when the set
+   * expires. A session is revoked before it leaves its set, so a stop in between leaves it listed and a retry
+   * finds it again; a lost announcement is made up for by the replicas' one-second lookups.
    */
   async #revokeEach(setKey: string, iss: string, before: string): Promise<number> {
     const hashes = await this.#redis.smembers(setKey)
@@ -304,7 +306,7 @@ export class RedisCookieStore implements CookieSessionStore {
     const results = await Promise.all(hashes.map((hash) => this.#revokeOne(hash, now, '', iss, before)))
     const revoked = hashes.filter((_, i) => results[i] === 1)
     if (revoked.length > 0) await this.#redis.publish(this.#keys.cookiesRevokedChannel, revoked.join(','))
-    const handled = iss === '' ? hashes : hashes.filter((_, i) => results[i] !== 0)
+    const handled = hashes.filter((_, i) => results[i] === 1 || (iss === '' && results[i] === 0))
     if (handled.length > 0) await this.#redis.srem(setKey, ...handled)
     return revoked.length
   }

@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test'
 import { Cluster } from 'ioredis'
 import pino from 'pino'
 import { ChangeFeed } from '../../src/cluster/change-feed.ts'
+import { RedisCookieStore } from '../../src/cluster/cookie-store.ts'
 import { RedisReportStore } from '../../src/cluster/report-store.ts'
 import { ConfigError, loadConfig, type RedisEndpoint } from '../../src/config.ts'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
@@ -332,6 +333,31 @@ test("key rotation: the re-seal's compare-and-set (registry and job lease in one
   assert.equal(await gauge('krg_sessions_on_old_key'), 0)
   const got = await request(`${gw.url}/admin/sessions/sealed-old`, { headers: { authorization: admin } })
   assert.equal(got.status, 200)
+})
+
+test('cookie store: a logout everywhere between the two steps of a sign-in leaves the new session findable', async (t) => {
+  const keys = storeKeys(t, onCluster)
+  const command = await storeConnection(t, onCluster)
+  const store = new RedisCookieStore({ command, keys, idleMs: 60_000 })
+  const now = Date.now()
+  const record = {
+    sub: 'sam',
+    roles: ['operator' as const],
+    teams: ['blue'],
+    createdAt: now,
+    expiresAt: now + 3600_000,
+    lastSeenAt: now,
+  }
+  await store.create('s1', record)
+  // A sign-in's first step on a Redis Cluster (the person's set, its own slot), its second not yet made.
+  await command.sadd(keys.cookiesOf('sam'), 's2')
+  assert.equal(await store.revokeAllOf('sam'), 1)
+  assert.equal(await command.sismember(keys.cookiesOf('sam'), 's1'), 0, 'the revoked session leaves the set')
+  assert.equal(await command.sismember(keys.cookiesOf('sam'), 's2'), 1, 'the one being made stays listed')
+  // Its second step: a later logout everywhere finds it.
+  await store.create('s2', record)
+  assert.equal(await store.revokeAllOf('sam'), 1)
+  assert.equal((await store.get('s2'))?.state, 'revoked')
 })
 
 // Last: it stops the cluster.
