@@ -65,13 +65,15 @@ export class RedisChatLinkStore implements ChatLinkStore {
     const previous = await this.get(k)
     const sets = this.#indexes(record)
     const dropped = previous === null ? [] : this.#indexes(previous).filter((set) => !sets.includes(set))
+    const index = sets.map(
+      (set) => (tx: ChainableCommander) =>
+        tx.sadd(set, k).pexpireat(set, record.expiresAt, 'GT').pexpireat(set, record.expiresAt, 'NX'),
+    )
     // One MULTI with one Redis; on a Redis Cluster one per slot, in this order: the new indexes first, so
-    // the link is never stored without the entries a logout everywhere finds it by.
+    // the link is never stored without the entries a logout everywhere finds it by; and on a cluster once
+    // more after the link, since a logout between the two (reading the previous link) removes the entries.
     await transaction(this.#redis, [
-      ...sets.map(
-        (set) => (tx: ChainableCommander) =>
-          tx.sadd(set, k).pexpireat(set, record.expiresAt, 'GT').pexpireat(set, record.expiresAt, 'NX'),
-      ),
+      ...index,
       (tx) =>
         tx
           .del(key)
@@ -82,6 +84,7 @@ export class RedisChatLinkStore implements ChatLinkStore {
           })
           .pexpireat(key, record.expiresAt),
       (tx) => tx.zadd(this.#keys.chatLinks, record.expiresAt, k),
+      ...(this.#redis.isCluster ? index : []),
       ...dropped.map((set) => (tx: ChainableCommander) => tx.srem(set, k)),
     ])
   }
