@@ -61,10 +61,10 @@ export interface ClusterKeys {
   loginAttempt(stateHash: string): string
   /** Counter of failed sign-ins from one client address in the current window. */
   signInFailures(address: string): string
-  /** Sorted set: replicas with presence for a session, scored by expiry time (ms). */
-  presenceIndex(kasmId: string): string
-  /** String (JSON) with a TTL: one replica's viewers of one session. */
-  presence(kasmId: string, replicaId: string): string
+  /** Sorted set: the replicas whose presence is current, scored by its expiry (ms). */
+  readonly presenceReplicas: string
+  /** Hash with a TTL: one replica's viewers, kasmId -> JSON counts per operator. */
+  presenceOf(replicaId: string): string
   /** Hash: a session's board (its reader's health, who took which question). */
   board(kasmId: string): string
   /** Pub/sub channel: a kasmId whose board changed. */
@@ -142,8 +142,8 @@ export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): Cl
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,
     loginAttempt: (hash) => `${p}login:${hash}`,
-    presenceIndex: (id) => `${p}presence:{${id}}`,
-    presence: (id, replica) => `${p}presence:{${id}}:${replica}`,
+    presenceReplicas: `${p}presence:replicas`,
+    presenceOf: (replica) => `${p}presence:of:{${replica}}`,
     board: (id) => `${p}board:{${id}}`,
     boardChannel: `${p}board:changed`,
     notifyDelivery: (id, hash) => `${p}notify:{${id}}:${hash}`,

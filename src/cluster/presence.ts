@@ -1,5 +1,4 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { ChainableCommander } from 'ioredis'
 import {
   type Counts,
   countBySession,
@@ -8,7 +7,6 @@ import {
   type ViewerSource,
   view,
 } from '../events/presence.ts'
-import { pipelined, type SlotStep } from './client.ts'
 import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
@@ -26,17 +24,20 @@ export interface RedisPresenceOptions {
 }
 
 /**
- * {@link Presence} over Redis. Every third of the TTL, each replica writes, per session it has viewers of,
- * one key with its counts (`SET PX ttl`) and its id into the session's index (a sorted set scored by
- * expiry), and withdraws the sessions it no longer has viewers of. A view merges this replica's live counts
- * with the other replicas' published ones, so it is exact here and at most a refresh behind elsewhere; a
- * killed replica drops out after the TTL. A Redis fault only delays publishing: the next refresh rewrites all.
+ * {@link Presence} over Redis. Each replica keeps one hash of its counts, session by session
+ * (`presence:of:{<replica>}`, expiring after the TTL), and its id in the set of live replicas (a sorted set
+ * scored by expiry). Every third of the TTL it writes only the sessions whose counts changed, drops the ones it
+ * no longer has viewers of and refreshes both expiries: a refresh costs a few commands however many sessions
+ * it watches, where one key per session and replica cost five commands each (bursts that held up the event
+ * path at 2,000 sessions). A view merges this replica's live counts with the other live replicas' hashes (one
+ * HMGET each), so it is exact here and at most a refresh behind elsewhere; a killed replica drops out after
+ * the TTL. A Redis fault only delays publishing: the next refresh writes everything again.
  */
 export class RedisPresence implements Presence {
   readonly #o: RedisPresenceOptions
   #source: ViewerSource = () => []
-  /** Sessions this replica has published and not yet withdrawn. */
-  #published = new Set<string>()
+  /** What this replica's hash holds, as written (JSON by session); null: write everything at the next refresh. */
+  #published: Map<string, string> | null = null
   readonly #timer: NodeJS.Timeout
   #publishing = false
   #closed = false
@@ -57,75 +58,56 @@ export class RedisPresence implements Presence {
 
   async ofMany(kasmIds: readonly string[]): Promise<Map<string, PresenceView>> {
     const { command, keys, replicaId } = this.#o
-    const now = Date.now()
-    // A session's presence keys share its slot: one group per session (one pipeline with one Redis).
-    const indexes = await pipelined(
-      command,
-      kasmIds.map(
-        (kasmId) => (p: ChainableCommander) => p.zrangebyscore(keys.presenceIndex(kasmId), now, '+inf'),
-      ),
-    )
-    const failed = indexes.find(([err]) => err)?.[0]
-    if (failed) throw failed
-    const wanted: [kasmId: string, key: string][] = []
-    kasmIds.forEach((kasmId, i) => {
-      for (const r of (indexes[i]?.[1] as string[] | undefined) ?? []) {
-        if (r !== replicaId) wanted.push([kasmId, keys.presence(kasmId, r)])
-      }
-    })
     const local = countBySession(this.#source())
     const parts = new Map<string, Counts[]>(
       kasmIds.map((k) => [k, local.has(k) ? [local.get(k) as Counts] : []]),
     )
-    if (wanted.length > 0) {
-      const values = await pipelined(
-        command,
-        wanted.map(
-          ([, key]) =>
-            (p: ChainableCommander) =>
-              p.get(key),
-        ),
-      )
-      values.forEach(([err, value], i) => {
-        if (err) throw err
-        if (typeof value !== 'string') return
-        try {
-          parts.get((wanted[i] as [string, string])[0])?.push(JSON.parse(value) as Counts)
-        } catch {
-          // A record this version cannot read is skipped, never fatal.
-        }
-      })
+    if (kasmIds.length > 0) {
+      const live = await command.zrangebyscore(keys.presenceReplicas, Date.now(), '+inf')
+      const others = live.filter((r) => r !== replicaId)
+      const hashes = await Promise.all(others.map((r) => command.hmget(keys.presenceOf(r), ...kasmIds)))
+      for (const values of hashes) {
+        values.forEach((value, i) => {
+          if (value === null) return
+          try {
+            parts.get(kasmIds[i] as string)?.push(JSON.parse(value) as Counts)
+          } catch {
+            // A record this version cannot read is skipped, never fatal.
+          }
+        })
+      }
     }
     return new Map(kasmIds.map((k) => [k, view(k, parts.get(k) ?? [])]))
   }
 
-  /** Writes this replica's counts now (the timer calls it; tests call it to skip the wait). */
+  /** Writes this replica's changed counts now (the timer calls it; tests call it to skip the wait). */
   async publish(): Promise<void> {
     if (this.#closed || this.#publishing) return
     this.#publishing = true
     const { command, keys, replicaId, ttlMs, log } = this.#o
+    const key = keys.presenceOf(replicaId)
     try {
       const now = Date.now()
-      const counts = countBySession(this.#source())
-      const groups: SlotStep[] = []
-      for (const [kasmId, c] of counts) {
-        const index = keys.presenceIndex(kasmId)
-        groups.push((p) =>
-          p
-            .set(keys.presence(kasmId, replicaId), JSON.stringify(c), 'PX', ttlMs)
-            .zadd(index, now + ttlMs, replicaId)
-            .zremrangebyscore(index, '-inf', now)
-            .pexpire(index, ttlMs, 'GT')
-            .pexpire(index, ttlMs, 'NX'),
-        )
-      }
-      const gone = [...this.#published].filter((k) => !counts.has(k))
-      for (const kasmId of gone) groups.push(this.#withdraw(kasmId))
-      if (groups.length === 0) return
-      const results = await pipelined(command, groups)
-      const err = results.find(([e]) => e)?.[0]
-      if (err) throw err
-      this.#published = new Set(counts.keys())
+      const current = new Map<string, string>()
+      for (const [kasmId, c] of countBySession(this.#source())) current.set(kasmId, JSON.stringify(c))
+      const before = this.#published
+      const changed: string[] = []
+      for (const [kasmId, json] of current) if (before?.get(kasmId) !== json) changed.push(kasmId, json)
+      const gone = before === null ? [] : [...before.keys()].filter((k) => !current.has(k))
+      // Everything published is forgotten until this refresh succeeds: a failure makes the next one write all.
+      this.#published = null
+      // Separate commands, not one pipeline: the hash and the set of replicas may live in two slots.
+      if (before === null) await command.del(key)
+      if (changed.length > 0) await command.hset(key, ...changed)
+      if (gone.length > 0) await command.hdel(key, ...gone)
+      const [kept] = await Promise.all([
+        command.pexpire(key, ttlMs),
+        command.zadd(keys.presenceReplicas, now + ttlMs, replicaId),
+        command.zremrangebyscore(keys.presenceReplicas, '-inf', now),
+      ])
+      // The hash expired or Redis lost it (an outage longer than the TTL, a restart): write it whole next time.
+      if (kept === 0 && current.size > 0) return
+      this.#published = current
     } catch (err) {
       log.debug({ err }, 'presence not published; retrying with the next refresh')
     } finally {
@@ -137,17 +119,11 @@ export class RedisPresence implements Presence {
   async close(): Promise<void> {
     this.#closed = true
     clearInterval(this.#timer)
-    if (this.#published.size === 0) return
-    await pipelined(
-      this.#o.command,
-      [...this.#published].map((kasmId) => this.#withdraw(kasmId)),
-    ).catch(() => {})
-    this.#published.clear()
-  }
-
-  /** Removes this replica's presence of one session (one slot: the session's). */
-  #withdraw(kasmId: string): SlotStep {
-    const { keys, replicaId } = this.#o
-    return (p) => p.del(keys.presence(kasmId, replicaId)).zrem(keys.presenceIndex(kasmId), replicaId)
+    const { command, keys, replicaId } = this.#o
+    this.#published = null
+    await Promise.all([
+      command.del(keys.presenceOf(replicaId)),
+      command.zrem(keys.presenceReplicas, replicaId),
+    ]).catch(() => {})
   }
 }

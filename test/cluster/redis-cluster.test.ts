@@ -193,6 +193,7 @@ async function watchedSession(t: import('node:test').TestContext, kasmId: string
     GATEWAY_LEASE_MS: '2000',
     GATEWAY_UPSTREAM_RETRY_SCALE: '0.05',
     GATEWAY_PING_INTERVAL_MS: '1000',
+    GATEWAY_PRESENCE_TTL_MS: '1500',
   }
   const gateways = [await gateway(t, env), await gateway(t, env)]
   const admin = `Bearer ${await bearer({ sub: 'alice', roles: ['admin'], teams: ['*'] })}`
@@ -217,10 +218,19 @@ async function watchedSession(t: import('node:test').TestContext, kasmId: string
 }
 
 test('events: two gateways, viewers on both, every event once and in order', async (t) => {
-  const { runtime, viewers } = await watchedSession(t, 'ev-order')
+  const { runtime, viewers, gateways } = await watchedSession(t, 'ev-order')
   const last = await emitSteadily(runtime, 150, 5, 3)
   await until('every viewer has the last event', () => viewers.every((v) => v.seqs().at(-1) === last), 15_000)
   for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
+  // Presence over the cluster: each gateway's hash in its own slot, the view merges both.
+  const admin = `Bearer ${await bearer({ roles: ['admin'] })}`
+  for (const gw of gateways)
+    await until(`${gw.url} counts the viewers of both gateways`, async () => {
+      const res = await request(`${gw.url}/admin/sessions/ev-order/presence`, {
+        headers: { authorization: admin },
+      })
+      return res.status === 200 && (JSON.parse(res.body) as { viewers: number }).viewers === 4
+    })
 })
 
 test("events: the master of the session's slot fails over while viewers stream; nothing lost, repeated or reordered", async (t) => {

@@ -453,6 +453,34 @@ test('presence: merged over replicas, a killed replica drops out after the TTL, 
   await until('c expired', async () => (await a.of('k1')).viewers === 2, 5000)
 })
 
+test('presence: a refresh writes what changed and drops what ended; a hash Redis lost is written whole again', async (t) => {
+  const prefix = prefixFor(t)
+  const keys = clusterKeys(prefix)
+  const command = await connection(t, 'command')
+  const reader = new RedisPresence({ command, keys, replicaId: 'reader', ttlMs: 60_000, log })
+  const p = new RedisPresence({ command, keys, replicaId: 'p', ttlMs: 60_000, log })
+  t.after(() => Promise.all([p.close(), reader.close()]))
+  const viewers: WatchingViewer[] = [
+    { kasmId: 'k1', operator: { sub: 'bob' } },
+    { kasmId: 'k2', operator: { sub: 'carol' } },
+  ]
+  p.setSource(() => viewers)
+  await p.publish()
+  assert.deepEqual(Object.keys(await command.hgetall(keys.presenceOf('p'))).sort(), ['k1', 'k2'])
+  viewers.splice(1, 1, { kasmId: 'k1', operator: { sub: 'carol' } })
+  await p.publish()
+  assert.deepEqual(Object.keys(await command.hgetall(keys.presenceOf('p'))), ['k1'], 'k2 dropped')
+  assert.equal((await reader.of('k1')).viewers, 2)
+  // Redis lost the hash (a restart without persistence): nothing changed here, so the next refresh finds it
+  // gone, and the one after writes everything again.
+  await command.del(keys.presenceOf('p'))
+  assert.equal((await reader.of('k1')).viewers, 0)
+  await p.publish()
+  await p.publish()
+  assert.equal((await reader.of('k1')).viewers, 2)
+  assert.ok((await command.pttl(keys.presenceOf('p'))) > 0, 'the hash expires')
+})
+
 test('session store: re-sealing is a fenced compare-and-set that never overwrites a newer write', async (t) => {
   const prefix = prefixFor(t)
   const a = await sessionStore(t, prefix, KEY, 'a')

@@ -81,7 +81,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
     // The capacity model's (docs/scaling.md): watched sessions per replica against the value.
     assert.match(
       byName.get('KasmGatewayManyWatchedSessions')?.expr ?? '',
-      /krg_cluster_watched_streams\{.*\}\) > 400$/,
+      /krg_cluster_watched_streams\{.*\}\) > 1600$/,
     )
     // Prometheus' own templating in the descriptions survives helm's.
     assert.match(
