@@ -41,6 +41,10 @@ export class RedisHealth {
       connection.on('error', (err: Error & { code?: string }) => {
         this.#lastError.set(role, err.code ? `${err.code}: ${err.message}` : err.message)
         this.#log.debug({ connection: role, reason: this.#lastError.get(role) }, 'redis connection error')
+        // A Redis Cluster that is still ready reports the trouble of one node (a failover in progress, a
+        // sharded subscriber that could not connect yet): no outage of the replica, and no `ready` would
+        // follow to end one. Its loss is its `close`.
+        if (connection instanceof Cluster && connection.status === 'ready') return
         this.#lost(role)
       })
       connection.on('close', () => this.#lost(role))

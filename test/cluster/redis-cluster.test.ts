@@ -260,6 +260,15 @@ test("events: the master of the session's slot fails over while viewers stream; 
   for (const v of viewers) assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer ${v.server}`)
   // The live subscriptions moved to the new master, and each gateway read its streams from its cursor.
   assert.ok((await resyncs()) > resyncsBefore, 'the gateways resynchronised after the failover')
+  // One shard's failover is no outage of the cluster: neither gateway is left degraded.
+  for (const gw of gateways) {
+    const ready = JSON.parse((await request(`${gw.url}/readyz`)).body) as {
+      status: string
+      checks: { redis?: string }
+    }
+    assert.equal(ready.checks.redis, 'ok', JSON.stringify(ready))
+    assert.equal(ready.status, 'ready')
+  }
 })
 
 test('change feed: when ioredis moves the subscriptions to another node, every listener re-reads', async (t) => {
