@@ -55,6 +55,47 @@ const origin = z
   .url()
   .transform((v) => new URL(v).origin)
 
+/** `host:port`, or `[v6]:port` for IPv6. */
+const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/
+
+/** `host:port` (`[v6]:port` for IPv6), comma-separated: the sentinels, or a Redis Cluster's seed nodes. */
+const hostPort = (example: string) =>
+  z
+    .string()
+    .regex(HOST_PORT, `each must be host:port (e.g. ${example})`)
+    .transform((v) => {
+      const at = v.lastIndexOf(':')
+      return { host: v.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(v.slice(at + 1)) }
+    })
+    .refine((v) => v.port >= 1 && v.port <= 65535, 'port must be 1-65535')
+
+const hostPorts = (example: string) => list.pipe(z.array(hostPort(example)))
+
+/**
+ * GATEWAY_REDIS_CLUSTER_NAT_MAP: JSON `{"<announced host:port>": {"host": ..., "port": ...}}`, ioredis's `natMap`,
+ * for a cluster whose nodes announce addresses the gateway cannot reach (behind NAT, or Docker port mappings).
+ */
+const natMap = z
+  .string()
+  .transform((v, ctx): unknown => {
+    try {
+      return JSON.parse(v)
+    } catch {
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: 'must be JSON: {"10.0.0.1:6379":{"host":"...","port":6379}}',
+      })
+      return z.NEVER
+    }
+  })
+  .pipe(
+    z.record(
+      // ioredis looks a node up as `<host>:<port>` as the cluster announces it (IPv6 without brackets).
+      z.string().regex(/^\S+:\d{1,5}$/, 'each key must be host:port as the node announces it'),
+      z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535) }).strict(),
+    ),
+  )
+
 const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: int(0, 65535).default(8080),
@@ -66,23 +107,11 @@ const envSchema = z.object({
     .optional(),
   // Sentinel instead of one address: `host:port` pairs ([v6]:port for IPv6). REDIS_URL, when also set, gives the
   // master's credentials, database and TLS (its host and port are not used).
-  GATEWAY_REDIS_SENTINELS: list
-    .pipe(
-      z.array(
-        z
-          .string()
-          .regex(
-            /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/,
-            'each must be host:port (e.g. redis-sentinel:26379)',
-          )
-          .transform((v) => {
-            const at = v.lastIndexOf(':')
-            return { host: v.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(v.slice(at + 1)) }
-          })
-          .refine((v) => v.port >= 1 && v.port <= 65535, 'port must be 1-65535'),
-      ),
-    )
-    .default(''),
+  GATEWAY_REDIS_SENTINELS: hostPorts('redis-sentinel:26379').default(''),
+  // A Redis Cluster instead: some of its nodes (ioredis learns the rest from CLUSTER SLOTS). REDIS_URL, when also
+  // set, gives only credentials and TLS; a Cluster has database 0 only.
+  GATEWAY_REDIS_CLUSTER_NODES: hostPorts('redis-node-0:6379').default(''),
+  GATEWAY_REDIS_CLUSTER_NAT_MAP: natMap.optional(),
   GATEWAY_REDIS_SENTINEL_MASTER: z
     .string()
     .regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, ".", "_", "-"')
@@ -353,8 +382,9 @@ export const secretFileVariables: readonly string[] = [
 ]
 
 /**
- * Where cluster mode finds Redis: one address (REDIS_URL), or the master of a Sentinel group
- * (GATEWAY_REDIS_SENTINELS), with REDIS_URL's credentials, database and TLS when it is set too.
+ * Where cluster mode finds Redis: one address (REDIS_URL), the master of a Sentinel group
+ * (GATEWAY_REDIS_SENTINELS), with REDIS_URL's credentials, database and TLS when it is set too, or a Redis
+ * Cluster (GATEWAY_REDIS_CLUSTER_NODES), with REDIS_URL's credentials and TLS.
  */
 export type RedisEndpoint =
   | { readonly kind: 'url'; readonly url: string }
@@ -364,6 +394,18 @@ export type RedisEndpoint =
       readonly master: string
       readonly sentinelPassword: string | undefined
       readonly url: string | undefined
+    }
+  | {
+      readonly kind: 'cluster'
+      /** Seed nodes; ioredis discovers the others (CLUSTER SLOTS) and follows MOVED/ASK. */
+      readonly nodes: readonly { readonly host: string; readonly port: number }[]
+      /** From REDIS_URL: only these are taken from it (its host, port and path are not used). */
+      readonly username: string | undefined
+      readonly password: string | undefined
+      /** REDIS_URL is `rediss:`. */
+      readonly tls: boolean
+      /** GATEWAY_REDIS_CLUSTER_NAT_MAP: announced `host:port` -> reachable address. */
+      readonly natMap: Readonly<Record<string, { readonly host: string; readonly port: number }>> | undefined
     }
 
 /** Validated gateway configuration, derived from {@link Env}. */
@@ -380,7 +422,7 @@ export interface Config {
   readonly basePath: string
   /** The Fastify `prefix` for the gateway's own route plugins: {@link basePath} without its trailing `/`. */
   readonly routePrefix: string
-  /** Cluster mode's Redis; null when embedded (neither REDIS_URL nor GATEWAY_REDIS_SENTINELS). */
+  /** Cluster mode's Redis; null when embedded (none of REDIS_URL, GATEWAY_REDIS_SENTINELS, GATEWAY_REDIS_CLUSTER_NODES). */
   readonly redis: RedisEndpoint | null
   /** OpenTelemetry tracing; null when off (no OTLP endpoint, or OTEL_SDK_DISABLED). */
   readonly tracing: TracingConfig | null
@@ -421,6 +463,55 @@ function readSecretFiles(source: NodeJS.ProcessEnv, raw: Record<string, string>)
     }
   }
   if (bad.length > 0) throw new ConfigError(`invalid configuration: ${bad.join('; ')}`)
+}
+
+/** GATEWAY_REDIS_CLUSTER_NODES' companions: what a Redis Cluster cannot do, and settings that need it. */
+function redisClusterProblems(env: Env): string[] {
+  const out: string[] = []
+  const on = env.GATEWAY_REDIS_CLUSTER_NODES.length > 0
+  if (!on) {
+    if (env.GATEWAY_REDIS_CLUSTER_NAT_MAP !== undefined)
+      out.push('GATEWAY_REDIS_CLUSTER_NAT_MAP: only with GATEWAY_REDIS_CLUSTER_NODES')
+    return out
+  }
+  if (env.GATEWAY_REDIS_SENTINELS.length > 0)
+    out.push(
+      'GATEWAY_REDIS_CLUSTER_NODES and GATEWAY_REDIS_SENTINELS: set one of them (a Redis Cluster or Sentinel), not both',
+    )
+  const url = env.REDIS_URL === undefined ? undefined : parseUrl(env.REDIS_URL)
+  if (url === null) out.push('REDIS_URL: not a valid URL')
+  else if (url !== undefined) {
+    // `redis://host/3` selects database 3; a Redis Cluster has database 0 only (SELECT is refused).
+    const db = url.pathname.replace(/^\//, '')
+    if (db !== '' && db !== '0')
+      out.push(
+        `REDIS_URL: database ${db} with GATEWAY_REDIS_CLUSTER_NODES; a Redis Cluster has database 0 only (remove /${db})`,
+      )
+  }
+  return out
+}
+
+function parseUrl(value: string): URL | null {
+  try {
+    return new URL(value)
+  } catch {
+    return null
+  }
+}
+
+/** The Redis Cluster endpoint; REDIS_URL, when set, gives the credentials and TLS (checked above). */
+function clusterEndpoint(env: Env): RedisEndpoint {
+  const url = env.REDIS_URL === undefined ? null : parseUrl(env.REDIS_URL)
+  const decoded = (v: string | undefined): string | undefined =>
+    v === undefined || v === '' ? undefined : decodeURIComponent(v)
+  return {
+    kind: 'cluster',
+    nodes: env.GATEWAY_REDIS_CLUSTER_NODES,
+    username: decoded(url?.username),
+    password: decoded(url?.password),
+    tls: url?.protocol === 'rediss:',
+    natMap: env.GATEWAY_REDIS_CLUSTER_NAT_MAP,
+  }
 }
 
 /** The sign-in settings that only make sense together. */
@@ -506,12 +597,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
   if (production && !env.GATEWAY_JWT_SECRET && !env.GATEWAY_JWKS_URL)
     cross.push('GATEWAY_JWT_SECRET or GATEWAY_JWKS_URL: one is required in production')
   const sentinel = env.GATEWAY_REDIS_SENTINELS.length > 0
-  if ((env.REDIS_URL || sentinel) && !env.GATEWAY_ENCRYPTION_KEY)
+  const redisCluster = env.GATEWAY_REDIS_CLUSTER_NODES.length > 0
+  if ((env.REDIS_URL || sentinel || redisCluster) && !env.GATEWAY_ENCRYPTION_KEY)
     cross.push(
-      'GATEWAY_ENCRYPTION_KEY: required with REDIS_URL or GATEWAY_REDIS_SENTINELS (messaging tokens are stored encrypted)',
+      'GATEWAY_ENCRYPTION_KEY: required with REDIS_URL, GATEWAY_REDIS_SENTINELS or GATEWAY_REDIS_CLUSTER_NODES (messaging tokens are stored encrypted)',
     )
   if (env.GATEWAY_REDIS_SENTINEL_PASSWORD && !sentinel)
     cross.push('GATEWAY_REDIS_SENTINEL_PASSWORD: only with GATEWAY_REDIS_SENTINELS')
+  cross.push(...redisClusterProblems(env))
   if (env.GATEWAY_KASM_API_URL && !(env.GATEWAY_KASM_API_KEY && env.GATEWAY_KASM_API_SECRET))
     cross.push('GATEWAY_KASM_API_KEY and GATEWAY_KASM_API_SECRET: required with GATEWAY_KASM_API_URL')
   if (env.GATEWAY_KASM_API_URL && env.GATEWAY_KASM_UPSTREAM === 'template' && !env.GATEWAY_UPSTREAM_TEMPLATE)
@@ -551,16 +644,18 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
               env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? env.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
           }
         : null,
-    redis: sentinel
-      ? {
-          kind: 'sentinel',
-          sentinels: env.GATEWAY_REDIS_SENTINELS,
-          master: env.GATEWAY_REDIS_SENTINEL_MASTER,
-          sentinelPassword: env.GATEWAY_REDIS_SENTINEL_PASSWORD,
-          url: env.REDIS_URL,
-        }
-      : env.REDIS_URL
-        ? { kind: 'url', url: env.REDIS_URL }
-        : null,
+    redis: redisCluster
+      ? clusterEndpoint(env)
+      : sentinel
+        ? {
+            kind: 'sentinel',
+            sentinels: env.GATEWAY_REDIS_SENTINELS,
+            master: env.GATEWAY_REDIS_SENTINEL_MASTER,
+            sentinelPassword: env.GATEWAY_REDIS_SENTINEL_PASSWORD,
+            url: env.REDIS_URL,
+          }
+        : env.REDIS_URL
+          ? { kind: 'url', url: env.REDIS_URL }
+          : null,
   }
 }

@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import { type AuditLog, type AuditQuery, type AuditRecord, matches } from '../audit/types.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** Options of {@link RedisAuditLog}. */
 export interface RedisAuditLogOptions {
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
   /** The stream: `keys.audit` (default), or `keys.auditRefused` for the refusals. */
   readonly key?: string
@@ -68,7 +68,7 @@ export class RedisAuditLog implements AuditLog {
   constructor(options: RedisAuditLogOptions) {
     this.#o = options
     this.#key = options.key ?? options.keys.audit
-    const command = options.command as Redis & Partial<AppendCommand>
+    const command = options.command as RedisClient & Partial<AppendCommand>
     if (!command.krgAuditAppend) command.defineCommand('krgAuditAppend', { numberOfKeys: 1, lua: append })
     options.command.on('ready', () => this.#schedule())
   }
@@ -167,7 +167,11 @@ export class RedisAuditLog implements AuditLog {
     const batch = this.#pending.splice(0, this.#pending.length)
     let retry: string[] = batch
     try {
-      const written = await (command as Redis & AppendCommand).krgAuditAppend(this.#key, capacity, ...batch)
+      const written = await (command as RedisClient & AppendCommand).krgAuditAppend(
+        this.#key,
+        capacity,
+        ...batch,
+      )
       // Keep only what was not written, so a retry writes no record twice.
       retry = batch.slice(written)
       if (retry.length > 0)

@@ -1,12 +1,12 @@
-import type { Redis } from 'ioredis'
 import type { SessionBoard } from '../summary/board.ts'
 import type { ChangeFeed } from './change-feed.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
 /** Options of {@link RedisBoard}. */
 export interface RedisBoardOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   readonly feed: ChangeFeed
   readonly keys: ClusterKeys
 }

@@ -1,4 +1,3 @@
-import type { Redis } from 'ioredis'
 import type {
   Broker,
   BrokerDelivery,
@@ -8,6 +7,7 @@ import type {
 } from '../events/broker/broker.ts'
 import type { BusMessage, StreamHead, StreamPosition } from '../events/bus.ts'
 import { inSpan, redisAttributes } from '../tracing/spans.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { LiveLoop } from './live-loop.ts'
 import type { ClusterCommands } from './scripts.ts'
@@ -15,7 +15,7 @@ import { compareIds, deliveriesOf, encodeMessages, type FrameFn, type RawEntry }
 
 /** Options of {@link RedisBroker}. */
 export interface RedisBrokerOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   /** The replica's live delivery; the broker closes it. */
   readonly loop: LiveLoop
   readonly keys: ClusterKeys

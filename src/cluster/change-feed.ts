@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
+import { Cluster } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 
 /** What a channel listener gets: each message, and a call to re-read everything after a disconnection. */
 export interface ChannelListener {
@@ -15,12 +16,12 @@ export interface ChannelListener {
  * made meanwhile is found by the re-read, a change made later arrives as a message.
  */
 export class ChangeFeed {
-  readonly #subscriber: Redis
+  readonly #subscriber: RedisClient
   readonly #log: FastifyBaseLogger
   readonly #channels = new Map<string, Set<ChannelListener>>()
   #wasReady = false
 
-  constructor(subscriber: Redis, log: FastifyBaseLogger) {
+  constructor(subscriber: RedisClient, log: FastifyBaseLogger) {
     this.#subscriber = subscriber
     this.#log = log
     subscriber.on('message', (channel: string, payload: string) => {
@@ -28,6 +29,34 @@ export class ChangeFeed {
     })
     subscriber.on('ready', () => void this.#reconnected())
     this.#wasReady = subscriber.status === 'ready'
+    if (subscriber instanceof Cluster) this.#followNodeSwitches(subscriber)
+  }
+
+  /**
+   * On a Redis Cluster, ioredis subscribes through one node's connection and, when that connection ends (the
+   * node died, the socket was dropped), subscribes again through another node by itself, telling nobody: what
+   * was published in between is lost, and the cluster emits no `ready`. So every second the feed looks which
+   * connection ioredis subscribes through (a private field: ioredis has no event for it) and, when it changed,
+   * subscribes every channel again (confirmed by the new connection) and has every listener re-read, as after
+   * a reconnect. Without that field (another ioredis version) it warns once and relies on `ready` alone.
+   */
+  #followNodeSwitches(cluster: Cluster): void {
+    const internal = cluster as unknown as { subscriber?: { getInstance?: () => unknown } }
+    if (typeof internal.subscriber?.getInstance !== 'function') {
+      this.#log.warn(
+        'this ioredis has no cluster subscriber to follow: a subscriber moved to another node is not resynchronised',
+      )
+      return
+    }
+    let seen = internal.subscriber.getInstance()
+    const timer = setInterval(() => {
+      const now = internal.subscriber?.getInstance?.() ?? null
+      if (now === seen || now === null) return
+      seen = now
+      if (cluster.status === 'ready') void this.#reconnected()
+    }, 1000)
+    timer.unref()
+    cluster.once('end', () => clearInterval(timer))
   }
 
   /** Subscribes `listener` to `channel`; resolves once the subscription is active (or Redis is down). */

@@ -1,5 +1,7 @@
-import type { Redis } from 'ioredis'
+import type { ChainableCommander } from 'ioredis'
 import { type ChatLinkRecord, type ChatLinkStore, chatAccountKey } from '../identity/chat-link-store.ts'
+import { pipelined, transaction } from './client.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /**
@@ -43,17 +45,17 @@ interface ChatLinkCommands {
 
 /** The cluster's {@link ChatLinkStore}. Errors (Redis down) propagate: the caller answers 503 or says so. */
 export class RedisChatLinkStore implements ChatLinkStore {
-  readonly #redis: Redis & ChatLinkCommands
+  readonly #redis: RedisClient & ChatLinkCommands
   readonly #keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
-    const r = command as Redis & Partial<ChatLinkCommands>
+  constructor(command: RedisClient, keys: ClusterKeys) {
+    const r = command as RedisClient & Partial<ChatLinkCommands>
     if (!r.krgChatLinkUpdate) {
       command.defineCommand('krgChatLinkUpdate', { numberOfKeys: 1, lua: update })
       command.defineCommand('krgChatLinkClaimRefresh', { numberOfKeys: 1, lua: claimRefresh })
       command.defineCommand('krgChatLinkSuspend', { numberOfKeys: 1, lua: suspend })
     }
-    this.#redis = command as Redis & ChatLinkCommands
+    this.#redis = command as RedisClient & ChatLinkCommands
     this.#keys = keys
   }
 
@@ -61,18 +63,30 @@ export class RedisChatLinkStore implements ChatLinkStore {
     const k = chatAccountKey(record)
     const key = this.#keys.chatLink(k)
     const previous = await this.get(k)
-    const multi = this.#redis.multi().del(key)
-    if (previous !== null) this.#unindex(multi, k, previous)
-    multi.hset(key, {
-      state: record.state,
-      record: JSON.stringify(record),
-      ...(record.idp?.refreshAt === undefined ? {} : { refreshAt: String(record.idp.refreshAt) }),
-    })
-    multi.pexpireat(key, record.expiresAt)
-    for (const set of this.#indexes(record))
-      multi.sadd(set, k).pexpireat(set, record.expiresAt, 'GT').pexpireat(set, record.expiresAt, 'NX')
-    multi.zadd(this.#keys.chatLinks, record.expiresAt, k)
-    await multi.exec().then(failed)
+    const sets = this.#indexes(record)
+    const dropped = previous === null ? [] : this.#indexes(previous).filter((set) => !sets.includes(set))
+    const index = sets.map(
+      (set) => (tx: ChainableCommander) =>
+        tx.sadd(set, k).pexpireat(set, record.expiresAt, 'GT').pexpireat(set, record.expiresAt, 'NX'),
+    )
+    // One MULTI with one Redis; on a Redis Cluster one per slot, in this order: the new indexes first, so
+    // the link is never stored without the entries a logout everywhere finds it by; and on a cluster once
+    // more after the link, since a logout between the two (reading the previous link) removes the entries.
+    await transaction(this.#redis, [
+      ...index,
+      (tx) =>
+        tx
+          .del(key)
+          .hset(key, {
+            state: record.state,
+            record: JSON.stringify(record),
+            ...(record.idp?.refreshAt === undefined ? {} : { refreshAt: String(record.idp.refreshAt) }),
+          })
+          .pexpireat(key, record.expiresAt),
+      (tx) => tx.zadd(this.#keys.chatLinks, record.expiresAt, k),
+      ...(this.#redis.isCluster ? index : []),
+      ...dropped.map((set) => (tx: ChainableCommander) => tx.srem(set, k)),
+    ])
   }
 
   async get(k: string): Promise<ChatLinkRecord | null> {
@@ -95,9 +109,15 @@ export class RedisChatLinkStore implements ChatLinkStore {
 
   async remove(k: string): Promise<ChatLinkRecord | null> {
     const record = await this.get(k)
-    const multi = this.#redis.multi().del(this.#keys.chatLink(k)).zrem(this.#keys.chatLinks, k)
-    if (record !== null) this.#unindex(multi, k, record)
-    await multi.exec().then(failed)
+    // The link first, its index entries after (separate transactions on a Redis Cluster): an entry left
+    // without its link is skipped by every reader.
+    await transaction(this.#redis, [
+      (tx) => tx.del(this.#keys.chatLink(k)),
+      (tx) => tx.zrem(this.#keys.chatLinks, k),
+      ...(record === null ? [] : this.#indexes(record)).map(
+        (set) => (tx: ChainableCommander) => tx.srem(set, k),
+      ),
+    ])
     return record
   }
 
@@ -138,10 +158,12 @@ export class RedisChatLinkStore implements ChatLinkStore {
 
   async #read(ks: string[]): Promise<ChatLinkRecord[]> {
     if (ks.length === 0) return []
-    const pipeline = this.#redis.pipeline()
-    for (const k of ks) pipeline.hgetall(this.#keys.chatLink(k))
     const out: ChatLinkRecord[] = []
-    for (const [err, hash] of (await pipeline.exec()) ?? []) {
+    const replies = await pipelined(
+      this.#redis,
+      ks.map((k) => (p: ChainableCommander) => p.hgetall(this.#keys.chatLink(k))),
+    )
+    for (const [err, hash] of replies) {
       if (err) throw err
       const record = parse(hash as Record<string, string>)
       if (record !== null) out.push(record)
@@ -154,10 +176,6 @@ export class RedisChatLinkStore implements ChatLinkStore {
       this.#keys.chatLinksOf(record.sub),
       ...(record.idp?.sid === undefined ? [] : [this.#keys.chatLinksOfIdpSession(record.idp.sid)]),
     ]
-  }
-
-  #unindex(multi: ReturnType<Redis['multi']>, k: string, record: ChatLinkRecord): void {
-    for (const set of this.#indexes(record)) multi.srem(set, k)
   }
 }
 
@@ -176,10 +194,4 @@ function parse(hash: Record<string, string>): ChatLinkRecord | null {
           sealedTokens: record.idp.sealedTokens,
         }
   return { ...record, state: hash.state, ...(idp === undefined ? {} : { idp }) }
-}
-
-/** MULTI reports a failed command in its results instead of rejecting: make it reject. */
-function failed(results: [Error | null, unknown][] | null): void {
-  const err = results?.find(([e]) => e)?.[0]
-  if (err) throw err
 }

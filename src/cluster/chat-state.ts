@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
 import {
   CHAT_MESSAGE_TTL_MS,
   type ChatMessage,
@@ -8,16 +7,17 @@ import {
   chatMessageKey,
 } from '../chat/messages.ts'
 import type { SeenKeys } from '../chat/seen-keys.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 const hash = (key: string): string => createHash('sha256').update(key).digest('base64url').slice(0, 32)
 
 /** The cluster's {@link ChatMessageStore}: one JSON string per message, expiring. */
 export class RedisChatMessageStore implements ChatMessageStore {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
+  constructor(command: RedisClient, keys: ClusterKeys) {
     this.#redis = command
     this.#keys = keys
   }
@@ -35,10 +35,10 @@ export class RedisChatMessageStore implements ChatMessageStore {
 
 /** The cluster's {@link SeenKeys}: `SET NX PX`, so exactly one replica sees a key first. */
 export class RedisSeenKeys implements SeenKeys {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
+  constructor(command: RedisClient, keys: ClusterKeys) {
     this.#redis = command
     this.#keys = keys
   }

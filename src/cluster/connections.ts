@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis'
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis'
 import type { RedisEndpoint } from '../config.ts'
 
 /**
@@ -6,12 +6,23 @@ import type { RedisEndpoint } from '../config.ts'
  * - `command`: every ordinary command (scripts, stores, rate limits), pipelined by ioredis;
  * - `live`: the live channels of every watched session (one subscription per session, src/cluster/live-loop.ts);
  * - `subscriber`: pub/sub of the stores' change notifications (registry, board, revoked cookies).
+ *
+ * On a Redis Cluster (GATEWAY_REDIS_CLUSTER_NODES) each is an ioredis `Cluster`: one socket per node it needs
+ * (commands go to the master of their key's slot; `live` keeps one sharded subscriber per master), still a
+ * fixed number per replica.
  */
 export type ConnectionRole = 'command' | 'live' | 'subscriber'
 
+/**
+ * A connection that takes commands: one Redis (one address, Sentinel) or a Redis Cluster. Stores take this,
+ * never `Redis`, so each runs on either; what differs (a MULTI or script may touch one slot only, a pipeline
+ * one node only) is handled where it matters (`isCluster`, see cluster/client.ts).
+ */
+export type RedisClient = Redis | Cluster
+
 /** Options shared by the three connections. */
 export interface ConnectionSettings {
-  /** One address, or a Sentinel group's master (config.redis). */
+  /** One address, a Sentinel group's master, or a Redis Cluster (config.redis). */
   readonly redis: RedisEndpoint
   /** Shown in `CLIENT LIST`, e.g. `krg:<replica>`. */
   readonly name: string
@@ -33,7 +44,12 @@ export function reconnectDelay(times: number): number {
  * false): a write during an outage fails at once and the caller answers 503 instead of waiting.
  * The connection is lazy; call `connect()` (errors are reported through the `error` event).
  */
-export function openConnection(settings: ConnectionSettings, role: ConnectionRole): Redis {
+export function openConnection(
+  settings: ConnectionSettings & { readonly redis: Exclude<RedisEndpoint, { kind: 'cluster' }> },
+  role: ConnectionRole,
+): Redis
+export function openConnection(settings: ConnectionSettings, role: ConnectionRole): RedisClient
+export function openConnection(settings: ConnectionSettings, role: ConnectionRole): RedisClient {
   const options: RedisOptions = {
     lazyConnect: true,
     connectionName: `${settings.name}:${role}`,
@@ -47,8 +63,52 @@ export function openConnection(settings: ConnectionSettings, role: ConnectionRol
     keepAlive: 10_000,
     ...sentinelOptions(settings.redis),
   }
-  const url = settings.redis.url
+  const redis = settings.redis
+  if (redis.kind === 'cluster') return new Cluster([...redis.nodes], clusterOptions(redis, role, options))
+  const url = redis.url
   return url === undefined ? new Redis(options) : new Redis(url, options)
+}
+
+/**
+ * A Redis Cluster: every node connection gets the same safety options as a single connection (no offline
+ * queue, no retry of a command in flight, the command timeout), and so does the cluster client itself.
+ *
+ * - No `enableAutoPipelining`: ioredis 5 fails an auto-pipelined batch that comes back MOVED (after a
+ *   failover) instead of following the new slot map, as it does for single commands.
+ * - `shardedSubscribers` on `live` only: ioredis then opens a subscriber connection per master, needed for
+ *   SSUBSCRIBE and useless elsewhere; `subscriber` keeps plain SUBSCRIBE (ioredis picks one node, and PUBLISH
+ *   reaches every node's subscribers).
+ * - `scaleReads: 'master'`: a replica may lag; the registry, cookie sessions and leases must be read where
+ *   they were written.
+ * - `clusterRetryStrategy`: the same backoff as a single connection, never giving up.
+ * - TLS (`rediss:`): `dnsLookup` is the identity, so the TLS handshake checks the certificate against the
+ *   host name the cluster announces, not an address it resolved to (what ioredis advises for AWS ElastiCache
+ *   and other managed clusters with TLS).
+ */
+function clusterOptions(
+  redis: Extract<RedisEndpoint, { kind: 'cluster' }>,
+  role: ConnectionRole,
+  node: RedisOptions,
+): ClusterOptions {
+  const { retryStrategy: _retry, enableOfflineQueue: _queue, ...redisOptions } = node
+  return {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    enableAutoPipelining: false,
+    scaleReads: 'master',
+    clusterRetryStrategy: (times) => reconnectDelay(times),
+    slotsRefreshTimeout: 2000,
+    // `live` subscribes with SSUBSCRIBE: one subscriber per master, where its channels' slots are.
+    shardedSubscribers: role === 'live',
+    redisOptions: {
+      ...redisOptions,
+      ...(redis.username === undefined ? {} : { username: redis.username }),
+      ...(redis.password === undefined ? {} : { password: redis.password }),
+      ...(redis.tls ? { tls: {} } : {}),
+    },
+    ...(redis.natMap === undefined ? {} : { natMap: { ...redis.natMap } }),
+    ...(redis.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+  }
 }
 
 /**
@@ -71,8 +131,11 @@ function sentinelOptions(redis: RedisEndpoint): RedisOptions {
   }
 }
 
-/** Resolves once the connection is ready, or after `timeoutMs` (false) so a boot never hangs on Redis. */
-export function waitReady(connection: Redis, timeoutMs: number): Promise<boolean> {
+/**
+ * Resolves once the connection is ready, or after `timeoutMs` (false) so a boot never hangs on Redis. A
+ * Cluster is ready once it knows the slots (CLUSTER SLOTS answered and CLUSTER INFO says ok).
+ */
+export function waitReady(connection: RedisClient, timeoutMs: number): Promise<boolean> {
   if (connection.status === 'ready') return Promise.resolve(true)
   return new Promise((resolve) => {
     const done = (ok: boolean): void => {

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { ChainableCommander } from 'ioredis'
 import type {
   CookieSessionRecord,
   CookieSessionStore,
@@ -6,6 +6,8 @@ import type {
   StoredCookieSession,
 } from '../auth/cookie-store.ts'
 import type { ChangeFeed } from './change-feed.ts'
+import { transaction } from './client.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /**
@@ -46,12 +48,26 @@ redis.call('HSET', KEYS[1], 'refreshAt', string.format('%.0f', tonumber(ARGV[1])
 return 1
 `
 
-/** KEYS: session, revocation channel. ARGV: now, session hash. 1 when an active session was revoked. */
+/**
+ * KEYS: session. ARGV: now, session hash, revocation channel ('' to publish nothing), issuer ('' for any), the
+ * creation time the session must be before (ms; '' for any). Revokes the session when active (and, with an
+ * issuer, signed in through it before the time) and publishes its hash. 1 when revoked, 0 when left alone,
+ * -1 when forgotten.
+ * The channel is an argument, not a key: on a Redis Cluster a script's keys must share one slot, and PUBLISH
+ * reaches every node's subscribers from any of them.
+ */
 const revoke = `
-if redis.call('HGET', KEYS[1], 'state') ~= 'active' then return 0 end
+local state, iss, created = unpack(redis.call('HMGET', KEYS[1], 'state', 'idpIss', 'createdAt'))
+if not state then return -1 end
+if state ~= 'active' then return 0 end
+if ARGV[4] ~= '' then
+  local before = tonumber(ARGV[5])
+  if iss ~= ARGV[4] or not (before == nil or tonumber(created) < before) then return 0 end
+end
 redis.call('HSET', KEYS[1], 'state', 'revoked', 'revokedAt', ARGV[1])
 redis.call('HDEL', KEYS[1], 'record', 'createdAt', 'refreshAt')
-redis.call('PUBLISH', KEYS[2], ARGV[2])
+if ARGV[4] ~= '' then redis.call('HDEL', KEYS[1], 'idpIss') end
+if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[2]) end
 return 1
 `
 
@@ -103,7 +119,14 @@ interface CookieCommands {
   krgCookieTouch(key: string, lastSeenAt: number, idleMs: number, retainMs: number): Promise<number>
   krgCookieUpdate(key: string, record: string, refreshAt: string): Promise<number>
   krgCookieClaimRefresh(key: string, now: number, leaseMs: number): Promise<number>
-  krgCookieRevoke(key: string, channel: string, now: number, idHash: string): Promise<number>
+  krgCookieRevoke(
+    key: string,
+    now: number,
+    idHash: string,
+    channel: string,
+    iss: string,
+    before: string,
+  ): Promise<number>
   krgCookieRevokeSet(setKey: string, channel: string, now: number, prefix: string): Promise<number>
   krgCookieRevokeSignedIn(
     setKey: string,
@@ -117,7 +140,7 @@ interface CookieCommands {
 
 /** Options of {@link RedisCookieStore}. */
 export interface RedisCookieStoreOptions {
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
   /** GATEWAY_COOKIE_IDLE_S in ms. */
   readonly idleMs: number
@@ -129,23 +152,23 @@ export interface RedisCookieStoreOptions {
 
 /** The cluster's {@link CookieSessionStore}. Errors (Redis down) propagate: the caller answers 503. */
 export class RedisCookieStore implements CookieSessionStore {
-  readonly #redis: Redis & CookieCommands
+  readonly #redis: RedisClient & CookieCommands
   readonly #keys: ClusterKeys
   readonly #idleMs: number
   readonly #retainMs: number
   readonly #feed: ChangeFeed | undefined
 
   constructor(options: RedisCookieStoreOptions) {
-    const r = options.command as Redis & Partial<CookieCommands>
+    const r = options.command as RedisClient & Partial<CookieCommands>
     if (!r.krgCookieTouch) {
       options.command.defineCommand('krgCookieTouch', { numberOfKeys: 1, lua: touch })
       options.command.defineCommand('krgCookieUpdate', { numberOfKeys: 1, lua: update })
       options.command.defineCommand('krgCookieClaimRefresh', { numberOfKeys: 1, lua: claimRefresh })
-      options.command.defineCommand('krgCookieRevoke', { numberOfKeys: 2, lua: revoke })
+      options.command.defineCommand('krgCookieRevoke', { numberOfKeys: 1, lua: revoke })
       options.command.defineCommand('krgCookieRevokeSet', { numberOfKeys: 2, lua: revokeSet })
       options.command.defineCommand('krgCookieRevokeSignedIn', { numberOfKeys: 2, lua: revokeSignedIn })
     }
-    this.#redis = options.command as Redis & CookieCommands
+    this.#redis = options.command as RedisClient & CookieCommands
     this.#keys = options.keys
     this.#idleMs = options.idleMs
     this.#retainMs = options.retainMs ?? 10 * 60_000
@@ -156,24 +179,31 @@ export class RedisCookieStore implements CookieSessionStore {
     const key = this.#keys.cookie(idHash)
     const forgetAt = Math.min(record.expiresAt, record.lastSeenAt + this.#idleMs) + this.#retainMs
     const setsUntil = record.expiresAt + this.#retainMs
-    const multi = this.#redis.multi().hset(key, {
-      state: 'active',
-      record: JSON.stringify(record),
-      createdAt: String(record.createdAt),
-      expiresAt: String(record.expiresAt),
-      lastSeenAt: String(record.lastSeenAt),
-      ...(record.idp?.refreshAt === undefined ? {} : { refreshAt: String(record.idp.refreshAt) }),
-      ...(record.idp === undefined ? {} : { idpIss: record.idp.iss }),
-    })
-    multi.pexpireat(key, forgetAt)
-    // Each set lives as long as the longest session in it could.
-    for (const set of [
+    const sets = [
       this.#keys.cookiesOf(record.sub),
       ...(record.idp?.sid === undefined ? [] : [this.#keys.cookiesOfIdpSession(record.idp.sid)]),
-    ]) {
-      multi.sadd(set, idHash).pexpireat(set, setsUntil, 'GT').pexpireat(set, setsUntil, 'NX')
-    }
-    await multi.exec().then(failed)
+    ]
+    // The sets first: on a Redis Cluster these are separate transactions (other slots), and a session must
+    // never exist without the entries a logout everywhere or a back-channel logout finds it by.
+    await transaction(this.#redis, [
+      // Each set lives as long as the longest session in it could.
+      ...sets.map(
+        (set) => (tx: ChainableCommander) =>
+          tx.sadd(set, idHash).pexpireat(set, setsUntil, 'GT').pexpireat(set, setsUntil, 'NX'),
+      ),
+      (tx) =>
+        tx
+          .hset(key, {
+            state: 'active',
+            record: JSON.stringify(record),
+            createdAt: String(record.createdAt),
+            expiresAt: String(record.expiresAt),
+            lastSeenAt: String(record.lastSeenAt),
+            ...(record.idp?.refreshAt === undefined ? {} : { refreshAt: String(record.idp.refreshAt) }),
+            ...(record.idp === undefined ? {} : { idpIss: record.idp.iss }),
+          })
+          .pexpireat(key, forgetAt),
+    ])
   }
 
   async get(idHash: string): Promise<StoredCookieSession | null> {
@@ -208,10 +238,8 @@ export class RedisCookieStore implements CookieSessionStore {
   }
 
   async revoke(idHash: string): Promise<boolean> {
-    const { cookie, cookiesRevokedChannel } = this.#keys
-    return (
-      (await this.#redis.krgCookieRevoke(cookie(idHash), cookiesRevokedChannel, Date.now(), idHash)) === 1
-    )
+    const channel = this.#keys.cookiesRevokedChannel
+    return (await this.#revokeOne(idHash, Date.now(), channel, '', '')) === 1
   }
 
   revokeAllOf(sub: string): Promise<number> {
@@ -238,6 +266,7 @@ export class RedisCookieStore implements CookieSessionStore {
   async close(): Promise<void> {}
 
   #revokeSignedIn(setKey: string, iss: string, before: string): Promise<number> {
+    if (this.#redis.isCluster) return this.#revokeEach(setKey, iss, before)
     const { cookie, cookiesRevokedChannel } = this.#keys
     return this.#redis.krgCookieRevokeSignedIn(
       setKey,
@@ -250,13 +279,35 @@ export class RedisCookieStore implements CookieSessionStore {
   }
 
   #revokeSet(setKey: string): Promise<number> {
+    if (this.#redis.isCluster) return this.#revokeEach(setKey, '', '')
     const { cookie, cookiesRevokedChannel } = this.#keys
     return this.#redis.krgCookieRevokeSet(setKey, cookiesRevokedChannel, Date.now(), cookie(''))
   }
-}
 
-/** MULTI reports a failed command in its results instead of rejecting: make it reject. */
-function failed(results: [Error | null, unknown][] | null): void {
-  const err = results?.find(([e]) => e)?.[0]
-  if (err) throw err
+  #revokeOne(idHash: string, now: number, channel: string, iss: string, before: string): Promise<number> {
+    return this.#redis.krgCookieRevoke(this.#keys.cookie(idHash), now, idHash, channel, iss, before)
+  }
+
+  /**
+   * A set's revocation on a Redis Cluster, where the sessions live in other slots than the set (and one
+   * script may only touch one slot): read the set, revoke each session with its own script (atomic per
+   * session), announce the revoked ones in one message as with one Redis, then remove from the set the
+   * sessions handled: the revoked ones, and when revoking all (`iss` '') those already revoked too. SREM of
+   * those members, never DEL: a session created meanwhile was added after the read and stays listed for the
+   * next logout. An entry whose session is missing stays: it may be one being created (its set entry is
+   * written first), which a removal here would leave unlisted once written; forgotten ones go when the set
+   * expires. A session is revoked before it leaves its set, so a stop in between leaves it listed and a retry
+   * finds it again; a lost announcement is made up for by the replicas' one-second lookups.
+   */
+  async #revokeEach(setKey: string, iss: string, before: string): Promise<number> {
+    const hashes = await this.#redis.smembers(setKey)
+    if (hashes.length === 0) return 0
+    const now = Date.now()
+    const results = await Promise.all(hashes.map((hash) => this.#revokeOne(hash, now, '', iss, before)))
+    const revoked = hashes.filter((_, i) => results[i] === 1)
+    if (revoked.length > 0) await this.#redis.publish(this.#keys.cookiesRevokedChannel, revoked.join(','))
+    const handled = hashes.filter((_, i) => results[i] === 1 || (iss === '' && results[i] === 0))
+    if (handled.length > 0) await this.#redis.srem(setKey, ...handled)
+    return revoked.length
+  }
 }

@@ -1,11 +1,13 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { ChainableCommander } from 'ioredis'
 import {
   type DeliveryLedger,
   type DeliveryQuery,
   type DeliveryRecord,
   matchesQuery,
 } from '../notify/ledger.ts'
+import { pipelined } from './client.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** How long a delivery's record is kept: longer than any stream a replica could replay it from. */
@@ -19,10 +21,10 @@ const RECENT = 1000
  * record: the next owner sends it again only if the record says the last attempt certainly failed.
  */
 export class RedisDeliveryLedger implements DeliveryLedger {
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
 
-  constructor(command: Redis, keys: ClusterKeys) {
+  constructor(command: RedisClient, keys: ClusterKeys) {
     this.command = command
     this.keys = keys
   }
@@ -55,8 +57,14 @@ export class RedisDeliveryLedger implements DeliveryLedger {
     const keys = await this.command.lrange(this.keys.notifyRecent, 0, RECENT - 1)
     if (keys.length === 0) return []
     const out: DeliveryRecord[] = []
-    for (const raw of await this.command.mget(...keys)) {
-      const record = raw === null ? null : parseRecord(raw)
+    // Not MGET: each delivery's key is in its session's slot, and on a Redis Cluster MGET takes one slot.
+    const replies = await pipelined(
+      this.command,
+      keys.map((k) => (p: ChainableCommander) => p.get(k)),
+    )
+    for (const [err, raw] of replies) {
+      if (err) throw err
+      const record = typeof raw === 'string' ? parseRecord(raw) : null
       if (record !== null && matchesQuery(record, query)) out.push(record)
       if (out.length >= query.limit) break
     }

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis'
 import type { FailureCounter } from '../auth/signin-failures.ts'
+import type { RedisClient } from './connections.ts'
 
 /** KEYS: counter. ARGV: window ms. Returns {count, ms until the window ends}. */
 const add = `
@@ -14,13 +14,13 @@ interface FailureCommands {
 
 /** The cluster's {@link FailureCounter}: one expiring counter per key, shared by every replica. */
 export class RedisFailureCounter implements FailureCounter {
-  readonly #redis: Redis & FailureCommands
+  readonly #redis: RedisClient & FailureCommands
   readonly #key: (key: string) => string
 
-  constructor(command: Redis, keyOf: (key: string) => string) {
-    const r = command as Redis & Partial<FailureCommands>
+  constructor(command: RedisClient, keyOf: (key: string) => string) {
+    const r = command as RedisClient & Partial<FailureCommands>
     if (!r.krgFailureAdd) command.defineCommand('krgFailureAdd', { numberOfKeys: 1, lua: add })
-    this.#redis = command as Redis & FailureCommands
+    this.#redis = command as RedisClient & FailureCommands
     this.#key = keyOf
   }
 

@@ -1,12 +1,12 @@
-import type { Redis } from 'ioredis'
 import type { StaleSessions } from '../kasm/stale.ts'
+import type { RedisClient } from './connections.ts'
 
 /** The cluster's {@link StaleSessions}: one hash, replaced in one transaction by the sync's holder. */
 export class RedisStaleSessions implements StaleSessions {
-  readonly #command: Redis
+  readonly #command: RedisClient
   readonly #key: string
 
-  constructor(command: Redis, key: string) {
+  constructor(command: RedisClient, key: string) {
     this.#command = command
     this.#key = key
   }

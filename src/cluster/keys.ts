@@ -1,10 +1,18 @@
 /**
  * Every Redis key the gateway uses, in one place, under one prefix (GATEWAY_REDIS_PREFIX) so several
- * gateways (or test runs) can share a Redis. A session's keys carry its id as a hash tag (`{kasmId}`) so the
- * keys one Lua script touches would live in one slot if the deployment ever moved to Redis Cluster.
+ * gateways (or test runs) can share a Redis. A session's keys carry its id as a hash tag (`{kasmId}`), so the
+ * keys one Lua script or MULTI touches live in one slot of a Redis Cluster.
+ *
+ * On a Redis Cluster ({@link ClusterKeyOptions.hashTagged}) the keys a transaction or script touches together
+ * beyond one session's share a tag too: a person's sets (`{<sub>}`), an IdP session's (`{<sid>}`), the
+ * registry with the re-seal job's lease (`{reseal}`, its compare-and-set checks that lease). Only there: with one
+ * Redis (or Sentinel), renaming keys would orphan what an older version stored (a back-channel logout would miss
+ * the cookie sessions made before the upgrade), so those keep their names.
  */
 export interface ClusterKeys {
   readonly prefix: string
+  /** Keys are laid out for a Redis Cluster (see {@link ClusterKeyOptions.hashTagged}). */
+  readonly hashTagged: boolean
   /** Stream of a session's events (XADD MAXLEN ~). */
   events(kasmId: string): string
   /** Hash: the head of a session's stream (run, seq, runNo, closed, bytes, last: the stream's last id). */
@@ -85,30 +93,50 @@ export interface ClusterKeys {
   seen(hash: string): string
 }
 
+/** How {@link clusterKeys} lays keys out. */
+export interface ClusterKeyOptions {
+  /**
+   * On a Redis Cluster: keys that one script or MULTI touches together get a common hash tag (see
+   * {@link ClusterKeys}). Off (the default) with one Redis or Sentinel, where names must stay as they were.
+   */
+  readonly hashTagged?: boolean
+}
+
+/**
+ * The name of the re-seal job's lease (cluster/reseal.ts), and so the hash tag the registry's keys share on a
+ * Redis Cluster: the lease key is `job:{reseal}`, and the registry's compare-and-set script checks it.
+ */
+export const RESEAL_JOB = 'reseal'
+
 /** Builds the key set for a prefix such as `krg:`. */
-export function clusterKeys(prefix: string): ClusterKeys {
+export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): ClusterKeys {
   const p = prefix
+  const tagged = options.hashTagged === true
+  /** `{value}` on a Redis Cluster (one slot per value), the value itself otherwise (names as they were). */
+  const tag = (value: string): string => (tagged ? `{${value}}` : value)
+  const registry = tagged ? `${p}{${RESEAL_JOB}}:` : p
   return {
     prefix: p,
+    hashTagged: tagged,
     events: (id) => `${p}ev:{${id}}`,
     head: (id) => `${p}evh:{${id}}`,
     sizes: (id) => `${p}evs:{${id}}`,
     live: (id) => `${p}live:{${id}}`,
     lease: (id) => `${p}lease:{${id}}`,
     fence: (id) => `${p}fence:{${id}}`,
-    sessions: `${p}sessions`,
+    sessions: `${registry}sessions`,
     sessionsChannel: `${p}sessions:changed`,
-    sessionsEpoch: `${p}sessions:epoch`,
-    keyrings: `${p}sessions:keyrings`,
+    sessionsEpoch: `${registry}sessions:epoch`,
+    keyrings: `${registry}sessions:keyrings`,
     jobLease: (name) => `${p}job:{${name}}`,
     jobFence: (name) => `${p}jobfence:{${name}}`,
     kasmStale: `${p}kasm:stale`,
     cookie: (hash) => `${p}cookie:${hash}`,
-    cookiesOf: (sub) => `${p}cookies-of:${sub}`,
-    cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${sid}`,
+    cookiesOf: (sub) => `${p}cookies-of:${tag(sub)}`,
+    cookiesOfIdpSession: (sid) => `${p}cookies-of-sid:${tag(sid)}`,
     cookiesRevokedChannel: `${p}cookies:revoked`,
     usedLogoutToken: (hash) => `${p}logout-jti:${hash}`,
-    streamSlots: (sub) => `${p}slots:${sub}`,
+    streamSlots: (sub) => `${p}slots:${tag(sub)}`,
     audit: `${p}audit`,
     auditRefused: `${p}audit:refused`,
     rateLimit: `${p}rl:`,
@@ -124,8 +152,8 @@ export function clusterKeys(prefix: string): ClusterKeys {
     reportClaim: (team, hash) => `${p}report:{${team}}:claim:${hash}`,
     reportTeams: `${p}report:teams`,
     chatLink: (key) => `${p}chatlink:${key}`,
-    chatLinksOf: (sub) => `${p}chatlinks-of:${sub}`,
-    chatLinksOfIdpSession: (sid) => `${p}chatlinks-of-sid:${sid}`,
+    chatLinksOf: (sub) => `${p}chatlinks-of:${tag(sub)}`,
+    chatLinksOfIdpSession: (sid) => `${p}chatlinks-of-sid:${tag(sid)}`,
     chatLinks: `${p}chatlinks`,
     chatMessage: (id, hash) => `${p}chatmsg:{${id}}:${hash}`,
     seen: (hash) => `${p}seen:${hash}`,

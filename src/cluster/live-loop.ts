@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Redis } from 'ioredis'
 import type { BrokerListener } from '../events/broker/broker.ts'
+import type { RedisClient } from './connections.ts'
 import { compareIds, deliveriesOf, type FrameFn, type RawEntry } from './stream-entry.ts'
 
 /**
@@ -84,7 +85,7 @@ export interface LiveStream {
 /** Options of {@link LiveLoop}. */
 export interface LiveLoopOptions {
   /** Reads streams (XRANGE); never the subscriber connection. */
-  readonly command: Redis
+  readonly command: RedisClient
   readonly channels: LiveChannels
   readonly streamKey: (kasmId: string) => string
   readonly channelOf: (kasmId: string) => string
@@ -318,7 +319,7 @@ function parsePublication(payload: Buffer): Publication | null {
 }
 
 /** Waits for the command connection to come back (or a short pause), without spinning. */
-function pause(connection: Redis): Promise<void> {
+function pause(connection: RedisClient): Promise<void> {
   return new Promise((resolve) => {
     const done = (): void => {
       clearTimeout(timer)

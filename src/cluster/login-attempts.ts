@@ -1,12 +1,12 @@
-import type { Redis } from 'ioredis'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
+import type { RedisClient } from './connections.ts'
 
 /** The cluster's {@link LoginAttemptStore}: the callback may reach any replica. GETDEL makes each one-time. */
 export class RedisLoginAttemptStore implements LoginAttemptStore {
-  private readonly redis: Redis
+  private readonly redis: RedisClient
   private readonly keyOf: (key: string) => string
 
-  constructor(redis: Redis, keyOf: (key: string) => string) {
+  constructor(redis: RedisClient, keyOf: (key: string) => string) {
     this.redis = redis
     this.keyOf = keyOf
   }

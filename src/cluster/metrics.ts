@@ -1,6 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client'
 import { zeroed } from '../metrics/plugin.ts'
-import type { ConnectionRole } from './connections.ts'
+import type { ConnectionRole, RedisClient } from './connections.ts'
 import type { LiveReadReason } from './live-loop.ts'
 
 /** Cluster-mode metrics, registered on the app's registry. Labels are fixed words, never ids. */
@@ -85,7 +85,7 @@ export function createClusterMetrics(registry: Registry, watched: () => number):
 export function trackConnection(
   metrics: ClusterMetrics,
   role: ConnectionRole,
-  connection: import('ioredis').Redis,
+  connection: RedisClient,
 ): void {
   metrics.connected.set({ connection: role }, 0)
   connection.on('ready', () => metrics.connected.set({ connection: role }, 1))

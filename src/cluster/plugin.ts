@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Redis } from 'ioredis'
+import { Cluster as RedisCluster } from 'ioredis'
 import type { Env } from '../config.ts'
 import type { EventBus } from '../events/bus.ts'
 import { HubBus } from '../events/hub-bus.ts'
@@ -11,8 +11,9 @@ import { Degraded } from '../routes/health.ts'
 import { TokenVault } from '../sessions/token-vault.ts'
 import { RedisBroker } from './broker.ts'
 import { ChangeFeed } from './change-feed.ts'
-import { type ConnectionRole, openConnection, waitReady } from './connections.ts'
+import { type ConnectionRole, openConnection, type RedisClient, waitReady } from './connections.ts'
 import { type ClusterKeys, clusterKeys } from './keys.ts'
+import { clusterLiveChannels } from './live-channels-cluster.ts'
 import { LiveLoop, liveChannels } from './live-loop.ts'
 import {
   type ClusterMetrics,
@@ -32,9 +33,9 @@ export interface Cluster {
   readonly replicaId: string
   readonly keys: ClusterKeys
   /** The command connection (also `app.redis`), with the cluster's scripts defined. */
-  readonly redis: Redis & ClusterCommands
+  readonly redis: RedisClient & ClusterCommands
   /** The pub/sub connection; subscribe through it, never issue ordinary commands on it. */
-  readonly subscriber: Redis
+  readonly subscriber: RedisClient
   /** Encrypts messaging tokens at rest (GATEWAY_ENCRYPTION_KEY). */
   readonly vault: TokenVault
   /** The event bus over the Redis broker (one stream and live channel per session, one live loop per replica). */
@@ -57,8 +58,8 @@ export interface Cluster {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The command connection in cluster mode (REDIS_URL or GATEWAY_REDIS_SENTINELS set); null when embedded. */
-    redis: Redis | null
+    /** The command connection in cluster mode (REDIS_URL, GATEWAY_REDIS_SENTINELS or GATEWAY_REDIS_CLUSTER_NODES set); null when embedded. */
+    redis: RedisClient | null
     cluster: Cluster | null
   }
 }
@@ -69,10 +70,9 @@ const STREAM_RETENTION_MS = 24 * 3600 * 1000
 const BOOT_WAIT_MS = 5000
 
 /**
- * Cluster mode when REDIS_URL or GATEWAY_REDIS_SENTINELS is set: three fixed connections per replica (command,
- * live channels, subscriber), the Redis event bus and reader lease, presence, a `redis` readiness check and
- * metrics.
- * Without either it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
+ * Cluster mode when REDIS_URL, GATEWAY_REDIS_SENTINELS or GATEWAY_REDIS_CLUSTER_NODES is set: three fixed
+ * connections per replica (command, live channels, subscriber), the Redis event bus and reader lease,
+ * presence, a `redis` readiness check and metrics. Without any of them it only decorates `app.redis = null` and `app.cluster = null`; the stores plugin, registered
  * next, chooses the memory side of every seam then (src/stores/plugin.ts).
  *
  * Shutdown order: `preClose` releases every reader lease and withdraws presence at once (other replicas
@@ -91,13 +91,13 @@ export const clusterPlugin = fp(
     if (!env.GATEWAY_ENCRYPTION_KEY) throw new Error('GATEWAY_ENCRYPTION_KEY is required in cluster mode')
 
     const replicaId = `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
-    const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX)
+    const keys = clusterKeys(env.GATEWAY_REDIS_PREFIX, { hashTagged: redis.kind === 'cluster' })
     const settings = {
       redis,
       name: `${env.GATEWAY_REDIS_PREFIX}${replicaId}`.replace(/[^A-Za-z0-9:_.-]/g, '_'),
       commandTimeoutMs: env.GATEWAY_REDIS_COMMAND_TIMEOUT_MS,
     }
-    const connections: Record<ConnectionRole, Redis> = {
+    const connections: Record<ConnectionRole, RedisClient> = {
       command: openConnection(settings, 'command'),
       live: openConnection(settings, 'live'),
       subscriber: openConnection(settings, 'subscriber'),
@@ -107,16 +107,19 @@ export const clusterPlugin = fp(
     let loop: LiveLoop | undefined
     const metrics = createClusterMetrics(app.metrics.registry, () => loop?.watchedCount ?? 0)
     const health = new RedisHealth(connections, app.log)
-    for (const [role, connection] of Object.entries(connections) as [ConnectionRole, Redis][]) {
+    for (const [role, connection] of Object.entries(connections) as [ConnectionRole, RedisClient][]) {
       trackConnection(metrics, role, connection)
       connection.connect().catch(() => {})
     }
     registerDegradedGauge(app.metrics.registry, () => health.down)
 
-    const sharded = false
+    // On a Redis Cluster the live channels are sharded (SPUBLISH/SSUBSCRIBE): a publication stays on the
+    // session's shard instead of being broadcast to every node.
+    const live = connections.live
+    const sharded = live instanceof RedisCluster
     loop = new LiveLoop({
       command,
-      channels: liveChannels(connections.live, sharded),
+      channels: live instanceof RedisCluster ? clusterLiveChannels(live) : liveChannels(live, false),
       streamKey: keys.events,
       channelOf: keys.live,
       frame: frameOf,
@@ -190,7 +193,7 @@ export const clusterPlugin = fp(
       log: app.log,
       env,
     }
-    app.decorate('redis', command as Redis)
+    app.decorate<RedisClient | null, 'redis'>('redis', command)
     app.decorate('cluster', cluster)
 
     // Once the replica has been up, losing Redis degrades it instead of failing readiness: every replica loses
@@ -226,7 +229,9 @@ export const clusterPlugin = fp(
     const via =
       redis.kind === 'sentinel'
         ? { sentinel: { master: redis.master, sentinels: redis.sentinels.map((x) => `${x.host}:${x.port}`) } }
-        : {}
+        : redis.kind === 'cluster'
+          ? { redisCluster: { nodes: redis.nodes.map((x) => `${x.host}:${x.port}`) } }
+          : {}
     app.log.info({ replicaId, prefix: keys.prefix, ...via }, 'cluster mode: redis connected')
   },
   { name: 'cluster', dependencies: ['readiness', 'metrics'] },
@@ -240,7 +245,7 @@ function iso(ms: number): string {
  * QUIT when connected (flushes replies), otherwise drop the socket; waits for the end, at most a second (a
  * connection that is between reconnect attempts never emits one: disconnect only cancels the next attempt).
  */
-async function closeConnection(connection: Redis): Promise<void> {
+async function closeConnection(connection: RedisClient): Promise<void> {
   if (connection.status === 'end') return
   let timer: NodeJS.Timeout | undefined
   const ended = new Promise<void>((resolve) => {

@@ -1,5 +1,4 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import {
   type Counts,
   countBySession,
@@ -8,6 +7,7 @@ import {
   type ViewerSource,
   view,
 } from '../events/presence.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** The shape the cluster tests build viewers with. */
@@ -15,7 +15,7 @@ export type { WatchingViewer } from '../events/presence.ts'
 
 /** Options of {@link RedisPresence}. */
 export interface RedisPresenceOptions {
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
   readonly replicaId: string
   /** How long a replica's published counts live without a refresh (GATEWAY_PRESENCE_TTL_MS). */

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis'
 import type { RateLimitCallback, RateLimitStore } from '../auth/rate-limit-store.ts'
+import type { RedisClient } from './connections.ts'
 
 /**
  * KEYS: counter. ARGV: units wanted, the window's budget, window ms. Hands out up to the units wanted of what
@@ -63,11 +63,11 @@ interface Quota {
  */
 class LeasingStore implements RateLimitStore {
   readonly #quotas = new Map<string, Quota>()
-  readonly #redis: Redis & LeaseCommand
+  readonly #redis: RedisClient & LeaseCommand
   readonly #prefix: string
   #sweptAt = 0
 
-  constructor(redis: Redis & LeaseCommand, prefix: string) {
+  constructor(redis: RedisClient & LeaseCommand, prefix: string) {
     this.#redis = redis
     this.#prefix = prefix
   }
@@ -146,8 +146,8 @@ class LeasingStore implements RateLimitStore {
 }
 
 /** The rate limit's counters under `nameSpace` on `redis`, leased (see {@link LeasingStore}). */
-export function leasingRateLimitStore(redis: Redis, nameSpace: string): RateLimitStore {
-  const r = redis as Redis & Partial<LeaseCommand>
+export function leasingRateLimitStore(redis: RedisClient, nameSpace: string): RateLimitStore {
+  const r = redis as RedisClient & Partial<LeaseCommand>
   if (!r.krgRateLimitLease) redis.defineCommand('krgRateLimitLease', { numberOfKeys: 1, lua: lease })
-  return new LeasingStore(redis as Redis & LeaseCommand, nameSpace)
+  return new LeasingStore(redis as RedisClient & LeaseCommand, nameSpace)
 }

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis'
 import type { ReaderLease } from '../events/bus.ts'
 import { inSpan, redisAttributes } from '../tracing/spans.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
@@ -12,7 +12,7 @@ export interface LeaseKeyspace {
 
 /** Options of {@link RedisReaderLease}. */
 export interface RedisReaderLeaseOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   readonly keys: ClusterKeys
   /** GATEWAY_LEASE_MS: how long a lease lives without renewal. */
   readonly leaseMs: number

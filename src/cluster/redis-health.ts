@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
-import type { ConnectionRole } from './connections.ts'
+import { Cluster } from 'ioredis'
+import type { ConnectionRole, RedisClient } from './connections.ts'
 
 /**
  * Where the replica stands with Redis, as one state for all three connections:
@@ -26,7 +26,7 @@ export type RedisState =
  * are logged at debug (components ask {@link RedisHealth.down}).
  */
 export class RedisHealth {
-  readonly #connections: ReadonlyMap<ConnectionRole, Redis>
+  readonly #connections: ReadonlyMap<ConnectionRole, RedisClient>
   readonly #log: FastifyBaseLogger
   #state: RedisState = { kind: 'connecting' }
   /** The replica is closing its connections itself (shutdown): their close is no outage. */
@@ -34,13 +34,17 @@ export class RedisHealth {
   /** Why each connection last failed, for the warning when the state changes. */
   readonly #lastError = new Map<ConnectionRole, string>()
 
-  constructor(connections: Record<ConnectionRole, Redis>, log: FastifyBaseLogger) {
-    this.#connections = new Map(Object.entries(connections) as [ConnectionRole, Redis][])
+  constructor(connections: Record<ConnectionRole, RedisClient>, log: FastifyBaseLogger) {
+    this.#connections = new Map(Object.entries(connections) as [ConnectionRole, RedisClient][])
     this.#log = log
     for (const [role, connection] of this.#connections) {
       connection.on('error', (err: Error & { code?: string }) => {
         this.#lastError.set(role, err.code ? `${err.code}: ${err.message}` : err.message)
         this.#log.debug({ connection: role, reason: this.#lastError.get(role) }, 'redis connection error')
+        // A Redis Cluster that is still ready reports the trouble of one node (a failover in progress, a
+        // sharded subscriber that could not connect yet): no outage of the replica, and no `ready` would
+        // follow to end one. Its loss is its `close`.
+        if (connection instanceof Cluster && connection.status === 'ready') return
         this.#lost(role)
       })
       connection.on('close', () => this.#lost(role))
@@ -89,7 +93,11 @@ export class RedisHealth {
   }
 }
 
-/** Whether a command sent now would be written (ioredis's own test before it refuses one). */
-function usable(connection: Redis): boolean {
-  return connection.status === 'ready' && connection.stream.writable
+/**
+ * Whether a command sent now would be written (ioredis's own test before it refuses one). A Cluster has no
+ * one socket: ready means it knows the slots, and a node it lost is reported by the command that needed it.
+ */
+function usable(connection: RedisClient): boolean {
+  if (connection.status !== 'ready') return false
+  return connection instanceof Cluster || connection.stream.writable
 }

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto'
-import type { Redis } from 'ioredis'
+import type { ChainableCommander } from 'ioredis'
 import type { ReportRecord, ReportStore } from '../report/types.ts'
+import { pipelined } from './client.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 
 /** Records kept per team whatever the retention says (the oldest go first beyond it). */
@@ -40,14 +42,14 @@ interface AddCommand {
  * to write wins and no later one (a takeover, a restarted replica) writes or counts it again.
  */
 export class RedisReportStore implements ReportStore {
-  readonly #command: Redis & AddCommand
+  readonly #command: RedisClient & AddCommand
   readonly #keys: ClusterKeys
   readonly #retentionMs: number
 
-  constructor(command: Redis, keys: ClusterKeys, retentionMs: number) {
-    const c = command as Redis & Partial<AddCommand>
+  constructor(command: RedisClient, keys: ClusterKeys, retentionMs: number) {
+    const c = command as RedisClient & Partial<AddCommand>
     if (!c.krgReportAdd) c.defineCommand('krgReportAdd', { numberOfKeys: 2, lua: add })
-    this.#command = c as Redis & AddCommand
+    this.#command = c as RedisClient & AddCommand
     this.#keys = keys
     this.#retentionMs = retentionMs
   }
@@ -73,7 +75,8 @@ export class RedisReportStore implements ReportStore {
       MAX_PER_TEAM,
     )
     if (added !== 1) return false
-    // Another slot than the team's keys (a script may only touch one), so a separate, idempotent call.
+    // Another slot than the team's keys (a script may only touch one), so a separate, idempotent call: the
+    // index of teams is one key, so this MULTI is one slot on a Redis Cluster too.
     await this.#command
       .multi()
       .zadd(this.#keys.reportTeams, now, record.team)
@@ -85,10 +88,13 @@ export class RedisReportStore implements ReportStore {
   async list(teams: readonly string[] | null, since: number): Promise<ReportRecord[]> {
     const names = teams ?? (await this.teams())
     if (names.length === 0) return []
-    const pipeline = this.#command.pipeline()
-    for (const team of names) pipeline.zrangebyscore(this.#keys.report(team), since, '+inf')
+    // One slot per team on a Redis Cluster.
+    const replies = await pipelined(
+      this.#command,
+      names.map((team) => (p: ChainableCommander) => p.zrangebyscore(this.#keys.report(team), since, '+inf')),
+    )
     const out: ReportRecord[] = []
-    for (const [err, members] of (await pipeline.exec()) ?? []) {
+    for (const [err, members] of replies) {
       if (err) throw err
       for (const raw of members as string[]) {
         const record = parseRecord(raw)

@@ -1,20 +1,20 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import { Counter, Gauge, type Registry } from 'prom-client'
 import type { TokenVault } from '../sessions/token-vault.ts'
+import type { RedisClient } from './connections.ts'
 import { type JobLease, LeasedJob } from './job-lease.ts'
-import type { ClusterKeys } from './keys.ts'
+import { type ClusterKeys, RESEAL_JOB } from './keys.ts'
 import type { RedisSessionStore, ResealResult } from './session-store.ts'
 
-/** The name of the re-seal job's lease. */
-export const RESEAL_JOB = 'reseal'
+/** The re-seal job's lease name (defined with the keys: on a Redis Cluster it is the registry's hash tag). */
+export { RESEAL_JOB }
 
 /** Options of {@link Resealer}. */
 export interface ResealerOptions {
   readonly store: RedisSessionStore
   readonly vault: TokenVault
-  readonly command: Redis
+  readonly command: RedisClient
   readonly keys: ClusterKeys
   readonly replicaId: string
   readonly lease: JobLease

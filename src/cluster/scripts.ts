@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connections.ts'
 import type { RawEntry } from './stream-entry.ts'
 
 /**
@@ -253,8 +253,8 @@ export interface ClusterCommands {
 }
 
 /** Defines the scripts on the command connection (idempotent) and returns it typed. */
-export function defineScripts(redis: Redis): Redis & ClusterCommands {
-  const r = redis as Redis & Partial<ClusterCommands>
+export function defineScripts<C extends RedisClient>(redis: C): C & ClusterCommands {
+  const r = redis as RedisClient & Partial<ClusterCommands>
   if (!r.krgAppend) {
     redis.defineCommand('krgAppend', { numberOfKeys: 5, lua: append })
     redis.defineCommand('krgReplay', { numberOfKeys: 2, lua: replay })
@@ -266,5 +266,5 @@ export function defineScripts(redis: Redis): Redis & ClusterCommands {
     redis.defineCommand('krgTakeSlot', { numberOfKeys: 1, lua: takeSlot })
     redis.defineCommand('krgRenewSlots', { numberOfKeys: 1, lua: renewSlots })
   }
-  return redis as Redis & ClusterCommands
+  return redis as C & ClusterCommands
 }

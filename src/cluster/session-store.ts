@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import { RegistryUnreadable, StoreUnavailable } from '../errors.ts'
 import type { SessionStore } from '../sessions/store.ts'
 import { type TokenVault, TokenVaultError, type UnsealFailure } from '../sessions/token-vault.ts'
 import type { Session, SessionSource, UnreadableSession } from '../sessions/types.ts'
 import type { ChangeFeed } from './change-feed.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
@@ -39,7 +39,7 @@ export type ResealResult = 'resealed' | 'current' | 'changed' | 'fenced'
 
 /** Options of {@link RedisSessionStore}. */
 export interface RedisSessionStoreOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   readonly feed: ChangeFeed
   readonly keys: ClusterKeys
   readonly vault: TokenVault

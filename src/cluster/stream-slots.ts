@@ -1,12 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { ChainableCommander, Redis } from 'ioredis'
+import type { ChainableCommander } from 'ioredis'
 import { MemoryStreamSlots, type StreamSlots } from '../events/stream-slots.ts'
+import { pipelined } from './client.ts'
+import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
 import type { ClusterCommands } from './scripts.ts'
 
 /** Options of {@link RedisStreamSlots}. */
 export interface RedisStreamSlotsOptions {
-  readonly command: Redis & ClusterCommands
+  readonly command: RedisClient & ClusterCommands
   readonly keys: ClusterKeys
   readonly replicaId: string
   /** GATEWAY_MAX_STREAMS_PER_OPERATOR, over every replica. */
@@ -87,10 +89,17 @@ export class RedisStreamSlots implements StreamSlots {
 
   async close(): Promise<void> {
     clearInterval(this.#timer)
-    const pipeline = this.#o.command.pipeline()
-    for (const [sub, members] of this.#held) pipeline.zrem(this.#o.keys.streamSlots(sub), ...members)
+    const held = [...this.#held]
     this.#held.clear()
-    await pipeline.exec().catch(() => {})
+    // One slot per operator on a Redis Cluster.
+    await pipelined(
+      this.#o.command,
+      held.map(
+        ([sub, members]) =>
+          (p: ChainableCommander) =>
+            p.zrem(this.#o.keys.streamSlots(sub), ...members),
+      ),
+    ).catch(() => {})
   }
 
   /** Pushes the expiry of every member this replica holds (by Redis's clock, like the take). */
@@ -98,11 +107,17 @@ export class RedisStreamSlots implements StreamSlots {
     if (this.#held.size === 0) return
     const { command, keys, ttlMs } = this.#o
     // ioredis adds defined scripts to pipelines too; its typings only know them on the connection.
-    const pipeline = command.pipeline() as ChainableCommander & {
+    type WithRenew = ChainableCommander & {
       krgRenewSlots(slots: string, ttlMs: number, ...members: string[]): ChainableCommander
     }
-    for (const [sub, members] of this.#held) pipeline.krgRenewSlots(keys.streamSlots(sub), ttlMs, ...members)
-    const results = await pipeline.exec().catch((err: unknown) => [[err, null]])
+    const results = await pipelined(
+      command,
+      [...this.#held].map(
+        ([sub, members]) =>
+          (p: ChainableCommander) =>
+            (p as WithRenew).krgRenewSlots(keys.streamSlots(sub), ttlMs, ...members),
+      ),
+    ).catch((err: unknown) => [[err, null]])
     const err = results?.find(([e]) => e)?.[0]
     if (err)
       this.#o.log[this.#o.quiet?.() ? 'debug' : 'warn'](

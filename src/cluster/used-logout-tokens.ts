@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis'
 import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
+import type { RedisClient } from './connections.ts'
 
 /**
  * The cluster's {@link UsedLogoutTokens}: one key per token, `SET NX` with its expiry (`PXAT`), so a token is
@@ -7,10 +7,10 @@ import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
  * Errors (Redis down) propagate: the route answers 503 and the IdP may send the token again.
  */
 export class RedisUsedLogoutTokens implements UsedLogoutTokens {
-  readonly #redis: Redis
+  readonly #redis: RedisClient
   readonly #key: (hash: string) => string
 
-  constructor(command: Redis, keyOf: (hash: string) => string) {
+  constructor(command: RedisClient, keyOf: (hash: string) => string) {
     this.#redis = command
     this.#key = keyOf
   }

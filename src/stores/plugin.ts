@@ -1,7 +1,6 @@
 import { hostname } from 'node:os'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import type { Redis } from 'ioredis'
 import { MemoryAuditLog } from '../audit/memory-log.ts'
 import { AuditStreams } from '../audit/streams.ts'
 import { MemoryCookieStore } from '../auth/cookie-store.ts'
@@ -16,6 +15,7 @@ import { RedisAuditLog } from '../cluster/audit-log.ts'
 import { RedisBoard } from '../cluster/board.ts'
 import { RedisChatLinkStore } from '../cluster/chat-link-store.ts'
 import { RedisChatMessageStore, RedisSeenKeys } from '../cluster/chat-state.ts'
+import type { RedisClient } from '../cluster/connections.ts'
 import { RedisCookieStore } from '../cluster/cookie-store.ts'
 import { RedisDeliveryLedger } from '../cluster/delivery-ledger.ts'
 import { RedisFailureCounter } from '../cluster/failure-counter.ts'
@@ -219,7 +219,7 @@ async function redisSessionStore(app: FastifyInstance, cluster: Cluster): Promis
  * beside an `app.redis` and no cluster.
  */
 function sharedRateLimit(app: FastifyInstance): Stores['rateLimit'] {
-  const redis = app.hasDecorator('redis') ? app.getDecorator<Redis | null>('redis') : null
+  const redis = app.hasDecorator('redis') ? app.getDecorator<RedisClient | null>('redis') : null
   if (!redis) return new MemoryRateLimitStore()
   return leasingRateLimitStore(redis, clusterKeys(app.config.env.GATEWAY_REDIS_PREFIX).rateLimit)
 }

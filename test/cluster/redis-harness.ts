@@ -4,11 +4,17 @@ import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { RedisBroker } from '../../src/cluster/broker.ts'
-import { openConnection, waitReady } from '../../src/cluster/connections.ts'
+import {
+  type ConnectionRole,
+  openConnection,
+  type RedisClient,
+  waitReady,
+} from '../../src/cluster/connections.ts'
 import { type ClusterKeys, clusterKeys } from '../../src/cluster/keys.ts'
 import { LiveLoop, type LiveReadReason, liveChannels } from '../../src/cluster/live-loop.ts'
 import { RedisReaderLease } from '../../src/cluster/reader-lease.ts'
 import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.ts'
+import type { RedisEndpoint } from '../../src/config.ts'
 import { HubBus } from '../../src/events/hub-bus.ts'
 import { frameOf } from '../../src/events/sse.ts'
 import { waitFor as until } from '../helpers/wait.ts'
@@ -212,4 +218,47 @@ export async function replicaParts(
       live.disconnect()
     },
   }
+}
+
+/**
+ * Where a store test's Redis is: the shared test Redis under a fresh prefix (deleted when the test ends), or a
+ * Redis Cluster (test/cluster/redis-cluster-harness.ts) whose keys are laid out for it (`hashTagged`).
+ */
+export interface StoreRedis {
+  readonly endpoint: RedisEndpoint
+}
+
+/** The shared test Redis (REDIS_TEST_URL). */
+export const SHARED_REDIS: StoreRedis = { endpoint: { kind: 'url', url: REDIS_TEST_URL } }
+
+let opened = 0
+
+/**
+ * The key set of a store test on `redis` under a fresh prefix: hash-tagged on a Redis Cluster, as the cluster
+ * plugin lays them out; on the shared test Redis the prefix is deleted when the test ends.
+ */
+export function storeKeys(t: { after(fn: () => unknown): void }, redis: StoreRedis): ClusterKeys {
+  const prefix = uniquePrefix()
+  if (redis.endpoint.kind === 'url') {
+    const url = redis.endpoint.url
+    t.after(() => deletePrefix(url, prefix))
+  }
+  return clusterKeys(prefix, { hashTagged: redis.endpoint.kind === 'cluster' })
+}
+
+/** One ready connection of `role` to `redis` as a replica opens it, closed when the test ends. */
+export async function storeConnection(
+  t: { after(fn: () => unknown): void },
+  redis: StoreRedis,
+  role: ConnectionRole = 'command',
+): Promise<RedisClient> {
+  const c = openConnection(
+    { redis: redis.endpoint, name: `krgtest-${++opened}`, commandTimeoutMs: 2000 },
+    role,
+  )
+  c.on('error', () => {})
+  c.connect().catch(() => {})
+  t.after(() => c.disconnect())
+  await waitReady(c, 5000)
+  return c
 }

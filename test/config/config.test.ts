@@ -63,6 +63,31 @@ const refusals: Array<[string, Record<string, string>, RegExp]> = [
     /GATEWAY_REDIS_SENTINEL_PASSWORD: only with GATEWAY_REDIS_SENTINELS/,
   ],
   ['sentinels without an encryption key', { GATEWAY_REDIS_SENTINELS: 'a:26379' }, /GATEWAY_ENCRYPTION_KEY/],
+  [
+    'a cluster node without a port',
+    { GATEWAY_REDIS_CLUSTER_NODES: 'a:6379,b' },
+    /GATEWAY_REDIS_CLUSTER_NODES/,
+  ],
+  [
+    'a Redis Cluster without an encryption key',
+    { GATEWAY_REDIS_CLUSTER_NODES: 'a:6379' },
+    /GATEWAY_ENCRYPTION_KEY/,
+  ],
+  [
+    'a NAT map without a Redis Cluster',
+    { GATEWAY_REDIS_CLUSTER_NAT_MAP: '{"10.0.0.1:6379":{"host":"a","port":1}}' },
+    /GATEWAY_REDIS_CLUSTER_NAT_MAP: only with GATEWAY_REDIS_CLUSTER_NODES/,
+  ],
+  [
+    'a NAT map that is not JSON',
+    { GATEWAY_REDIS_CLUSTER_NAT_MAP: '{10.0.0.1' },
+    /GATEWAY_REDIS_CLUSTER_NAT_MAP/,
+  ],
+  [
+    'a NAT map entry without a port',
+    { GATEWAY_REDIS_CLUSTER_NAT_MAP: '{"10.0.0.1:6379":{"host":"a"}}' },
+    /GATEWAY_REDIS_CLUSTER_NAT_MAP/,
+  ],
   ['short jwt secret', { GATEWAY_JWT_SECRET: 'short' }, /GATEWAY_JWT_SECRET/],
   [
     'short cookie secret in a list',
@@ -208,4 +233,32 @@ test('cluster mode: one Redis URL, or a Sentinel group with the URL giving only 
       url: 'redis://:pw@mymaster/1',
     },
   )
+  // A Redis Cluster: REDIS_URL gives the (URL-encoded) credentials and TLS only.
+  assert.deepEqual(
+    loadConfig({
+      ...key,
+      GATEWAY_REDIS_CLUSTER_NODES: 'node-0:6379,[fd00::2]:7000',
+      GATEWAY_REDIS_CLUSTER_NAT_MAP: '{"10.0.0.1:6379":{"host":"node-0.example","port":16379}}',
+      REDIS_URL: 'rediss://gw:p%40ss@cluster/0',
+    }).redis,
+    {
+      kind: 'cluster',
+      nodes: [
+        { host: 'node-0', port: 6379 },
+        { host: 'fd00::2', port: 7000 },
+      ],
+      username: 'gw',
+      password: 'p@ss',
+      tls: true,
+      natMap: { '10.0.0.1:6379': { host: 'node-0.example', port: 16379 } },
+    },
+  )
+  assert.deepEqual(loadConfig({ ...key, GATEWAY_REDIS_CLUSTER_NODES: 'node-0:6379' }).redis, {
+    kind: 'cluster',
+    nodes: [{ host: 'node-0', port: 6379 }],
+    username: undefined,
+    password: undefined,
+    tls: false,
+    natMap: undefined,
+  })
 })

@@ -88,8 +88,8 @@ An environment value as a string. YAML numbers reach templates as float64, and `
 
 {{/* Refusals that must stop rendering, with a message that says what to set. */}}
 {{- define "krg.validate" -}}
-{{- if and (include "krg.clustered" .) (not .Values.secret.existingSecret) (not .Values.config.GATEWAY_REDIS_SENTINELS) }}
-{{- $_ := required "secret.env.REDIS_URL is required with more than one replica (replicaCount > 1 or autoscaling): replicas share sessions and events through Redis. Set it (or config.GATEWAY_REDIS_SENTINELS), or set replicaCount: 1." .Values.secret.env.REDIS_URL }}
+{{- if and (include "krg.clustered" .) (not .Values.secret.existingSecret) (not .Values.config.GATEWAY_REDIS_SENTINELS) (not .Values.config.GATEWAY_REDIS_CLUSTER_NODES) }}
+{{- $_ := required "secret.env.REDIS_URL is required with more than one replica (replicaCount > 1 or autoscaling): replicas share sessions and events through Redis. Set it (or config.GATEWAY_REDIS_SENTINELS, or config.GATEWAY_REDIS_CLUSTER_NODES), or set replicaCount: 1." .Values.secret.env.REDIS_URL }}
 {{- end }}
 {{- if eq (include "krg.config" (dict "root" . "key" "GATEWAY_DEMO")) "on" }}
 {{- fail "config.GATEWAY_DEMO cannot be on in a deployment: it serves a simulated session with a built-in token." }}
