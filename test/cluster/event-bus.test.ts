@@ -24,6 +24,14 @@ const ev = (run: string, seq: number): BusMessage => ({
 const range = (from: number, to: number): number[] =>
   Array.from({ length: to - from + 1 }, (_, i) => from + i)
 
+/** Appends events `from` to `to` of run `run` to session `s` through `p`'s bus, with `fence`. */
+const appendSeqs = (p: ReplicaParts, fence: number, from: number, to: number): Promise<boolean> =>
+  p.bus.append(
+    's',
+    range(from, to).map((n) => ev('run', n)),
+    fence,
+  )
+
 /** Records `run:seq` ids and fails loudly on anything out of order. */
 function viewer(): Subscriber & { got: string[]; seqs: number[] } {
   const got: string[] = []
@@ -142,11 +150,7 @@ async function viewerOf50(t: import('node:test').TestContext) {
   const live = viewer()
   await b.bus.subscribe('s', {}, live)
   const f1 = (await a.lease.acquire('s')) as number
-  await a.bus.append(
-    's',
-    range(1, 50).map((n) => ev('run', n)),
-    f1,
-  )
+  await appendSeqs(a, f1, 1, 50)
   await until('first 50', () => live.seqs.at(-1) === 50)
   return { a, b, live }
 }
@@ -159,11 +163,7 @@ test('after Redis lost the session, the re-read run reaches viewers without a du
   assert.equal(await a.bus.head('s'), null)
   const f2 = (await b.lease.acquire('s')) as number
   // The new owner finds no head, so it reads the run from its start.
-  await b.bus.append(
-    's',
-    range(1, 80).map((n) => ev('run', n)),
-    f2,
-  )
+  await appendSeqs(b, f2, 1, 80)
   await until('events after the loss', () => live.seqs.at(-1) === 80)
   assert.deepEqual(live.seqs, range(1, 80))
 
@@ -177,11 +177,7 @@ test('a killed live connection reconnects and its viewers miss nothing', async (
   const v = viewer()
   await b.bus.subscribe('s', {}, v)
   const f = (await a.lease.acquire('s')) as number
-  await a.bus.append(
-    's',
-    range(1, 10).map((n) => ev('run', n)),
-    f,
-  )
+  await appendSeqs(a, f, 1, 10)
   await until('first 10', () => v.seqs.length === 10)
   // The live connection only listens: find it by name and kill it from outside.
   const list = String(await a.command.client('LIST'))
@@ -189,11 +185,7 @@ test('a killed live connection reconnects and its viewers miss nothing', async (
   const killId = line?.match(/\bid=(\d+)/)?.[1]
   assert.ok(killId, 'live connection listed')
   await a.command.client('KILL', 'ID', killId)
-  await a.bus.append(
-    's',
-    range(11, 40).map((n) => ev('run', n)),
-    f,
-  )
+  await appendSeqs(a, f, 11, 40)
   await until('events written while reconnecting', () => v.seqs.at(-1) === 40)
   assert.deepEqual(v.seqs, range(1, 40))
 })
@@ -203,12 +195,7 @@ test('a publication the live connection missed is read from the stream: no gap, 
   const v = viewer()
   await b.bus.subscribe('s', {}, v)
   const f = (await a.lease.acquire('s')) as number
-  const append = (from: number, to: number) =>
-    a.bus.append(
-      's',
-      range(from, to).map((n) => ev('run', n)),
-      f,
-    )
+  const append = (from: number, to: number) => appendSeqs(a, f, from, to)
   await append(1, 10)
   await until('first 10', () => v.seqs.length === 10)
   // b's live connection stops hearing the channel behind its loop's back: 11-20 is published to nobody.
@@ -227,20 +214,12 @@ test('an unreadable publication on a live channel makes the loop read the stream
   const v = viewer()
   await a.bus.subscribe('s', {}, v)
   const f = (await a.lease.acquire('s')) as number
-  await a.bus.append(
-    's',
-    range(1, 5).map((n) => ev('run', n)),
-    f,
-  )
+  await appendSeqs(a, f, 1, 5)
   await until('first 5', () => v.seqs.length === 5)
   for (const payload of ['not json', JSON.stringify(['1-1', 'entries']), JSON.stringify({ prev: '0-0' })])
     await a.command.publish(a.keys.live('s'), payload)
   await until('the stream read', () => a.liveReads.gap >= 1)
-  await a.bus.append(
-    's',
-    range(6, 12).map((n) => ev('run', n)),
-    f,
-  )
+  await appendSeqs(a, f, 6, 12)
   await until('all 12', () => v.seqs.at(-1) === 12)
   assert.deepEqual(v.seqs, range(1, 12))
 })
@@ -262,19 +241,11 @@ test('a live connection that stops answering is reconnected by its probe and its
   const v = viewer()
   await b.bus.subscribe('s', {}, v)
   const f = (await a.lease.acquire('s')) as number
-  await a.bus.append(
-    's',
-    range(1, 10).map((n) => ev('run', n)),
-    f,
-  )
+  await appendSeqs(a, f, 1, 10)
   await until('first 10', () => v.seqs.length === 10)
   // A partition: the socket stays open but nothing crosses it, either way.
   frozen.freeze()
-  await a.bus.append(
-    's',
-    range(11, 20).map((n) => ev('run', n)),
-    f,
-  )
+  await appendSeqs(a, f, 11, 20)
   await until('read again after the reconnect', () => b.liveReads.resync >= 1 && v.seqs.at(-1) === 20)
   assert.deepEqual(v.seqs, range(1, 20))
 })
@@ -384,11 +355,7 @@ test('a viewer resuming after Redis came back empty gets the events re-appended 
   await hold.answered
   // Meanwhile the new owner re-reads the run and b's loop hands it to the viewers it has.
   const f2 = (await a.lease.acquire('s')) as number
-  await a.bus.append(
-    's',
-    range(1, 80).map((n) => ev('run', n)),
-    f2,
-  )
+  await appendSeqs(a, f2, 1, 80)
   await until('the loop read the re-appended run', () => live.seqs.at(-1) === 80)
   hold.release()
   await joining
