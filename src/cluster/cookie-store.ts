@@ -16,8 +16,8 @@ import type { ClusterKeys } from './keys.ts'
  * identity (`record`, JSON) is dropped when revoked. The key expires (PEXPIREAT, Redis's clock)
  * once the session can no longer be valid plus a retention, like the memory store. A per-subject set lists the
  * hashes for "sign out everywhere", a per-IdP-session set those for back-channel logout. Every revocation is
- * published (in the same script), so each replica ends that session's open streams at once and forgets the
- * session it kept from a lookup of the last second (auth/recent-cookies.ts).
+ * published (a session's by its script, a set's in one message), so each replica ends that session's open
+ * streams at once and forgets the session it kept from a lookup of the last second (auth/recent-cookies.ts).
  */
 
 /** KEYS: session. ARGV: lastSeenAt, idle ms, retain ms. */
@@ -71,50 +71,6 @@ if ARGV[3] ~= '' then redis.call('PUBLISH', ARGV[3], ARGV[2]) end
 return 1
 `
 
-/**
- * KEYS: a set of session hashes (a subject's or an IdP session's), revocation channel. ARGV: now, key prefix
- * of sessions. Revokes every active one, empties the set, publishes the revoked hashes; returns how many.
- */
-const revokeSet = `
-local revoked = {}
-for _, hash in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local key = ARGV[2] .. hash
-  if redis.call('HGET', key, 'state') == 'active' then
-    redis.call('HSET', key, 'state', 'revoked', 'revokedAt', ARGV[1])
-    redis.call('HDEL', key, 'record', 'createdAt', 'refreshAt')
-    revoked[#revoked + 1] = hash
-  end
-end
-redis.call('DEL', KEYS[1])
-if #revoked > 0 then redis.call('PUBLISH', KEYS[2], table.concat(revoked, ',')) end
-return #revoked
-`
-
-/**
- * KEYS: a set of session hashes (a subject's or an IdP session's), revocation channel. ARGV: now, key prefix of
- * sessions, issuer, the creation time sessions must be before (ms; '' for any). Revokes every active one
- * signed in through that issuer (and begun before the time), removes them and the forgotten ones from the
- * set, publishes the revoked hashes; returns how many.
- */
-const revokeSignedIn = `
-local revoked = {}
-local before = tonumber(ARGV[4])
-for _, hash in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  local key = ARGV[2] .. hash
-  local state, iss, created = unpack(redis.call('HMGET', key, 'state', 'idpIss', 'createdAt'))
-  if not state then
-    redis.call('SREM', KEYS[1], hash)
-  elseif state == 'active' and iss == ARGV[3] and (before == nil or tonumber(created) < before) then
-    redis.call('HSET', key, 'state', 'revoked', 'revokedAt', ARGV[1])
-    redis.call('HDEL', key, 'record', 'createdAt', 'refreshAt', 'idpIss')
-    redis.call('SREM', KEYS[1], hash)
-    revoked[#revoked + 1] = hash
-  end
-end
-if #revoked > 0 then redis.call('PUBLISH', KEYS[2], table.concat(revoked, ',')) end
-return #revoked
-`
-
 interface CookieCommands {
   krgCookieTouch(key: string, lastSeenAt: number, idleMs: number, retainMs: number): Promise<number>
   krgCookieUpdate(key: string, record: string, refreshAt: string): Promise<number>
@@ -124,15 +80,6 @@ interface CookieCommands {
     now: number,
     idHash: string,
     channel: string,
-    iss: string,
-    before: string,
-  ): Promise<number>
-  krgCookieRevokeSet(setKey: string, channel: string, now: number, prefix: string): Promise<number>
-  krgCookieRevokeSignedIn(
-    setKey: string,
-    channel: string,
-    now: number,
-    prefix: string,
     iss: string,
     before: string,
   ): Promise<number>
@@ -165,8 +112,6 @@ export class RedisCookieStore implements CookieSessionStore {
       options.command.defineCommand('krgCookieUpdate', { numberOfKeys: 1, lua: update })
       options.command.defineCommand('krgCookieClaimRefresh', { numberOfKeys: 1, lua: claimRefresh })
       options.command.defineCommand('krgCookieRevoke', { numberOfKeys: 1, lua: revoke })
-      options.command.defineCommand('krgCookieRevokeSet', { numberOfKeys: 2, lua: revokeSet })
-      options.command.defineCommand('krgCookieRevokeSignedIn', { numberOfKeys: 2, lua: revokeSignedIn })
     }
     this.#redis = options.command as RedisClient & CookieCommands
     this.#keys = options.keys
@@ -243,15 +188,15 @@ export class RedisCookieStore implements CookieSessionStore {
   }
 
   revokeAllOf(sub: string): Promise<number> {
-    return this.#revokeSet(this.#keys.cookiesOf(sub))
+    return this.#revokeEach(this.#keys.cookiesOf(sub), '', '')
   }
 
   revokeIdpSession(iss: string, sid: string): Promise<number> {
-    return this.#revokeSignedIn(this.#keys.cookiesOfIdpSession(sid), iss, '')
+    return this.#revokeEach(this.#keys.cookiesOfIdpSession(sid), iss, '')
   }
 
   revokeIdpSubject(iss: string, sub: string, signedInBefore: number): Promise<number> {
-    return this.#revokeSignedIn(this.#keys.cookiesOf(sub), iss, String(Math.floor(signedInBefore)))
+    return this.#revokeEach(this.#keys.cookiesOf(sub), iss, String(Math.floor(signedInBefore)))
   }
 
   async onRevoked(listener: RevocationListener): Promise<() => void> {
@@ -265,33 +210,14 @@ export class RedisCookieStore implements CookieSessionStore {
   /** The connections belong to the cluster plugin. */
   async close(): Promise<void> {}
 
-  #revokeSignedIn(setKey: string, iss: string, before: string): Promise<number> {
-    if (this.#redis.isCluster) return this.#revokeEach(setKey, iss, before)
-    const { cookie, cookiesRevokedChannel } = this.#keys
-    return this.#redis.krgCookieRevokeSignedIn(
-      setKey,
-      cookiesRevokedChannel,
-      Date.now(),
-      cookie(''),
-      iss,
-      before,
-    )
-  }
-
-  #revokeSet(setKey: string): Promise<number> {
-    if (this.#redis.isCluster) return this.#revokeEach(setKey, '', '')
-    const { cookie, cookiesRevokedChannel } = this.#keys
-    return this.#redis.krgCookieRevokeSet(setKey, cookiesRevokedChannel, Date.now(), cookie(''))
-  }
-
   #revokeOne(idHash: string, now: number, channel: string, iss: string, before: string): Promise<number> {
     return this.#redis.krgCookieRevoke(this.#keys.cookie(idHash), now, idHash, channel, iss, before)
   }
 
   /**
-   * A set's revocation on a Redis Cluster, where the sessions live in other slots than the set (and one
-   * script may only touch one slot): read the set, revoke each session with its own script (atomic per
-   * session), announce the revoked ones in one message as with one Redis, then remove from the set the
+   * A set's revocation, the same with one Redis as on a Redis Cluster, where the sessions live in other slots
+   * than the set (and a script may only touch the keys it names, of one slot): read the set, revoke each session with its own script (atomic per
+   * session), announce the revoked ones in one message, then remove from the set the
    * sessions handled: the revoked ones, and when revoking all (`iss` '') those already revoked too. SREM of
    * those members, never DEL: a session created meanwhile was added after the read and stays listed for the
    * next logout. An entry whose session is missing stays: it may be one being created (its set entry is
