@@ -250,16 +250,36 @@ test('a live connection that stops answering is reconnected by its probe and its
   assert.deepEqual(v.seqs, range(1, 20))
 })
 
-/** A TCP relay to Redis whose open connections can be frozen (nothing forwarded, nothing closed). */
-async function tcpRelay(target: string): Promise<{ url: string; freeze(): void; close(): Promise<void> }> {
+/**
+ * A TCP relay to Redis whose open connections can be frozen (nothing forwarded either way, nothing closed),
+ * or made to hold Redis's replies (commands still reach Redis and run; their answers wait in the relay).
+ */
+interface TcpRelay {
+  readonly url: string
+  freeze(): void
+  holdReplies(): void
+  /** Bytes of replies held now. */
+  readonly heldBytes: number
+  /** Forwards the held replies, and every later one. */
+  releaseReplies(): void
+  close(): Promise<void>
+}
+
+async function tcpRelay(target: string): Promise<TcpRelay> {
   const { hostname, port } = new URL(target)
   const pairs: [Socket, Socket][] = []
-  const frozen: [Socket, Socket][] = []
+  let holding = false
+  let held: { client: Socket; chunk: Buffer }[] = []
   const server = createServer((client) => {
     const upstream = connect(Number(port || 6379), hostname)
     for (const socket of [client, upstream]) socket.on('error', () => {})
-    client.pipe(upstream)
-    upstream.pipe(client)
+    client.on('data', (chunk) => upstream.write(chunk))
+    upstream.on('data', (chunk) => {
+      if (holding) held.push({ client, chunk })
+      else client.write(chunk)
+    })
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
     pairs.push([client, upstream])
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -267,17 +287,25 @@ async function tcpRelay(target: string): Promise<{ url: string; freeze(): void; 
   return {
     url: `redis://127.0.0.1:${relayPort}`,
     freeze() {
-      // The pairs stay in the list, paused: ended when the relay closes, never before (no close is seen).
-      for (const [client, upstream] of pairs.splice(0)) {
-        client.unpipe(upstream)
-        upstream.unpipe(client)
+      // Paused, not closed: what is sent stays unread in the sockets, and no close is seen.
+      for (const [client, upstream] of pairs) {
         client.pause()
         upstream.pause()
-        frozen.push([client, upstream])
       }
     },
+    holdReplies() {
+      holding = true
+    },
+    get heldBytes() {
+      return held.reduce((n, h) => n + h.chunk.length, 0)
+    },
+    releaseReplies() {
+      holding = false
+      for (const { client, chunk } of held) client.write(chunk)
+      held = []
+    },
     async close() {
-      for (const [client, upstream] of [...pairs, ...frozen]) {
+      for (const [client, upstream] of pairs) {
         client.destroy()
         upstream.destroy()
       }
@@ -285,6 +313,43 @@ async function tcpRelay(target: string): Promise<{ url: string; freeze(): void; 
     },
   }
 }
+
+test('publications that overflow while a stream is read make the loop read it once more: nothing lost', async (t) => {
+  const relay = await tcpRelay(REDIS_TEST_URL)
+  t.after(() => relay.close())
+  const prefix = uniquePrefix()
+  const a = await replicaParts(REDIS_TEST_URL, prefix, { name: `${prefix}r0` })
+  const b = await replicaParts(REDIS_TEST_URL, prefix, {
+    name: `${prefix}r1`,
+    commandUrl: relay.url,
+    maxPending: 5,
+  })
+  t.after(async () => {
+    await Promise.all([a.close(), b.close()])
+    await deletePrefix(REDIS_TEST_URL, prefix)
+  })
+  const v = viewer()
+  await b.bus.subscribe('s', {}, v)
+  const f = (await a.lease.acquire('s')) as number
+  await appendSeqs(a, f, 1, 10)
+  await until('first 10', () => v.seqs.length === 10)
+  // 11 is published to nobody, so 12's publication shows b a gap: b reads the stream. Redis runs that read
+  // (it finds 11 and 12), but its answer waits in the relay while 13-18 are published one by one: the sixth
+  // overflows b's bound of 5 held publications, which leaves none held.
+  await b.live.unsubscribe(b.keys.live('s'))
+  await appendSeqs(a, f, 11, 11)
+  await b.live.subscribe(b.keys.live('s'))
+  relay.holdReplies()
+  await appendSeqs(a, f, 12, 12)
+  await until('the gap read ran in Redis', () => b.liveReads.gap === 1 && relay.heldBytes > 0)
+  for (let seq = 13; seq <= 18; seq++) await appendSeqs(a, f, seq, seq)
+  // b's live connection answers a PING after every publication Redis sent it before: all six have come.
+  await b.live.ping()
+  relay.releaseReplies()
+  await until('13-18 without a further append', () => v.seqs.at(-1) === 18)
+  assert.deepEqual(v.seqs, range(1, 18))
+  assert.equal(b.liveReads.gap, 1, 'read again as part of the same read, not found by a later gap')
+})
 
 test('a replay longer than one page comes whole; connections stay fixed however many viewers', async (t) => {
   const [a] = (await replicas(t, 1)) as [ReplicaParts]

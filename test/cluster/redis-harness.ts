@@ -160,6 +160,10 @@ export async function replicaParts(
     name?: string
     /** Where the live connection goes instead of `url` (a relay the test controls). */
     liveUrl?: string
+    /** Where the command connection goes instead of `url` (a relay the test controls). */
+    commandUrl?: string
+    /** The live loop's bound on publications held while it reads a stream. */
+    maxPending?: number
     /** The live loop's probe interval (ms). */
     probeMs?: number
   } = {},
@@ -169,11 +173,10 @@ export async function replicaParts(
     name: opts.name ?? `${prefix}test`,
     commandTimeoutMs: 2000,
   }
-  const command = defineScripts(openConnection(settings, 'command'))
-  const live = openConnection(
-    opts.liveUrl === undefined ? settings : { ...settings, redis: { kind: 'url', url: opts.liveUrl } },
-    'live',
-  )
+  const at = (relay: string | undefined) =>
+    relay === undefined ? settings : { ...settings, redis: { kind: 'url', url: relay } as const }
+  const command = defineScripts(openConnection(at(opts.commandUrl), 'command'))
+  const live = openConnection(at(opts.liveUrl), 'live')
   for (const c of [command, live]) {
     c.on('error', () => {})
     c.connect().catch(() => {})
@@ -189,6 +192,7 @@ export async function replicaParts(
     frame: frameOf,
     log: pino({ level: 'silent' }),
     ...(opts.probeMs === undefined ? {} : { probeMs: opts.probeMs }),
+    ...(opts.maxPending === undefined ? {} : { maxPending: opts.maxPending }),
     onStreamRead: (reason) => liveReads[reason]++,
   })
   const bus = new HubBus(
