@@ -24,6 +24,11 @@ export interface ClusterBenchOptions {
   calmWaitS: number
   /** The results file (default bench/results/cluster-<date>.md). */
   out: string | undefined
+  /**
+   * NODE_OPTIONS of every replica (e.g. `--trace-gc`, `--cpu-prof --cpu-prof-dir=/tmp/p`): what the replicas
+   * spend is looked at in the same run that measures them, with no edit of the bench.
+   */
+  nodeOptions: string | undefined
 }
 
 const FLAGS = [
@@ -36,6 +41,7 @@ const FLAGS = [
   '--calm-load',
   '--calm-wait',
   '--out',
+  '--node-options',
 ] as const
 
 /** At most this many sessions in one scenario, and this many scenarios: every loop of the bench is bounded. */
@@ -62,6 +68,7 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     calmLoad: 1,
     calmWaitS: 300,
     out: undefined,
+    nodeOptions: undefined,
   }
   const rest = argv.filter((a) => a !== '--redis-cluster')
   opts.redisCluster = rest.length !== argv.length
@@ -82,6 +89,9 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     else if (flag === '--out') {
       if (!given) throw new Error('--out wants a file')
       opts.out = given
+    } else if (flag === '--node-options') {
+      if (!given?.startsWith('--')) throw new Error('--node-options wants Node options, e.g. "--trace-gc"')
+      opts.nodeOptions = given
     }
   }
   return opts
