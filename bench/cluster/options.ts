@@ -25,10 +25,11 @@ export interface ClusterBenchOptions {
   /** The results file (default bench/results/cluster-<date>.md). */
   out: string | undefined
   /**
-   * NODE_OPTIONS of every replica (e.g. `--trace-gc`, `--cpu-prof --cpu-prof-dir=/tmp/p`): what the replicas
-   * spend is looked at in the same run that measures them, with no edit of the bench.
+   * Node's own arguments for every replica, before the script (e.g. `--trace-gc`, `--cpu-prof
+   * --cpu-prof-dir=/tmp/p`; V8 flags are refused in NODE_OPTIONS): what the replicas spend is looked at in the
+   * run that measures them, with no edit of the bench.
    */
-  nodeOptions: string | undefined
+  nodeArgs: string[]
 }
 
 const FLAGS = [
@@ -41,7 +42,7 @@ const FLAGS = [
   '--calm-load',
   '--calm-wait',
   '--out',
-  '--node-options',
+  '--node-args',
 ] as const
 
 /** At most this many sessions in one scenario, and this many scenarios: every loop of the bench is bounded. */
@@ -68,7 +69,7 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     calmLoad: 1,
     calmWaitS: 300,
     out: undefined,
-    nodeOptions: undefined,
+    nodeArgs: [],
   }
   const rest = argv.filter((a) => a !== '--redis-cluster')
   opts.redisCluster = rest.length !== argv.length
@@ -89,9 +90,13 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     else if (flag === '--out') {
       if (!given) throw new Error('--out wants a file')
       opts.out = given
-    } else if (flag === '--node-options') {
-      if (!given?.startsWith('--')) throw new Error('--node-options wants Node options, e.g. "--trace-gc"')
-      opts.nodeOptions = given
+    } else if (flag === '--node-args') {
+      const args = String(given ?? '')
+        .split(' ')
+        .filter((a) => a !== '')
+      if (args.length === 0 || !args.every((a) => a.startsWith('--')))
+        throw new Error('--node-args wants Node options, e.g. "--trace-gc"')
+      opts.nodeArgs = args
     }
   }
   return opts

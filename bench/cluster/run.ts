@@ -128,11 +128,8 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
             sessions: sessionMap,
             redisUrl: store.redisUrl,
             redisPrefix: prefix,
-            env: {
-              ...store.env,
-              GATEWAY_MAX_STREAMS_PER_OPERATOR: '100000',
-              ...(opts.nodeOptions === undefined ? {} : { NODE_OPTIONS: opts.nodeOptions }),
-            },
+            env: { ...store.env, GATEWAY_MAX_STREAMS_PER_OPERATOR: '100000' },
+            nodeArgs: opts.nodeArgs,
           }),
         ),
       )),

@@ -50,6 +50,8 @@ export async function startGateway(opts: {
   /** More environment (e.g. GATEWAY_REDIS_CLUSTER_NODES), over the bench's. */
   env?: Record<string, string>
   profileDir?: string
+  /** Node's own arguments before the script (e.g. `--trace-gc`). */
+  nodeArgs?: readonly string[]
   /** From source through tsx (no build needed) instead of dist/. */
   tsx?: boolean
 }): Promise<GatewayProcess> {
@@ -93,6 +95,7 @@ export async function startGateway(opts: {
   }
   const args = [
     ...(opts.profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${opts.profileDir}`]),
+    ...(opts.nodeArgs ?? []),
     ...(opts.tsx ? ['--import', 'tsx', 'src/server.ts'] : ['dist/server.js']),
   ]
   const child: ChildProcess = spawn(process.execPath, args, {

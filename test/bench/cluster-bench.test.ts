@@ -42,7 +42,10 @@ test('cluster bench options: defaults are the issue 28 run, the quick mode and -
   assert.equal(q.seconds, 10)
   assert.equal(q.redisCluster, true)
   assert.equal(parseClusterOptions(['--out', '/tmp/x.md']).out, '/tmp/x.md')
-  assert.equal(parseClusterOptions(['--node-options', '--trace-gc']).nodeOptions, '--trace-gc')
+  assert.deepEqual(parseClusterOptions(['--node-args', '--trace-gc  --heap-prof']).nodeArgs, [
+    '--trace-gc',
+    '--heap-prof',
+  ])
 })
 
 test('cluster bench options: what is out of bounds or unknown is refused naming the option', () => {
@@ -51,7 +54,8 @@ test('cluster bench options: what is out of bounds or unknown is refused naming 
   assert.throws(() => parseClusterOptions(['--seconds', 'x']), /--seconds/)
   assert.throws(() => parseClusterOptions(['--replicas', '0']), /--replicas/)
   assert.throws(() => parseClusterOptions(['--out']), /--out/)
-  assert.throws(() => parseClusterOptions(['--node-options', 'trace-gc']), /--node-options/)
+  assert.throws(() => parseClusterOptions(['--node-args', 'trace-gc']), /--node-args/)
+  assert.throws(() => parseClusterOptions(['--node-args', '']), /--node-args/)
   assert.throws(() => parseClusterOptions(['--viewers', '10']), /unknown option --viewers/)
 })
 
