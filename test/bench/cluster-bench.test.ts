@@ -42,9 +42,10 @@ test('cluster bench options: defaults are the issue 28 run, the quick mode and -
   assert.equal(q.seconds, 10)
   assert.equal(q.redisCluster, true)
   assert.equal(parseClusterOptions(['--out', '/tmp/x.md']).out, '/tmp/x.md')
-  assert.deepEqual(parseClusterOptions(['--node-args', '--trace-gc  --heap-prof']).nodeArgs, [
+  assert.deepEqual(parseClusterOptions(['--node-args', '--trace-gc  --import ./probe.mjs']).nodeArgs, [
     '--trace-gc',
-    '--heap-prof',
+    '--import',
+    './probe.mjs',
   ])
 })
 
