@@ -118,6 +118,11 @@ export class SummaryFold {
     return this.#run
   }
 
+  /** The time of the last activity, as {@link snapshot} would say, without building a snapshot. */
+  get lastActivity(): string | null {
+    return this.#lastActivity
+  }
+
   /** Folds one message; returns what changed for people (usually nothing). */
   apply(message: FoldInput): readonly Transition[] {
     let out: Transition[] | null = null

@@ -78,7 +78,9 @@ class SummaryWatch implements Subscriber {
 
   /** Rebuilds and hands out the publication when something changed (`force`: health or a new listener). */
   publish(force: boolean): void {
-    const activity = Date.parse(this.fold.snapshot().lastActivity ?? '') || 0
+    // Read without a snapshot: each event unsets it, and one built per event only to be dropped is garbage
+    // that lives until the session's next event, which young-generation GC copies (thousands of sessions).
+    const activity = Date.parse(this.fold.lastActivity ?? '') || 0
     const stale = Math.abs(activity - this.#publishedActivity) >= ACTIVITY_REPUBLISH_MS
     if (!force && this.fold.revision === this.#revision && !stale) return
     this.#revision = this.fold.revision
