@@ -25,6 +25,23 @@ export interface RedisReaderLeaseOptions {
   readonly onChange?: (event: 'acquired' | 'lost' | 'released', kasmId: string, held: number) => void
 }
 
+/** An acquire or renewal waiting for its turn's script. */
+interface LeaseAsk {
+  readonly kind: 'acquire' | 'renew'
+  readonly kasmId: string
+  /** The fence renewed (0 for an acquire). */
+  readonly fence: number
+}
+
+/** An ask queued for the end of the turn, with its caller's promise. */
+interface Waiting extends LeaseAsk {
+  readonly resolve: (answer: number) => void
+  readonly reject: (err: unknown) => void
+}
+
+/** Leases per script: bounds one script's run (Redis does nothing else meanwhile). */
+const BATCH = 500
+
 /** How long a fence counter outlives its last use; it is re-seeded from Redis TIME, so it still only rises. */
 const COUNTER_TTL_MS = 7 * 24 * 3600 * 1000
 
@@ -41,6 +58,8 @@ export class RedisReaderLease implements ReaderLease {
   readonly #keys: LeaseKeyspace
   /** kasmId -> fence and the time of its last confirmed acquire/renew. */
   readonly #held = new Map<string, { fence: number; confirmedAt: number }>()
+  /** This turn's asks, sent together once it ends (one Redis). */
+  #asked: Waiting[] = []
   #closing = false
 
   constructor(options: RedisReaderLeaseOptions) {
@@ -56,19 +75,8 @@ export class RedisReaderLease implements ReaderLease {
   async acquire(kasmId: string): Promise<number | null> {
     if (this.#closing) return null
     const started = Date.now()
-    const fence = await inSpan(
-      'redis lease acquire',
-      redisAttributes('krgAcquire', { 'krg.lease': kasmId }),
-      () =>
-        this.#o.command.krgAcquire(
-          this.#keys.lease(kasmId),
-          this.#keys.fence(kasmId),
-          this.#o.leaseMs,
-          COUNTER_TTL_MS,
-        ),
-    )
-    if (fence === null) return null
-    const value = Number(fence)
+    const value = await this.#ask('acquire', kasmId, 0)
+    if (value === 0) return null
     if (this.#closing) {
       // Shutdown began while the script ran: hand it straight back.
       await this.#o.command.krgRelease(this.#keys.lease(kasmId), String(value)).catch(() => 0)
@@ -84,12 +92,7 @@ export class RedisReaderLease implements ReaderLease {
     const started = Date.now()
     let ok: boolean
     try {
-      const renewed = await inSpan(
-        'redis lease renew',
-        redisAttributes('krgRenew', { 'krg.lease': kasmId }),
-        () => this.#o.command.krgRenew(this.#keys.lease(kasmId), String(fence), this.#o.leaseMs),
-      )
-      ok = renewed === 1
+      ok = (await this.#ask('renew', kasmId, fence)) === 1
     } catch (err) {
       const mine = this.#held.get(kasmId)
       if (mine?.fence === fence && started - mine.confirmedAt < this.#o.leaseMs) throw err
@@ -124,6 +127,70 @@ export class RedisReaderLease implements ReaderLease {
     const held = [...this.#held]
     await Promise.all(held.map(([kasmId, { fence }]) => this.release(kasmId, fence).catch(() => {})))
     return held.length
+  }
+
+  /**
+   * One acquire (the fence, 0 when another owner holds the lease) or renewal (1 kept, 0 lost). With one Redis,
+   * the asks of one turn of the event loop go as one script per {@link BATCH}: a replica renews and retries
+   * its sessions' leases on a shared beat (`session-watch.ts`), so thousands of leases cost a few scripts a
+   * second, not one each. On a Redis Cluster each session's keys have a slot of their own: one script each.
+   */
+  #ask(kind: LeaseAsk['kind'], kasmId: string, fence: number): Promise<number> {
+    if (this.#o.command.isCluster) return this.#send(kind, [{ kind, kasmId, fence }]).then((a) => a[0] ?? 0)
+    return new Promise((resolve, reject) => {
+      this.#asked.push({ kind, kasmId, fence, resolve, reject })
+      if (this.#asked.length === 1) setImmediate(() => this.#flush())
+    })
+  }
+
+  #flush(): void {
+    const asked = this.#asked
+    this.#asked = []
+    for (const kind of ['acquire', 'renew'] as const) {
+      const of = asked.filter((a) => a.kind === kind)
+      for (let i = 0; i < of.length; i += BATCH) {
+        const batch = of.slice(i, i + BATCH)
+        this.#send(kind, batch).then(
+          (answers) => {
+            for (const [j, a] of batch.entries()) a.resolve(answers[j] ?? 0)
+          },
+          (err: unknown) => {
+            for (const a of batch) a.reject(err)
+          },
+        )
+      }
+    }
+  }
+
+  /** Sends asks of one kind, in one script; answers in their order. */
+  async #send(kind: LeaseAsk['kind'], asks: readonly LeaseAsk[]): Promise<number[]> {
+    const { command, leaseMs } = this.#o
+    const only = asks.length === 1 ? asks[0] : undefined
+    const script = kind === 'acquire' ? 'krgAcquire' : 'krgRenew'
+    const attributes =
+      only === undefined
+        ? redisAttributes(`${script}Many`, { 'krg.leases': asks.length })
+        : redisAttributes(script, { 'krg.lease': only.kasmId })
+    return inSpan(`redis lease ${kind}`, attributes, async () => {
+      if (only !== undefined && kind === 'acquire') {
+        const fence = await command.krgAcquire(
+          this.#keys.lease(only.kasmId),
+          this.#keys.fence(only.kasmId),
+          leaseMs,
+          COUNTER_TTL_MS,
+        )
+        return [fence === null ? 0 : Number(fence)]
+      }
+      if (only !== undefined)
+        return [await command.krgRenew(this.#keys.lease(only.kasmId), String(only.fence), leaseMs)]
+      if (kind === 'acquire') {
+        const keys = asks.flatMap((a) => [this.#keys.lease(a.kasmId), this.#keys.fence(a.kasmId)])
+        return (await command.krgAcquireMany(keys.length, ...keys, leaseMs, COUNTER_TTL_MS)).map(Number)
+      }
+      const keys = asks.map((a) => this.#keys.lease(a.kasmId))
+      const fences = asks.map((a) => String(a.fence))
+      return (await command.krgRenewMany(keys.length, ...keys, leaseMs, ...fences)).map(Number)
+    })
   }
 
   #lost(kasmId: string, fence: number): void {

@@ -152,6 +152,27 @@ return f
 `
 
 /**
+ * {@link acquire} for many leases at once (one Redis: a replica's standby sessions asked in one turn). KEYS:
+ * lease 1, counter 1, lease 2, counter 2, ... ARGV: lease ms, counter ttl ms. Returns each lease's fence, or 0
+ * where another owner holds it (a Lua array cannot hold nil).
+ */
+const acquireMany = `${nowMs}
+local out = {}
+for i = 1, #KEYS, 2 do
+  if redis.call('SET', KEYS[i], '0', 'NX', 'PX', ARGV[1]) then
+    if redis.call('EXISTS', KEYS[i + 1]) == 0 then redis.call('SET', KEYS[i + 1], str(now_ms())) end
+    local f = redis.call('INCR', KEYS[i + 1])
+    redis.call('PEXPIRE', KEYS[i + 1], ARGV[2])
+    redis.call('SET', KEYS[i], str(f), 'PX', ARGV[1])
+    out[#out + 1] = f
+  else
+    out[#out + 1] = 0
+  end
+end
+return out
+`
+
+/**
  * Takes one of an operator's stream slots. KEYS: the operator's slot set. ARGV: member, max, ttl ms. Drops
  * the members whose expiry passed (their replica stopped renewing them), then adds this one unless `max` are
  * held. Returns 1 when taken, 0 at the cap.
@@ -180,6 +201,23 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return 1
 end
 return 0
+`
+
+/**
+ * {@link renew} for many leases at once. KEYS: the leases. ARGV: lease ms, then each lease's fence. Returns 1
+ * or 0 per lease.
+ */
+const renewMany = `
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
 `
 
 /** KEYS: lease. ARGV: fence. Deletes the lease only if this fence still holds it. */
@@ -236,6 +274,9 @@ export interface ClusterCommands {
   krgReplay(head: string, events: string, run: string, after: string, page: number): Promise<ReplayReply>
   krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
   krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
+  /** `numberOfKeys` first: the script is defined with a variable number of keys. */
+  krgAcquireMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
+  krgRenewMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
   krgRelease(lease: string, fence: string): Promise<number>
   krgCasRecord(
     sessions: string,
@@ -261,6 +302,8 @@ export function defineScripts<C extends RedisClient>(redis: C): C & ClusterComma
     redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
     redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
+    redis.defineCommand('krgAcquireMany', { lua: acquireMany })
+    redis.defineCommand('krgRenewMany', { lua: renewMany })
     redis.defineCommand('krgCasRecord', { numberOfKeys: 2, lua: casRecord })
     redis.defineCommand('krgBoardDelete', { numberOfKeys: 1, lua: boardDelete })
     redis.defineCommand('krgTakeSlot', { numberOfKeys: 1, lua: takeSlot })

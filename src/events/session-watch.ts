@@ -290,7 +290,7 @@ export class SessionWatch {
   #standby(): void {
     const standby: WatchState = {
       state: 'standby',
-      retry: timer(this.#d.leaseMs / 2, () => {
+      retry: onBeat(this.#d.leaseMs / 2, () => {
         if (this.#state === standby) this.#acquire()
       }),
     }
@@ -298,7 +298,7 @@ export class SessionWatch {
   }
 
   #renewLater(held: () => Held): NodeJS.Timeout {
-    return timer(this.#d.leaseMs / 3, () => void this.#renew(held()))
+    return onBeat(this.#d.leaseMs / 3, () => void this.#renew(held()))
   }
 
   async #renew(held: Held): Promise<void> {
@@ -354,6 +354,20 @@ export class SessionWatch {
       await this.#d.lease.release(this.kasmId, held.fence).catch(() => {})
     }
   }
+}
+
+/** The replica's beat for lease work (ms): see {@link onBeat}. */
+const BEAT_MS = 250
+
+/**
+ * A timer due at most `ms` from now, on the replica-wide beat: every session's renewal or retry due within
+ * one beat fires in the same turn of the event loop, which the Redis lease sends as one script. Early by
+ * less than a beat (a quarter of the wait at most), never late.
+ */
+function onBeat(ms: number, fn: () => void): NodeJS.Timeout {
+  const beat = Math.min(BEAT_MS, ms / 4)
+  const due = Date.now() + ms
+  return timer(ms - (due % beat), fn)
 }
 
 function timer(ms: number, fn: () => void): NodeJS.Timeout {

@@ -102,6 +102,56 @@ test('lease: one holder at a time, fences only rise, a stale owner can neither r
   assert.equal(await b.lease.acquire('other'), null)
 })
 
+/** Counts the commands `p` sends on lease keys from now on (each a round trip; not what the scripts ran). */
+function leaseCommands(p: ReplicaParts): { count: number } {
+  const sent = { count: 0 }
+  const send = p.command.sendCommand.bind(p.command)
+  const leasePrefix = p.keys.lease('').replace('{}', '')
+  p.command.sendCommand = ((command, stream) => {
+    if (command.args.some((arg) => String(arg).startsWith(leasePrefix))) sent.count++
+    return send(command, stream)
+  }) as typeof p.command.sendCommand
+  return sent
+}
+
+test("lease: a turn's acquires and renewals go as one script each; every lease keeps its own answer", async (t) => {
+  const [a, b] = (await replicas(t, 2)) as [ReplicaParts, ReplicaParts]
+  const ids = range(1, 60).map((n) => `s${n}`)
+  const sentA = leaseCommands(a)
+  const sentB = leaseCommands(b)
+  const fences = await Promise.all(ids.map((id) => a.lease.acquire(id)))
+  assert.ok(
+    fences.every((f) => f !== null && f > 0),
+    'a took all 60',
+  )
+  assert.equal(sentA.count, 1, 'one script for 60 acquires')
+  assert.deepEqual(
+    await Promise.all(ids.map((id) => b.lease.acquire(id))),
+    ids.map(() => null),
+    'held by a, each of them',
+  )
+  assert.equal(sentB.count, 1)
+
+  // b takes s7 over behind a's back: in a's next batch of renewals that one is lost, the others kept.
+  await a.command.del(a.keys.lease('s7'))
+  const f7 = (await b.lease.acquire('s7')) as number
+  assert.ok(f7 > (fences[6] as number))
+  sentA.count = 0
+  const kept = await Promise.all(ids.map((id, i) => a.lease.renew(id, fences[i] as number)))
+  assert.equal(sentA.count, 1, 'one script for 60 renewals')
+  assert.deepEqual(
+    kept,
+    ids.map((id) => id !== 's7'),
+  )
+  assert.equal(a.lease.held, 59)
+  assert.equal(Number(await a.command.get(a.keys.lease('s7'))), f7, "b's lease untouched")
+  // Asked in separate turns, each goes alone (a single lease, a single script).
+  sentA.count = 0
+  assert.equal(await a.lease.renew('s1', fences[0] as number), true)
+  assert.equal(await a.lease.renew('s2', fences[1] as number), true)
+  assert.equal(sentA.count, 2)
+})
+
 test('viewers on three replicas joining mid-stream each see every event once, in order', async (t) => {
   const parts = await replicas(t, 3)
   const owner = parts[0] as ReplicaParts
