@@ -45,8 +45,6 @@ interface Entry {
   /** Display names of the people with the session open, sorted. */
   watchers: readonly string[]
   claims: ReadonlyMap<string, Claim>
-  /** `event: session` with everything above; rebuilt on every change. */
-  frame: Buffer
   stop: () => void
   linger: NodeJS.Timeout | null
 }
@@ -55,6 +53,23 @@ interface Entry {
 interface ClaimView {
   name: string
   at: string
+}
+
+/** `event: session` with everything a stream shows of the session. */
+function sessionFrame(entry: Entry): Buffer {
+  const summary = entry.publication?.summary
+  const open = new Set(summary?.openRequests.map((r) => r.requestId) ?? [])
+  const claims: Record<string, ClaimView> = {}
+  for (const [requestId, c] of entry.claims)
+    if (open.has(requestId)) claims[requestId] = { name: c.name, at: c.at }
+  return frame('session', {
+    kasmId: entry.kasmId,
+    team: entry.team,
+    health: entry.publication?.health ?? 'unknown',
+    summary: summary ?? null,
+    watchers: entry.watchers,
+    claims,
+  })
 }
 
 function frame(event: string, data: unknown): Buffer {
@@ -132,7 +147,7 @@ export class OverviewHub {
       if (!seesTeam(operator, view.team) || stream.sessions.has(view.kasmId)) continue
       const entry = this.#show(view.kasmId, view.team)
       stream.sessions.add(view.kasmId)
-      frames.push(entry.frame)
+      frames.push(sessionFrame(entry))
     }
     frames.push(frame('ready', { now: new Date().toISOString() }))
     stream.sendAll(frames)
@@ -178,7 +193,6 @@ export class OverviewHub {
         publication: null,
         watchers: [],
         claims: new Map(),
-        frame: Buffer.alloc(0),
         stop: () => {},
         linger: null,
       }
@@ -222,20 +236,14 @@ export class OverviewHub {
 
   /** Rebuilds the session's frame and writes it to every stream showing the session. */
   #refresh(entry: Entry): void {
-    const summary = entry.publication?.summary
-    const open = new Set(summary?.openRequests.map((r) => r.requestId) ?? [])
-    const claims: Record<string, ClaimView> = {}
-    for (const [requestId, c] of entry.claims)
-      if (open.has(requestId)) claims[requestId] = { name: c.name, at: c.at }
-    entry.frame = frame('session', {
-      kasmId: entry.kasmId,
-      team: entry.team,
-      health: entry.publication?.health ?? 'unknown',
-      summary: summary ?? null,
-      watchers: entry.watchers,
-      claims,
-    })
-    for (const stream of this.#streams.keys()) if (stream.sessions.has(entry.kasmId)) stream.send(entry.frame)
+    // Built for the streams showing it and not kept: a busy session republishes its activity every few
+    // seconds, and thousands of kept frames, each replaced seconds later, are what young-generation GC copies.
+    let built: Buffer | null = null
+    for (const stream of this.#streams.keys()) {
+      if (!stream.sessions.has(entry.kasmId)) continue
+      built ??= sessionFrame(entry)
+      stream.send(built)
+    }
   }
 
   #transition(kasmId: string, t: Transition, replay: boolean): void {
@@ -280,7 +288,7 @@ export class OverviewHub {
       } else if (!shown && sees && !stream.ended) {
         const e = this.#show(kasmId, session.team)
         stream.sessions.add(kasmId)
-        stream.send(e.frame)
+        stream.send(sessionFrame(e))
       }
     }
   }
