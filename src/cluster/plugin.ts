@@ -147,6 +147,7 @@ export const clusterPlugin = fp(
     const lease = new RedisReaderLease({
       command,
       keys,
+      replica: replicaId,
       leaseMs: env.GATEWAY_LEASE_MS,
       onChange: (event, kasmId, held) => {
         metrics.leaseChanges.inc({ event })
@@ -157,8 +158,9 @@ export const clusterPlugin = fp(
     const jobLease = new RedisReaderLease({
       command,
       keys,
+      replica: replicaId,
       leaseMs: env.GATEWAY_LEASE_MS,
-      keyspace: { lease: keys.jobLease, fence: keys.jobFence },
+      keyspace: { lease: keys.jobLease, fence: keys.jobFence, waiters: keys.jobWaiters },
     })
     const presence = new RedisPresence({
       command,

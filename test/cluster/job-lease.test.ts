@@ -32,8 +32,9 @@ async function replicas(
     const lease = new RedisReaderLease({
       command: parts.command,
       keys: parts.keys,
+      replica: `job-${i}`,
       leaseMs,
-      keyspace: { lease: parts.keys.jobLease, fence: parts.keys.jobFence },
+      keyspace: { lease: parts.keys.jobLease, fence: parts.keys.jobFence, waiters: parts.keys.jobWaiters },
     })
     runner.job = new LeasedJob({
       name: 'sync',

@@ -167,3 +167,49 @@ test('presence route: viewers of two replicas, per operator; admin only; unknown
       ),
   )
 })
+
+test('readers spread over the replicas that watch the same sessions: the first to watch hands the extra over', async (t) => {
+  const prefix = uniquePrefix()
+  t.after(() => deletePrefix(REDIS_TEST_URL, prefix))
+  const runtime = await startSimulatedRuntime({ messagingToken: TOKEN })
+  t.after(() => runtime.close())
+  // Every replica watches every session (as a console's overview makes it); renewed every third of a second.
+  const env = { ...clusterEnv(prefix), GATEWAY_STREAM_EAGER: 'true', GATEWAY_LEASE_MS: '1000' }
+  const a = await gateway(t, env)
+  const ids = Array.from({ length: 12 }, (_, i) => `k${i}`)
+  for (const kasmId of ids)
+    await a.app.sessions.put({
+      kasmId,
+      upstream: runtime.url,
+      team: 'blue',
+      messagingToken: TOKEN,
+      source: 'admin',
+    })
+  const readers = (gw: typeof a) => gw.app.events.streams.stats().readers
+  await until('A reads all 12', () => readers(a) === 12)
+  const b = await gateway(t, env)
+  const c = await gateway(t, env)
+  // Each replica's share is 12 / 3: whoever reads more hands the extra over, to those under their share first.
+  await until('the readers spread', () => [a, b, c].every((gw) => readers(gw) === 4), 15_000)
+  await until('one upstream stream per session', () => runtime.openEventStreams === 12)
+  // Nothing moves once shared: through two renewals of every lease (its TTL rising again, twice), the fences
+  // and the upstream connections stay as they are.
+  const redis = a.app.cluster?.redis
+  assert.ok(redis)
+  const keys = ids.map((id) => a.app.cluster?.keys.lease(id) as string)
+  const fences = await redis.mget(...keys)
+  const connections = runtime.eventConnections
+  const ttl = new Map<string, { last: number; renewals: number }>()
+  await until('every lease renewed twice', async () => {
+    for (const key of keys) {
+      const now = await redis.pttl(key)
+      const seen = ttl.get(key) ?? { last: now, renewals: 0 }
+      if (now > seen.last) seen.renewals++
+      seen.last = now
+      ttl.set(key, seen)
+    }
+    return [...ttl.values()].every((s) => s.renewals >= 2)
+  })
+  assert.deepEqual(await redis.mget(...keys), fences)
+  assert.equal(runtime.eventConnections, connections)
+})
