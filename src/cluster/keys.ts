@@ -25,8 +25,6 @@ export interface ClusterKeys {
   lease(kasmId: string): string
   /** Counter the fences come from (seeded from Redis TIME so it keeps rising across a Redis restart). */
   fence(kasmId: string): string
-  /** Sorted set: the replicas waiting for the reader lease (their acquire found it held), scored by expiry. */
-  leaseWaiters(kasmId: string): string
   /** Hash kasmId -> JSON session record (token encrypted). */
   readonly sessions: string
   /** Pub/sub channel: a kasmId whose registry record changed. */
@@ -39,8 +37,6 @@ export interface ClusterKeys {
   jobLease(name: string): string
   /** Counter the job's fences come from. */
   jobFence(name: string): string
-  /** Sorted set: the replicas waiting for a job's lease. */
-  jobWaiters(name: string): string
   /** Hash kasmId -> ISO time: hand-registered sessions the Kasm sync did not find in Kasm, since when. */
   readonly kasmStale: string
   /** String: a cookie session by the SHA-256 of its id. */
@@ -128,14 +124,12 @@ export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): Cl
     live: (id) => `${p}live:{${id}}`,
     lease: (id) => `${p}lease:{${id}}`,
     fence: (id) => `${p}fence:{${id}}`,
-    leaseWaiters: (id) => `${p}waiting:{${id}}`,
     sessions: `${registry}sessions`,
     sessionsChannel: `${p}sessions:changed`,
     sessionsEpoch: `${registry}sessions:epoch`,
     keyrings: `${registry}sessions:keyrings`,
     jobLease: (name) => `${p}job:{${name}}`,
     jobFence: (name) => `${p}jobfence:{${name}}`,
-    jobWaiters: (name) => `${p}jobwaiting:{${name}}`,
     kasmStale: `${p}kasm:stale`,
     cookie: (hash) => `${p}cookie:${hash}`,
     cookiesOf: (sub) => `${p}cookies-of:${tag(sub)}`,

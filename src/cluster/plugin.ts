@@ -147,7 +147,6 @@ export const clusterPlugin = fp(
     const lease = new RedisReaderLease({
       command,
       keys,
-      replica: replicaId,
       leaseMs: env.GATEWAY_LEASE_MS,
       onChange: (event, kasmId, held) => {
         metrics.leaseChanges.inc({ event })
@@ -158,9 +157,8 @@ export const clusterPlugin = fp(
     const jobLease = new RedisReaderLease({
       command,
       keys,
-      replica: replicaId,
       leaseMs: env.GATEWAY_LEASE_MS,
-      keyspace: { lease: keys.jobLease, fence: keys.jobFence, waiters: keys.jobWaiters },
+      keyspace: { lease: keys.jobLease, fence: keys.jobFence },
     })
     const presence = new RedisPresence({
       command,

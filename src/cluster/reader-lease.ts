@@ -8,8 +8,6 @@ import type { ClusterCommands } from './scripts.ts'
 export interface LeaseKeyspace {
   lease(id: string): string
   fence(id: string): string
-  /** The replicas waiting for the lease (their acquire found it held). */
-  waiters(id: string): string
 }
 
 /** Options of {@link RedisReaderLease}. */
@@ -18,11 +16,9 @@ export interface RedisReaderLeaseOptions {
   readonly keys: ClusterKeys
   /** GATEWAY_LEASE_MS: how long a lease lives without renewal. */
   readonly leaseMs: number
-  /** This replica, as the waiters of a lease name it. */
-  readonly replica: string
   /**
    * Which keys: a session's reader lease by default; cluster-wide jobs pass `{lease: keys.jobLease, fence:
-   * keys.jobFence, waiters: keys.jobWaiters}` and get the same fencing for a job name (see `job-lease.ts`).
+   * keys.jobFence}` and get the same fencing for a job name (see `job-lease.ts`).
    */
   readonly keyspace?: LeaseKeyspace
   /** Called on every change of what this replica holds (metrics, logs). */
@@ -37,25 +33,10 @@ interface LeaseAsk {
   readonly fence: number
 }
 
-/**
- * What Redis answered an ask: `value` is the fence (0: held by another) or, for a renewal, 1 kept and 0 lost;
- * `watchers`, the replicas watching the lease then (the holder and the waiters).
- */
-interface LeaseAnswer {
-  readonly value: number
-  readonly watchers: number
-}
-
 /** An ask queued for the end of the turn, with its caller's promise. */
 interface Waiting extends LeaseAsk {
-  readonly resolve: (answer: LeaseAnswer) => void
+  readonly resolve: (answer: number) => void
   readonly reject: (err: unknown) => void
-}
-
-/** A renewal's reply: 0 lost, else the replicas watching (so kept). */
-function renewal(reply: number | string): LeaseAnswer {
-  const watchers = Number(reply)
-  return watchers > 0 ? { value: 1, watchers } : { value: 0, watchers: 1 }
 }
 
 /** Leases per script: bounds one script's run (Redis does nothing else meanwhile). */
@@ -77,19 +58,13 @@ export class RedisReaderLease implements ReaderLease {
   readonly #keys: LeaseKeyspace
   /** kasmId -> fence and the time of its last confirmed acquire/renew. */
   readonly #held = new Map<string, { fence: number; confirmedAt: number }>()
-  /** kasmId -> replicas watching it, from the last answer about it. */
-  readonly #watchers = new Map<string, number>()
   /** This turn's asks, sent together once it ends (one Redis). */
   #asked: Waiting[] = []
   #closing = false
 
   constructor(options: RedisReaderLeaseOptions) {
     this.#o = options
-    this.#keys = options.keyspace ?? {
-      lease: options.keys.lease,
-      fence: options.keys.fence,
-      waiters: options.keys.leaseWaiters,
-    }
+    this.#keys = options.keyspace ?? { lease: options.keys.lease, fence: options.keys.fence }
   }
 
   /** Leases this replica holds now. */
@@ -100,7 +75,7 @@ export class RedisReaderLease implements ReaderLease {
   async acquire(kasmId: string): Promise<number | null> {
     if (this.#closing) return null
     const started = Date.now()
-    const { value } = await this.#ask('acquire', kasmId, 0)
+    const value = await this.#ask('acquire', kasmId, 0)
     if (value === 0) return null
     if (this.#closing) {
       // Shutdown began while the script ran: hand it straight back.
@@ -117,7 +92,7 @@ export class RedisReaderLease implements ReaderLease {
     const started = Date.now()
     let ok: boolean
     try {
-      ok = (await this.#ask('renew', kasmId, fence)).value === 1
+      ok = (await this.#ask('renew', kasmId, fence)) === 1
     } catch (err) {
       const mine = this.#held.get(kasmId)
       if (mine?.fence === fence && started - mine.confirmedAt < this.#o.leaseMs) throw err
@@ -132,19 +107,6 @@ export class RedisReaderLease implements ReaderLease {
     if (mine?.fence === fence) mine.confirmedAt = started
     else this.#held.set(kasmId, { fence, confirmedAt: started })
     return true
-  }
-
-  /**
-   * How many replicas watch the session, this one included, as of the last acquire or renewal here: the
-   * holder and every replica whose acquire found it held (within a lease time). 1 when not asked yet.
-   */
-  watchers(kasmId: string): number {
-    return this.#watchers.get(kasmId) ?? 1
-  }
-
-  /** This replica stopped watching the session: what was learnt of it goes. */
-  forget(kasmId: string): void {
-    this.#watchers.delete(kasmId)
   }
 
   async release(kasmId: string, fence: number): Promise<void> {
@@ -173,16 +135,11 @@ export class RedisReaderLease implements ReaderLease {
    * its sessions' leases on a shared beat (`session-watch.ts`), so thousands of leases cost a few scripts a
    * second, not one each. On a Redis Cluster each session's keys have a slot of their own: one script each.
    */
-  #ask(kind: LeaseAsk['kind'], kasmId: string, fence: number): Promise<LeaseAnswer> {
-    const answered = this.#o.command.isCluster
-      ? this.#send(kind, [{ kind, kasmId, fence }]).then((a) => a[0] as LeaseAnswer)
-      : new Promise<LeaseAnswer>((resolve, reject) => {
-          this.#asked.push({ kind, kasmId, fence, resolve, reject })
-          if (this.#asked.length === 1) setImmediate(() => this.#flush())
-        })
-    return answered.then((answer) => {
-      this.#watchers.set(kasmId, answer.watchers)
-      return answer
+  #ask(kind: LeaseAsk['kind'], kasmId: string, fence: number): Promise<number> {
+    if (this.#o.command.isCluster) return this.#send(kind, [{ kind, kasmId, fence }]).then((a) => a[0] ?? 0)
+    return new Promise((resolve, reject) => {
+      this.#asked.push({ kind, kasmId, fence, resolve, reject })
+      if (this.#asked.length === 1) setImmediate(() => this.#flush())
     })
   }
 
@@ -195,7 +152,7 @@ export class RedisReaderLease implements ReaderLease {
         const batch = of.slice(i, i + BATCH)
         this.#send(kind, batch).then(
           (answers) => {
-            for (const [j, a] of batch.entries()) a.resolve(answers[j] ?? { value: 0, watchers: 1 })
+            for (const [j, a] of batch.entries()) a.resolve(answers[j] ?? 0)
           },
           (err: unknown) => {
             for (const a of batch) a.reject(err)
@@ -206,9 +163,8 @@ export class RedisReaderLease implements ReaderLease {
   }
 
   /** Sends asks of one kind, in one script; answers in their order. */
-  async #send(kind: LeaseAsk['kind'], asks: readonly LeaseAsk[]): Promise<LeaseAnswer[]> {
-    const { command, leaseMs, replica } = this.#o
-    const k = this.#keys
+  async #send(kind: LeaseAsk['kind'], asks: readonly LeaseAsk[]): Promise<number[]> {
+    const { command, leaseMs } = this.#o
     const only = asks.length === 1 ? asks[0] : undefined
     const script = kind === 'acquire' ? 'krgAcquire' : 'krgRenew'
     const attributes =
@@ -217,29 +173,23 @@ export class RedisReaderLease implements ReaderLease {
         : redisAttributes(script, { 'krg.lease': only.kasmId })
     return inSpan(`redis lease ${kind}`, attributes, async () => {
       if (only !== undefined && kind === 'acquire') {
-        const id = only.kasmId
-        const [fence, watchers] = await command.krgAcquire(
-          k.lease(id),
-          k.fence(id),
-          k.waiters(id),
+        const fence = await command.krgAcquire(
+          this.#keys.lease(only.kasmId),
+          this.#keys.fence(only.kasmId),
           leaseMs,
           COUNTER_TTL_MS,
-          replica,
         )
-        return [{ value: Number(fence), watchers: Number(watchers) }]
+        return [fence === null ? 0 : Number(fence)]
       }
-      if (only !== undefined) {
-        const id = only.kasmId
-        return [renewal(await command.krgRenew(k.lease(id), k.waiters(id), String(only.fence), leaseMs))]
-      }
+      if (only !== undefined)
+        return [await command.krgRenew(this.#keys.lease(only.kasmId), String(only.fence), leaseMs)]
       if (kind === 'acquire') {
-        const keys = asks.flatMap((a) => [k.lease(a.kasmId), k.fence(a.kasmId), k.waiters(a.kasmId)])
-        const flat = await command.krgAcquireMany(keys.length, ...keys, leaseMs, COUNTER_TTL_MS, replica)
-        return asks.map((_, i) => ({ value: Number(flat[2 * i]), watchers: Number(flat[2 * i + 1]) }))
+        const keys = asks.flatMap((a) => [this.#keys.lease(a.kasmId), this.#keys.fence(a.kasmId)])
+        return (await command.krgAcquireMany(keys.length, ...keys, leaseMs, COUNTER_TTL_MS)).map(Number)
       }
-      const keys = asks.flatMap((a) => [k.lease(a.kasmId), k.waiters(a.kasmId)])
+      const keys = asks.map((a) => this.#keys.lease(a.kasmId))
       const fences = asks.map((a) => String(a.fence))
-      return (await command.krgRenewMany(keys.length, ...keys, leaseMs, ...fences)).map(renewal)
+      return (await command.krgRenewMany(keys.length, ...keys, leaseMs, ...fences)).map(Number)
     })
   }
 

@@ -139,88 +139,32 @@ return {lastId, h[1], h[3], h[4], oldest, redis.call('XRANGE', KEYS[2], start, '
 `
 
 /**
- * Lua shared by the lease scripts: the replicas that wait for a lease (their acquire found it held), a sorted
- * set scored by expiry, so the holder learns how many replicas watch the session (see `session-watch.ts`,
- * "share").
+ * Takes the lease when free (SET NX PX) and gives it a new fence from a counter that only rises.
+ * KEYS: lease, fence counter. ARGV: lease ms, counter ttl ms. Returns the fence, or nil when held.
  */
-const waiters = `
-local function wait_for(key, replica, ms, now)
-  redis.call('ZADD', key, now + ms, replica)
-  redis.call('PEXPIRE', key, ms)
-end
-local function watchers(key, now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  return redis.call('ZCARD', key) + 1
-end
-local function take(lease, counter, ms, ttl)
-  if redis.call('EXISTS', counter) == 0 then redis.call('SET', counter, str(now_ms())) end
-  local f = redis.call('INCR', counter)
-  redis.call('PEXPIRE', counter, ttl)
-  redis.call('SET', lease, str(f), 'PX', ms)
-  return f
-end
-`
-
-/**
- * Takes the lease when free (SET NX PX) and gives it a new fence from a counter that only rises; when it is
- * held, counts this replica among the session's waiters. KEYS: lease, fence counter, waiters. ARGV: lease ms,
- * counter ttl ms, replica. Returns `[fence or 0 when held, replicas watching (the holder and the waiters)]`.
- */
-const acquire = `${nowMs}${waiters}
-local ms = tonumber(ARGV[1])
-local now = now_ms()
-if not redis.call('SET', KEYS[1], '0', 'NX', 'PX', ms) then
-  wait_for(KEYS[3], ARGV[3], ms, now)
-  return {0, watchers(KEYS[3], now)}
-end
-local f = take(KEYS[1], KEYS[2], ms, ARGV[2])
-redis.call('ZREM', KEYS[3], ARGV[3])
-return {f, watchers(KEYS[3], now)}
+const acquire = `${nowMs}
+if not redis.call('SET', KEYS[1], '0', 'NX', 'PX', ARGV[1]) then return nil end
+if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], str(now_ms())) end
+local f = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('SET', KEYS[1], str(f), 'PX', ARGV[1])
+return f
 `
 
 /**
  * {@link acquire} for many leases at once (one Redis: a replica's standby sessions asked in one turn). KEYS:
- * lease, counter and waiters of each. ARGV: lease ms, counter ttl ms, replica. Returns each lease's fence (0
- * where held) and watchers, in one flat list.
+ * lease 1, counter 1, lease 2, counter 2, ... ARGV: lease ms, counter ttl ms. Returns each lease's fence, or 0
+ * where another owner holds it (a Lua array cannot hold nil).
  */
-const acquireMany = `${nowMs}${waiters}
-local ms = tonumber(ARGV[1])
-local now = now_ms()
-local out = {}
-for i = 1, #KEYS, 3 do
-  if redis.call('SET', KEYS[i], '0', 'NX', 'PX', ms) then
-    out[#out + 1] = take(KEYS[i], KEYS[i + 1], ms, ARGV[2])
-    redis.call('ZREM', KEYS[i + 2], ARGV[3])
-  else
-    wait_for(KEYS[i + 2], ARGV[3], ms, now)
-    out[#out + 1] = 0
-  end
-  out[#out + 1] = watchers(KEYS[i + 2], now)
-end
-return out
-`
-
-/**
- * Extends the lease while this fence holds it. KEYS: lease, waiters. ARGV: fence, lease ms. Returns 0 when
- * lost, else the replicas watching the session (this one and its waiters).
- */
-const renew = `${nowMs}${waiters}
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return watchers(KEYS[2], now_ms())
-`
-
-/**
- * {@link renew} for many leases at once. KEYS: lease and waiters of each. ARGV: lease ms, then each lease's
- * fence. Returns 0 or the watchers per lease.
- */
-const renewMany = `${nowMs}${waiters}
-local now = now_ms()
+const acquireMany = `${nowMs}
 local out = {}
 for i = 1, #KEYS, 2 do
-  if redis.call('GET', KEYS[i]) == ARGV[(i + 1) / 2 + 1] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
-    out[#out + 1] = watchers(KEYS[i + 1], now)
+  if redis.call('SET', KEYS[i], '0', 'NX', 'PX', ARGV[1]) then
+    if redis.call('EXISTS', KEYS[i + 1]) == 0 then redis.call('SET', KEYS[i + 1], str(now_ms())) end
+    local f = redis.call('INCR', KEYS[i + 1])
+    redis.call('PEXPIRE', KEYS[i + 1], ARGV[2])
+    redis.call('SET', KEYS[i], str(f), 'PX', ARGV[1])
+    out[#out + 1] = f
   else
     out[#out + 1] = 0
   end
@@ -248,6 +192,32 @@ local expiry = now_ms() + tonumber(ARGV[1])
 for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 'XX', expiry, ARGV[i]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return #ARGV - 1
+`
+
+/** KEYS: lease. ARGV: fence, lease ms. 1 when still held (and extended), 0 when lost. */
+const renew = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`
+
+/**
+ * {@link renew} for many leases at once. KEYS: the leases. ARGV: lease ms, then each lease's fence. Returns 1
+ * or 0 per lease.
+ */
+const renewMany = `
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
 `
 
 /** KEYS: lease. ARGV: fence. Deletes the lease only if this fence still holds it. */
@@ -302,15 +272,8 @@ export interface ClusterCommands {
     ...args: (string | number)[]
   ): Promise<number>
   krgReplay(head: string, events: string, run: string, after: string, page: number): Promise<ReplayReply>
-  krgAcquire(
-    lease: string,
-    counter: string,
-    waiters: string,
-    leaseMs: number,
-    counterTtlMs: number,
-    replica: string,
-  ): Promise<[fence: number, watchers: number]>
-  krgRenew(lease: string, waiters: string, fence: string, leaseMs: number): Promise<number>
+  krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
+  krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
   /** `numberOfKeys` first: the script is defined with a variable number of keys. */
   krgAcquireMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
   krgRenewMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
@@ -336,8 +299,8 @@ export function defineScripts<C extends RedisClient>(redis: C): C & ClusterComma
   if (!r.krgAppend) {
     redis.defineCommand('krgAppend', { numberOfKeys: 5, lua: append })
     redis.defineCommand('krgReplay', { numberOfKeys: 2, lua: replay })
-    redis.defineCommand('krgAcquire', { numberOfKeys: 3, lua: acquire })
-    redis.defineCommand('krgRenew', { numberOfKeys: 2, lua: renew })
+    redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
+    redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
     redis.defineCommand('krgAcquireMany', { lua: acquireMany })
     redis.defineCommand('krgRenewMany', { lua: renewMany })

@@ -111,11 +111,4 @@ export interface ReaderLease {
   renew(kasmId: string, fence: number): Promise<boolean>
   /** Gives the lease up at once (shutdown, last viewer gone) so another replica need not wait for expiry. */
   release(kasmId: string, fence: number): Promise<void>
-  /**
-   * How many replicas watch the session (the holder and those waiting for its lease), this one included, as
-   * of the last acquire or renewal here: how a replica knows its share of the reading (`session-watch.ts`).
-   */
-  watchers(kasmId: string): number
-  /** This replica no longer watches the session. */
-  forget(kasmId: string): void
 }

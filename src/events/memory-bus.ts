@@ -50,11 +50,4 @@ export class MemoryReaderLease implements ReaderLease {
   async release(kasmId: string, fence: number): Promise<void> {
     if (this.#held.get(kasmId) === fence) this.#held.delete(kasmId)
   }
-
-  /** One process: nobody else watches. */
-  watchers(): number {
-    return 1
-  }
-
-  forget(): void {}
 }

@@ -15,10 +15,6 @@ import { type ReaderHealth, type ReaderStop, type ReaderTiming, UpstreamReader }
 import { ViewerRegistry } from './viewer-registry.ts'
 import { type ViewerEnd, type ViewerShared, ViewerStream } from './viewer-stream.ts'
 
-/** How often a replica weighs its share of the reading (ms), and how many readers it hands over each time. */
-const SHARE_BEAT_MS = 250
-const HANDOVERS_PER_BEAT = 10
-
 /** Limits and intervals of the event path (from the environment; tests shorten them). */
 export interface SessionStreamsLimits {
   readonly maxQueuedBytes: number
@@ -76,8 +72,6 @@ export class SessionStreams {
   readonly #shared: ViewerShared
   readonly #healthListeners = new Set<(kasmId: string, health: ReaderHealth) => void>()
   readonly #readerListeners = new Set<(kasmId: string) => void>()
-  /** This replica's share of the reading, weighed at most once a beat ({@link SessionStreams.#overShare}). */
-  #share: { at: number; share: number; held: number; handedOver: number } | null = null
 
   constructor(options: SessionStreamsOptions) {
     this.#o = options
@@ -108,12 +102,8 @@ export class SessionStreams {
       readerStarted: (kasmId) => {
         for (const listener of this.#readerListeners) listener(kasmId)
       },
-      overShare: (kasmId) => this.#overShare(kasmId),
-      atShare: () => this.#atShare(),
       retired: (watch) => {
-        if (this.#watches.get(watch.kasmId) !== watch) return
-        this.#watches.delete(watch.kasmId)
-        options.lease.forget(watch.kasmId)
+        if (this.#watches.get(watch.kasmId) === watch) this.#watches.delete(watch.kasmId)
       },
       closing: () => this.#closing,
     }
@@ -122,48 +112,6 @@ export class SessionStreams {
         options.log.error({ err, kasmId }, 'event stream update after a session change failed')
       })
     })
-  }
-
-  /**
-   * This replica's share of the reading: the sum over the sessions it watches of one over each one's watchers
-   * (as the lease last said: the holder and the replicas waiting for it), rounded up, and how many it reads.
-   * Weighed at most once a beat.
-   */
-  #weigh(): { share: number; held: number; handedOver: number } {
-    const now = Date.now()
-    if (this.#share === null || now - this.#share.at >= SHARE_BEAT_MS) {
-      const { lease } = this.#o
-      let fair = 0
-      let held = 0
-      for (const w of this.#watches.values()) {
-        fair += 1 / Math.max(1, lease.watchers(w.kasmId))
-        if (w.reader !== null) held++
-      }
-      // Rounded up past float noise: twelve sessions over three replicas are a share of 4, not 5.
-      this.#share = { at: now, share: Math.ceil(fair - 0.01), held, handedOver: 0 }
-    }
-    return this.#share
-  }
-
-  /**
-   * Whether this replica reads more than its share and `kasmId`, which it reads, has another watcher, so
-   * replicas watching the same sessions end up reading about as many each, and a session only this replica
-   * watches is never handed over. Up to {@link HANDOVERS_PER_BEAT} a beat: a replica that took every lease
-   * first (its console opened first) spreads them over the others in seconds, without a stampede.
-   */
-  #overShare(kasmId: string): boolean {
-    if (this.#o.lease.watchers(kasmId) < 2) return false
-    const weighed = this.#weigh()
-    if (weighed.handedOver >= HANDOVERS_PER_BEAT || weighed.held - weighed.handedOver <= weighed.share)
-      return false
-    weighed.handedOver++
-    return true
-  }
-
-  /** Whether this replica reads its share already: then it waits longer to ask for a lease held elsewhere. */
-  #atShare(): boolean {
-    const weighed = this.#weigh()
-    return weighed.held - weighed.handedOver >= weighed.share
   }
 
   /** Counts for tests and metrics: viewers, watched sessions, readers, timers. Nothing may outlive its use. */

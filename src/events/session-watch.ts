@@ -20,16 +20,6 @@ export interface SessionWatchDeps {
   readonly newReader: (kasmId: string, fence: number, onStop: (why: ReaderStop) => void) => UpstreamReader
   /** This replica took the lease and started reading the session. */
   readonly readerStarted: (kasmId: string) => void
-  /**
-   * After a kept renewal: whether this replica reads more than its share of the sessions it watches and this
-   * one has another watcher to take it over (the owner weighs every watch, see `session-streams.ts`).
-   */
-  readonly overShare: (kasmId: string) => boolean
-  /**
-   * Whether this replica reads its share already: it then retries a lease held elsewhere every whole lease
-   * instead of every half, so a reader handed over goes to a replica under its share first.
-   */
-  readonly atShare: () => boolean
   /** The watch is idle with nobody watching: the owner forgets it. */
   readonly retired: (watch: SessionWatch) => void
   /** True once shutdown began: from then on nothing is read. */
@@ -75,7 +65,7 @@ const IDLE: WatchState = { state: 'idle' }
  * | -------------------- | -------------------------------------- | -------------------------------------- |
  * | idle                 | first watcher                          | acquiring                              |
  * | acquiring            | lease granted, session registered      | reading                                |
- * | acquiring            | lease held elsewhere, store failed     | standby (retry: half a lease, or a whole one at its share) |
+ * | acquiring            | lease held elsewhere, store failed     | standby                                |
  * | acquiring            | session not registered                 | idle (its viewers end `removed`)       |
  * | acquiring, standby   | last watcher left                      | idle (retired; a late fence given back) |
  * | standby              | retry timer                            | acquiring                              |
@@ -83,7 +73,6 @@ const IDLE: WatchState = { state: 'idle' }
  * | lingering            | a watcher came back                    | reading (the same reader and lease)    |
  * | lingering            | linger timer                           | idle (retired)                         |
  * | reading, lingering   | lease lost (renewal, refused append)   | acquiring if watched, else idle        |
- * | reading              | renewal kept, over this replica's share | standby for a whole lease (handed over) |
  * | reading, lingering   | session removed                        | idle (its viewers end `removed`)       |
  * | any                  | stop (shutdown)                        | idle                                   |
  *
@@ -298,24 +287,10 @@ export class SessionWatch {
     this.#d.readerStarted(kasmId)
   }
 
-  /**
-   * Gives the reading to a replica that waits for it (it retries every half lease): the reader stops, the
-   * lease goes back, and this replica waits a whole lease before it asks again, so the waiter gets it first;
-   * the new reader resumes from the stored head, as after a shutdown.
-   */
-  async #handOver(held: Held): Promise<void> {
-    this.#d.log.info(
-      { kasmId: this.kasmId },
-      'event reader handed over: this replica reads more than its share',
-    )
-    this.#standby(this.#d.leaseMs)
-    await this.#letGo(held, true)
-  }
-
-  #standby(ms = this.#d.atShare() ? this.#d.leaseMs : this.#d.leaseMs / 2): void {
+  #standby(): void {
     const standby: WatchState = {
       state: 'standby',
-      retry: onBeat(ms, () => {
+      retry: onBeat(this.#d.leaseMs / 2, () => {
         if (this.#state === standby) this.#acquire()
       }),
     }
@@ -338,10 +313,6 @@ export class SessionWatch {
       log[this.#d.storeLevel()]({ err, kasmId }, 'reader lease renewal failed')
     }
     if (this.#held !== held) return
-    if (kept && this.#state.state === 'reading' && this.#d.overShare(kasmId)) {
-      await this.#handOver(held)
-      return
-    }
     if (kept) {
       held.renewal = this.#renewLater(() => held)
       return

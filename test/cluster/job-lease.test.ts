@@ -32,9 +32,8 @@ async function replicas(
     const lease = new RedisReaderLease({
       command: parts.command,
       keys: parts.keys,
-      replica: `job-${i}`,
       leaseMs,
-      keyspace: { lease: parts.keys.jobLease, fence: parts.keys.jobFence, waiters: parts.keys.jobWaiters },
+      keyspace: { lease: parts.keys.jobLease, fence: parts.keys.jobFence },
     })
     runner.job = new LeasedJob({
       name: 'sync',

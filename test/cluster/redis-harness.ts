@@ -207,12 +207,7 @@ export async function replicaParts(
       retentionMs: 600_000,
     }),
   )
-  const lease = new RedisReaderLease({
-    command,
-    keys,
-    replica: settings.name,
-    leaseMs: opts.leaseMs ?? 5000,
-  })
+  const lease = new RedisReaderLease({ command, keys, leaseMs: opts.leaseMs ?? 5000 })
   return {
     command,
     live,

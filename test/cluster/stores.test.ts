@@ -494,9 +494,8 @@ test('session store: re-sealing is a fenced compare-and-set that never overwrite
   const lease = new RedisReaderLease({
     command: defineScripts(b.command),
     keys,
-    replica: 'b',
     leaseMs: 5000,
-    keyspace: { lease: keys.jobLease, fence: keys.jobFence, waiters: keys.jobWaiters },
+    keyspace: { lease: keys.jobLease, fence: keys.jobFence },
   })
   const fence = await lease.acquire('reseal')
   assert.ok(fence !== null)

@@ -48,7 +48,7 @@ async function side(
   t: TestContext,
   prefix: string,
   rt: SimulatedRuntime,
-  opts: { leaseMs: number; lingerMs?: number; overShare?: () => boolean },
+  opts: { leaseMs: number; lingerMs?: number },
 ): Promise<Side> {
   const parts = await replicaParts(REDIS_TEST_URL, prefix, { leaseMs: opts.leaseMs })
   const agent = new Agent()
@@ -104,8 +104,6 @@ async function side(
             onStop,
           }),
         readerStarted: (kasmId) => result.started.push(kasmId),
-        overShare: opts.overShare ?? (() => false),
-        atShare: () => false,
         retired: () => {
           result.retired++
         },
@@ -210,40 +208,6 @@ test('a replica whose lease was taken over stands by, then reads again when it c
   await until('the standby event stored', async () => (await a.parts.bus.head(KASM_ID))?.seq === during.seq)
   assert.deepEqual(a.started, [KASM_ID, KASM_ID])
   assert.equal(rt.eventConnections, 2)
-})
-
-test('a replica over its share hands the reading to the one waiting: stored once, in order, nothing lost', async (t) => {
-  const rt = await runtime(t)
-  const prefix = prefixFor(t)
-  let over = false
-  // Renewed every 300 ms; B retries every 450 ms.
-  const a = await side(t, prefix, rt, { leaseMs: 900, overShare: () => over })
-  a.watch.retain()
-  await until('A reading', () => a.watch.state === 'reading' && rt.openEventStreams === 1)
-  const b = await side(t, prefix, rt, { leaseMs: 900 })
-  b.watch.retain()
-  await until('B waiting for the lease', () => b.watch.state === 'standby')
-  await until('A counts B at a renewal', () => a.parts.lease.watchers(KASM_ID) === 2)
-  const first = rt.emit('info', { n: 1 })
-  over = true
-  await until('B reading, A waiting', () => b.watch.state === 'reading' && a.watch.state === 'standby')
-  over = false
-  const last = rt.emit('info', { n: 2 })
-  await until('stored by B', async () => (await b.parts.bus.head(KASM_ID))?.seq === last.seq)
-  const stored = (await a.parts.command.xrange(a.parts.keys.events(KASM_ID), '-', '+')).map(([, fields]) =>
-    Number(fields[fields.indexOf('s') + 1]),
-  )
-  assert.deepEqual(
-    stored,
-    [...stored].sort((x, y) => x - y),
-    'in order',
-  )
-  assert.equal(new Set(stored).size, stored.length, 'nothing twice')
-  assert.ok(stored.includes(first.seq) && stored.includes(last.seq))
-  assert.deepEqual(b.started, [KASM_ID])
-  // A waits a whole lease before it asks again, and then finds B holding it: it stays waiting.
-  await until('A asked again', () => a.parts.lease.watchers(KASM_ID) === 2 && a.watch.state === 'standby')
-  assert.equal(rt.openEventStreams, 1, 'one upstream stream')
 })
 
 test('a session found gone while its reader lingers retires the watch before the linger ends', async (t) => {
