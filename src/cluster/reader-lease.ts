@@ -167,29 +167,18 @@ export class RedisReaderLease implements ReaderLease {
     const { command, leaseMs } = this.#o
     const only = asks.length === 1 ? asks[0] : undefined
     const script = kind === 'acquire' ? 'krgAcquire' : 'krgRenew'
-    const attributes =
-      only === undefined
-        ? redisAttributes(`${script}Many`, { 'krg.leases': asks.length })
-        : redisAttributes(script, { 'krg.lease': only.kasmId })
+    const attributes = redisAttributes(
+      script,
+      only === undefined ? { 'krg.leases': asks.length } : { 'krg.lease': only.kasmId },
+    )
     return inSpan(`redis lease ${kind}`, attributes, async () => {
-      if (only !== undefined && kind === 'acquire') {
-        const fence = await command.krgAcquire(
-          this.#keys.lease(only.kasmId),
-          this.#keys.fence(only.kasmId),
-          leaseMs,
-          COUNTER_TTL_MS,
-        )
-        return [fence === null ? 0 : Number(fence)]
-      }
-      if (only !== undefined)
-        return [await command.krgRenew(this.#keys.lease(only.kasmId), String(only.fence), leaseMs)]
       if (kind === 'acquire') {
         const keys = asks.flatMap((a) => [this.#keys.lease(a.kasmId), this.#keys.fence(a.kasmId)])
-        return (await command.krgAcquireMany(keys.length, ...keys, leaseMs, COUNTER_TTL_MS)).map(Number)
+        return (await command.krgAcquire(keys.length, ...keys, leaseMs, COUNTER_TTL_MS)).map(Number)
       }
       const keys = asks.map((a) => this.#keys.lease(a.kasmId))
       const fences = asks.map((a) => String(a.fence))
-      return (await command.krgRenewMany(keys.length, ...keys, leaseMs, ...fences)).map(Number)
+      return (await command.krgRenew(keys.length, ...keys, leaseMs, ...fences)).map(Number)
     })
   }
 

@@ -139,24 +139,12 @@ return {lastId, h[1], h[3], h[4], oldest, redis.call('XRANGE', KEYS[2], start, '
 `
 
 /**
- * Takes the lease when free (SET NX PX) and gives it a new fence from a counter that only rises.
- * KEYS: lease, fence counter. ARGV: lease ms, counter ttl ms. Returns the fence, or nil when held.
+ * Takes each lease that is free (SET NX PX) and gives it a new fence from its counter, which only rises (seeded
+ * from Redis TIME). One lease, or with one Redis a replica's asks of one turn. KEYS: lease 1, counter 1, lease
+ * 2, counter 2, ... ARGV: lease ms, counter ttl ms. Returns each lease's fence, or 0 where another owner holds
+ * it (a Lua array cannot hold nil).
  */
 const acquire = `${nowMs}
-if not redis.call('SET', KEYS[1], '0', 'NX', 'PX', ARGV[1]) then return nil end
-if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], str(now_ms())) end
-local f = redis.call('INCR', KEYS[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[1], str(f), 'PX', ARGV[1])
-return f
-`
-
-/**
- * {@link acquire} for many leases at once (one Redis: a replica's standby sessions asked in one turn). KEYS:
- * lease 1, counter 1, lease 2, counter 2, ... ARGV: lease ms, counter ttl ms. Returns each lease's fence, or 0
- * where another owner holds it (a Lua array cannot hold nil).
- */
-const acquireMany = `${nowMs}
 local out = {}
 for i = 1, #KEYS, 2 do
   if redis.call('SET', KEYS[i], '0', 'NX', 'PX', ARGV[1]) then
@@ -194,20 +182,11 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return #ARGV - 1
 `
 
-/** KEYS: lease. ARGV: fence, lease ms. 1 when still held (and extended), 0 when lost. */
-const renew = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-`
-
 /**
- * {@link renew} for many leases at once. KEYS: the leases. ARGV: lease ms, then each lease's fence. Returns 1
- * or 0 per lease.
+ * Extends each lease its fence still holds. One lease, or with one Redis a replica's renewals of one turn.
+ * KEYS: the leases. ARGV: lease ms, then each lease's fence. Returns 1 (extended) or 0 (lost) per lease.
  */
-const renewMany = `
+const renew = `
 local out = {}
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
@@ -272,11 +251,9 @@ export interface ClusterCommands {
     ...args: (string | number)[]
   ): Promise<number>
   krgReplay(head: string, events: string, run: string, after: string, page: number): Promise<ReplayReply>
-  krgAcquire(lease: string, counter: string, leaseMs: number, counterTtlMs: number): Promise<number | null>
-  krgRenew(lease: string, fence: string, leaseMs: number): Promise<number>
   /** `numberOfKeys` first: the script is defined with a variable number of keys. */
-  krgAcquireMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
-  krgRenewMany(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
+  krgAcquire(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
+  krgRenew(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Promise<number[]>
   krgRelease(lease: string, fence: string): Promise<number>
   krgCasRecord(
     sessions: string,
@@ -299,11 +276,9 @@ export function defineScripts<C extends RedisClient>(redis: C): C & ClusterComma
   if (!r.krgAppend) {
     redis.defineCommand('krgAppend', { numberOfKeys: 5, lua: append })
     redis.defineCommand('krgReplay', { numberOfKeys: 2, lua: replay })
-    redis.defineCommand('krgAcquire', { numberOfKeys: 2, lua: acquire })
-    redis.defineCommand('krgRenew', { numberOfKeys: 1, lua: renew })
     redis.defineCommand('krgRelease', { numberOfKeys: 1, lua: release })
-    redis.defineCommand('krgAcquireMany', { lua: acquireMany })
-    redis.defineCommand('krgRenewMany', { lua: renewMany })
+    redis.defineCommand('krgAcquire', { lua: acquire })
+    redis.defineCommand('krgRenew', { lua: renew })
     redis.defineCommand('krgCasRecord', { numberOfKeys: 2, lua: casRecord })
     redis.defineCommand('krgBoardDelete', { numberOfKeys: 1, lua: boardDelete })
     redis.defineCommand('krgTakeSlot', { numberOfKeys: 1, lua: takeSlot })

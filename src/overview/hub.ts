@@ -234,10 +234,11 @@ export class OverviewHub {
     }
   }
 
-  /** Rebuilds the session's frame and writes it to every stream showing the session. */
+  /** Builds the session's frame and writes it to every stream showing the session. */
   #refresh(entry: Entry): void {
-    // Built for the streams showing it and not kept: a busy session republishes its activity every few
-    // seconds, and thousands of kept frames, each replaced seconds later, are what young-generation GC copies.
+    // Built for the streams showing it now and not kept (a stream that opens later builds its own): a busy
+    // session republishes its activity every few seconds, and a kept frame per session is memory held for
+    // nothing between two of them.
     let built: Buffer | null = null
     for (const stream of this.#streams.keys()) {
       if (!stream.sessions.has(entry.kasmId)) continue

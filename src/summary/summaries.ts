@@ -78,8 +78,8 @@ class SummaryWatch implements Subscriber {
 
   /** Rebuilds and hands out the publication when something changed (`force`: health or a new listener). */
   publish(force: boolean): void {
-    // Read without a snapshot: each event unsets it, and one built per event only to be dropped is garbage
-    // that lives until the session's next event, which young-generation GC copies (thousands of sessions).
+    // Read without a snapshot: each event unsets it, so building one here would cost a whole summary per event
+    // of every watched session just to read one field.
     const activity = Date.parse(this.fold.lastActivity ?? '') || 0
     const stale = Math.abs(activity - this.#publishedActivity) >= ACTIVITY_REPUBLISH_MS
     if (!force && this.fold.revision === this.#revision && !stale) return
