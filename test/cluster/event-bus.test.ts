@@ -274,16 +274,19 @@ test('an unreadable publication on a live channel makes the loop read the stream
   assert.deepEqual(v.seqs, range(1, 12))
 })
 
-test('a live connection that stops answering is reconnected by its probe and its streams read again', async (t) => {
-  const frozen = await tcpRelay(REDIS_TEST_URL)
-  t.after(() => frozen.close())
+/**
+ * Replicas a and b of one prefix, b with some of its connections through a relay of its own (`through` names
+ * which, from the relay's URL), and a viewer of session s on b that has seen 1-10, appended by a with fence f.
+ */
+async function relayedPair(
+  t: import('node:test').TestContext,
+  through: (url: string) => Parameters<typeof replicaParts>[2],
+) {
+  const relay = await tcpRelay(REDIS_TEST_URL)
+  t.after(() => relay.close())
   const prefix = uniquePrefix()
   const a = await replicaParts(REDIS_TEST_URL, prefix, { name: `${prefix}r0` })
-  const b = await replicaParts(REDIS_TEST_URL, prefix, {
-    name: `${prefix}r1`,
-    liveUrl: frozen.url,
-    probeMs: 200,
-  })
+  const b = await replicaParts(REDIS_TEST_URL, prefix, { name: `${prefix}r1`, ...through(relay.url) })
   t.after(async () => {
     await Promise.all([a.close(), b.close()])
     await deletePrefix(REDIS_TEST_URL, prefix)
@@ -293,6 +296,11 @@ test('a live connection that stops answering is reconnected by its probe and its
   const f = (await a.lease.acquire('s')) as number
   await appendSeqs(a, f, 1, 10)
   await until('first 10', () => v.seqs.length === 10)
+  return { relay, a, b, v, f }
+}
+
+test('a live connection that stops answering is reconnected by its probe and its streams read again', async (t) => {
+  const { relay: frozen, a, b, v, f } = await relayedPair(t, (url) => ({ liveUrl: url, probeMs: 200 }))
   // A partition: the socket stays open but nothing crosses it, either way.
   frozen.freeze()
   await appendSeqs(a, f, 11, 20)
@@ -365,24 +373,7 @@ async function tcpRelay(target: string): Promise<TcpRelay> {
 }
 
 test('publications that overflow while a stream is read make the loop read it once more: nothing lost', async (t) => {
-  const relay = await tcpRelay(REDIS_TEST_URL)
-  t.after(() => relay.close())
-  const prefix = uniquePrefix()
-  const a = await replicaParts(REDIS_TEST_URL, prefix, { name: `${prefix}r0` })
-  const b = await replicaParts(REDIS_TEST_URL, prefix, {
-    name: `${prefix}r1`,
-    commandUrl: relay.url,
-    maxPending: 5,
-  })
-  t.after(async () => {
-    await Promise.all([a.close(), b.close()])
-    await deletePrefix(REDIS_TEST_URL, prefix)
-  })
-  const v = viewer()
-  await b.bus.subscribe('s', {}, v)
-  const f = (await a.lease.acquire('s')) as number
-  await appendSeqs(a, f, 1, 10)
-  await until('first 10', () => v.seqs.length === 10)
+  const { relay, a, b, v, f } = await relayedPair(t, (url) => ({ commandUrl: url, maxPending: 5 }))
   // 11 is published to nobody, so 12's publication shows b a gap: b reads the stream. Redis runs that read
   // (it finds 11 and 12), but its answer waits in the relay while 13-18 are published one by one: the sixth
   // overflows b's bound of 5 held publications, which leaves none held.

@@ -123,7 +123,9 @@ test('a handoff opens on the pause with the Kasm viewer’s link, which is absen
     const page = await signIn(t, b, gw, carol, { viewport })
     await page.click('.session-row >> text=k-h')
     await page.waitForURL(`${gw.url}/sessions/k-h?handoff`)
-    await until(page, "document.activeElement?.classList.contains('viewer-link')")
+    // The focus lands once the page has read the pause from the run's events: over 10 s once in a full suite
+    // run on two loaded cores (Node 24), so this wait allows 30 s (it ends when the focus is there).
+    await until(page, "document.activeElement?.classList.contains('viewer-link')", 30_000)
     const link = page.getByRole('link', { name: 'Open the session in the Kasm viewer' })
     assert.equal(await link.getAttribute('href'), 'https://kasm.example.test/desktop/k-h/vnc/vnc.html')
     assert.equal(await link.getAttribute('target'), '_blank')
