@@ -152,6 +152,23 @@ test("lease: a turn's acquires and renewals go as one script each; every lease k
   assert.equal(sentA.count, 2)
 })
 
+test('lease: a turn of more than 500 asks goes as several scripts; a failed script fails each of its asks', async (t) => {
+  const [a] = (await replicas(t, 1)) as [ReplicaParts]
+  const ids = range(1, 501).map((n) => `m${n}`)
+  const sent = leaseCommands(a)
+  const fences = await Promise.all(ids.map((id) => a.lease.acquire(id)))
+  assert.ok(fences.every((f) => f !== null))
+  assert.equal(sent.count, 2, '500 leases, then 1')
+  // Redis cannot be asked: every renewal of the turn throws (the leases may still be alive), none answers.
+  a.command.disconnect()
+  const renewed = await Promise.allSettled(ids.map((id, i) => a.lease.renew(id, fences[i] as number)))
+  assert.deepEqual(
+    renewed.filter((r) => r.status === 'fulfilled'),
+    [],
+  )
+  assert.equal(a.lease.held, 501, 'nothing counted as lost before a lease time passed')
+})
+
 test('viewers on three replicas joining mid-stream each see every event once, in order', async (t) => {
   const parts = await replicas(t, 3)
   const owner = parts[0] as ReplicaParts
