@@ -123,8 +123,8 @@ test('a handoff opens on the pause with the Kasm viewer’s link, which is absen
     const page = await signIn(t, b, gw, carol, { viewport })
     await page.click('.session-row >> text=k-h')
     await page.waitForURL(`${gw.url}/sessions/k-h?handoff`)
-    // The focus lands once the page has read the pause from the run's events: over 10 s once in a full suite
-    // run on two loaded cores (Node 24), so this wait allows 30 s (it ends when the focus is there).
+    // The focus lands once the page has read the pause from the run's replay, which on two loaded cores can
+    // come seconds after the questions (the page's landing window, LANDING_MS); the wait ends when it is there.
     await until(page, "document.activeElement?.classList.contains('viewer-link')", 30_000)
     const link = page.getByRole('link', { name: 'Open the session in the Kasm viewer' })
     assert.equal(await link.getAttribute('href'), 'https://kasm.example.test/desktop/k-h/vnc/vnc.html')
