@@ -59,6 +59,8 @@ export class InboxView {
   readonly #keepRunning: HTMLButtonElement
   readonly #finish: HTMLButtonElement
   readonly #handoff: HTMLElement
+  /** The pause the handoff note shows (reason and end), so a render that changes nothing leaves it be. */
+  #handoffShown: string | null = null
   readonly #viewerLink: HTMLAnchorElement | null
   readonly #text: HTMLTextAreaElement | null = null
   readonly #send: HTMLButtonElement | null = null
@@ -427,7 +429,9 @@ export class InboxView {
     this.#finish.disabled = this.#finishing
     setText(this.#finish, this.#finishing ? 'Finishing…' : 'I’m done, finish')
     this.#handoff.hidden = pause === null
-    if (pause !== null) {
+    const shown = pause === null ? null : `${pause.reason}\u0000${pause.endsAt}`
+    // Rebuilding the note would take the keyboard focus off its viewer link (where a handoff lands).
+    if (pause !== null && shown !== this.#handoffShown) {
       replace(
         this.#handoff,
         h('strong', {}, 'Handoff: '),
@@ -440,6 +444,7 @@ export class InboxView {
           : countdown(pause.endsAt, { prefix: 'The pause ends by itself in ', suffix: '.' }),
       )
     }
+    this.#handoffShown = shown
     const status = this.#refusal ?? this.#statusText(summary, stopping, stopped)
     this.#controlStatus.classList.toggle('refused', this.#refusal !== null)
     setText(this.#controlStatus, status ?? '')

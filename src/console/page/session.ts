@@ -40,12 +40,8 @@ export interface Opening {
   readonly focus: SessionFocus | null
 }
 
-/**
- * How long after its questions are known the view still looks for something to open on (a pause's replay).
- * The replay can come seconds after the questions on a slow link or a loaded machine (2 s was too short: a
- * handoff page then opened on nothing). The person clicking or typing first ends the wait at once.
- */
-const LANDING_MS = 10_000
+/** How long after its questions are known the view still looks for something to open on (a pause's replay). */
+const LANDING_MS = 2000
 
 /** The deployment's Kasm origin, from the shell's `<meta>` (see src/console/shell.ts); null when unknown. */
 const KASM_ORIGIN = document.querySelector<HTMLMetaElement>('meta[name="krg-kasm-origin"]')?.content || null
