@@ -4,6 +4,7 @@ import type { Dispatcher } from 'undici'
 import { endRevoked } from '../auth/held-credentials.ts'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import type { Session, SessionRegistry } from '../sessions/types.ts'
+import { Beat, beatFor } from './beat.ts'
 import type { EventBus, ReaderLease, StreamPosition } from './bus.ts'
 import { CredentialRecheck } from './credential-recheck.ts'
 import type { EventMetrics } from './metrics.ts'
@@ -95,6 +96,7 @@ export class SessionStreams {
       lease: options.lease,
       session: (kasmId) => options.sessions.get(kasmId),
       leaseMs: options.limits.leaseMs,
+      beat: new Beat(beatFor(options.limits.leaseMs)),
       lingerMs: options.limits.lingerMs,
       log: options.log,
       storeLevel: (level) => this.#storeLevel(level),

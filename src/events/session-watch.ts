@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { Session } from '../sessions/types.ts'
+import type { Beat, BeatWait } from './beat.ts'
 import type { ReaderLease } from './bus.ts'
 import type { ReaderStop, UpstreamReader } from './upstream-reader.ts'
 import type { ViewerEnd, ViewerStream } from './viewer-stream.ts'
@@ -11,6 +12,8 @@ export interface SessionWatchDeps {
   readonly session: (kasmId: string) => Promise<Session | undefined>
   /** Lease length; renewed every third of it, re-acquired every half of it while another replica holds it. */
   readonly leaseMs: number
+  /** The replica's beat every renewal and retry waits on (see `beat.ts`). */
+  readonly beat: Beat
   /** How long the reader is kept after the last watcher left (0: stopped at once). */
   readonly lingerMs: number
   readonly log: FastifyBaseLogger
@@ -33,21 +36,21 @@ interface Held {
   /** Session version the reader connects with (a new one restarts it). */
   version: number
   /** The next renewal (re-armed after each one that keeps the lease). */
-  renewal: NodeJS.Timeout
+  readonly renewal: BeatWait
 }
 
 /**
  * Where a session's reading stands on this replica:
  * - `idle`: no lease, no reader, no timer;
  * - `acquiring`: asking the lease (and then the registry) whether this replica reads;
- * - `standby`: another replica holds the lease (or the store could not be asked): `retry` asks again;
+ * - `standby`: another replica holds the lease (or the store could not be asked): the watch's retry asks again;
  * - `reading`: this replica holds the lease and its reader runs, renewing the lease;
  * - `lingering`: reading with nobody watching, until `timer` retires the watch.
  */
 export type WatchState =
   | { readonly state: 'idle' }
   | { readonly state: 'acquiring' }
-  | { readonly state: 'standby'; readonly retry: NodeJS.Timeout }
+  | { readonly state: 'standby' }
   | { readonly state: 'reading'; readonly held: Held }
   | { readonly state: 'lingering'; readonly held: Held; readonly timer: NodeJS.Timeout }
 
@@ -55,6 +58,7 @@ export type WatchState =
 export type WatchStateName = WatchState['state']
 
 const IDLE: WatchState = { state: 'idle' }
+const STANDBY: WatchState = { state: 'standby' }
 
 /**
  * One session watched on this replica: who watches it (viewers, retainers without a socket, eager mode) and
@@ -87,6 +91,13 @@ export class SessionWatch {
   #retainers = 0
   #eager: boolean
   #state: WatchState = IDLE
+  /** Standby's next ask for the lease (armed only in standby). */
+  readonly #retry: BeatWait = {
+    due: 0,
+    fire: () => {
+      if (this.#state === STANDBY) this.#acquire()
+    },
+  }
 
   constructor(kasmId: string, deps: SessionWatchDeps, eager: boolean) {
     this.kasmId = kasmId
@@ -189,12 +200,13 @@ export class SessionWatch {
   #enter(next: WatchState): void {
     const prev = this.#state
     this.#state = next
-    if (prev.state === 'standby') clearTimeout(prev.retry)
+    const { beat } = this.#d
+    if (prev.state === 'standby') beat.disarm(this.#retry)
     if (prev.state === 'lingering') clearTimeout(prev.timer)
     const keeps = (next.state === 'reading' || next.state === 'lingering') && next.held === this.#heldOf(prev)
     if (!keeps) {
       const held = this.#heldOf(prev)
-      if (held !== null) clearTimeout(held.renewal)
+      if (held !== null) beat.disarm(held.renewal)
     }
   }
 
@@ -279,26 +291,22 @@ export class SessionWatch {
       reader: this.#d.newReader(kasmId, fence, (why) => this.#readerStopped(held, why)),
       fence,
       version: session.version,
-      renewal: this.#renewLater(() => held),
+      renewal: { due: 0, fire: () => void this.#renew(held) },
     }
     this.#enter({ state: 'reading', held })
+    this.#renewLater(held)
     held.reader.start()
     log.info({ kasmId }, 'upstream event reader started')
     this.#d.readerStarted(kasmId)
   }
 
   #standby(): void {
-    const standby: WatchState = {
-      state: 'standby',
-      retry: onBeat(this.#d.leaseMs / 2, () => {
-        if (this.#state === standby) this.#acquire()
-      }),
-    }
-    this.#enter(standby)
+    this.#enter(STANDBY)
+    this.#d.beat.arm(this.#retry, this.#d.leaseMs / 2)
   }
 
-  #renewLater(held: () => Held): NodeJS.Timeout {
-    return onBeat(this.#d.leaseMs / 3, () => void this.#renew(held()))
+  #renewLater(held: Held): void {
+    this.#d.beat.arm(held.renewal, this.#d.leaseMs / 3)
   }
 
   async #renew(held: Held): Promise<void> {
@@ -314,7 +322,7 @@ export class SessionWatch {
     }
     if (this.#held !== held) return
     if (kept) {
-      held.renewal = this.#renewLater(() => held)
+      this.#renewLater(held)
       return
     }
     log[this.#d.storeLevel()]({ kasmId }, 'reader lease lost; another replica reads now')
@@ -354,24 +362,4 @@ export class SessionWatch {
       await this.#d.lease.release(this.kasmId, held.fence).catch(() => {})
     }
   }
-}
-
-/** The replica's beat for lease work (ms): see {@link onBeat}. */
-const BEAT_MS = 250
-
-/**
- * A timer due at most `ms` from now, on the replica-wide beat: every session's renewal or retry due within
- * one beat fires in the same turn of the event loop, which the Redis lease sends as one script. Early by
- * less than a beat (a quarter of the wait at most), never late.
- */
-function onBeat(ms: number, fn: () => void): NodeJS.Timeout {
-  const beat = Math.min(BEAT_MS, ms / 4)
-  const due = Date.now() + ms
-  return timer(ms - (due % beat), fn)
-}
-
-function timer(ms: number, fn: () => void): NodeJS.Timeout {
-  const t = setTimeout(fn, Math.max(1, Math.round(ms)))
-  t.unref()
-  return t
 }

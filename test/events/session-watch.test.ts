@@ -4,6 +4,7 @@ import pino from 'pino'
 import { Counter, Registry } from 'prom-client'
 import { Agent } from 'undici'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { Beat, beatFor } from '../../src/events/beat.ts'
 import { createEventMetrics } from '../../src/events/metrics.ts'
 import { SessionWatch } from '../../src/events/session-watch.ts'
 import { TraceBackfill } from '../../src/events/trace-backfill.ts'
@@ -80,6 +81,7 @@ async function side(
         lease: parts.lease,
         session: async () => session,
         leaseMs: opts.leaseMs,
+        beat: new Beat(beatFor(opts.leaseMs)),
         lingerMs: opts.lingerMs ?? 0,
         log,
         storeLevel: (level = 'warn') => level,
