@@ -1,3 +1,4 @@
+import { finished, type Readable } from 'node:stream'
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import type { FastifyBaseLogger } from 'fastify'
 import { parseEventId } from '../protocol/events.ts'
@@ -32,16 +33,13 @@ export interface ParseOptions {
 }
 
 /**
- * The events of one connection to a runtime's `GET events`, one item per chunk that held any (so what a chunk
- * carried is appended, and reaches a viewer, in one piece). Pulled, not pushed: the next chunk is read only
- * when the caller asks for it, which is the backpressure. What reading the body throws is the runtime's (its
- * stream dropped or broke) and passes as it is; what the parsing throws is the gateway's, an {@link OwnFault}.
- * Events without a `run:seq` id are skipped; `: run <id>` names the run a later `closed` belongs to.
+ * The parser of one connection to a runtime's `GET events`: `feed` takes each chunk as it comes and returns
+ * what it held, or null for a chunk of no event (a comment, part of an event), so what a chunk carried is
+ * appended, and reaches a viewer, in one piece. Synchronous: what it throws is the gateway's, an
+ * {@link OwnFault}. Events without a `run:seq` id are skipped; `: run <id>` names the run a later `closed`
+ * belongs to.
  */
-export async function* parsedChunks(
-  body: AsyncIterable<Buffer>,
-  options: ParseOptions,
-): AsyncGenerator<ParsedChunk, void, undefined> {
+export function chunkParser(options: ParseOptions): { feed(chunk: Buffer): ParsedChunk | null } {
   const { kasmId, echo, log, metrics } = options
   const max = options.maxEventBytes
   let run = options.run
@@ -54,6 +52,14 @@ export async function* parsedChunks(
   let overflowed = false
   let skipping = false
   let skippedTo: number | undefined
+  // An event's id is a slice of the chunk it came in: a run kept from it (here, by the reader, by its last
+  // message) keeps that whole chunk alive until the next one, a second later at one event a second, long
+  // enough for young collections to copy it and then promote it. Each new run is copied once instead.
+  let lastRun: string | undefined
+  const ownRun = (r: string): string => {
+    if (r !== lastRun) lastRun = Buffer.from(r).toString()
+    return lastRun
+  }
   const skip = (seq: number | undefined): void => {
     metrics.oversized.inc({ source: 'stream' })
     log.warn({ kasmId, seq, maxBytes: max }, 'event over GATEWAY_EVENT_MAX_BYTES skipped; viewers see a gap')
@@ -91,7 +97,7 @@ export async function* parsedChunks(
         metrics.tokenEchoes.inc({ where: 'event' }, echoes)
         log.warn({ kasmId, seq: id.seq, echoes }, 'session runtime echoed its token in an event; masked')
       }
-      pending.push({ kind: 'event', run: id.run, seq: id.seq, type: e.event ?? 'message', data })
+      pending.push({ kind: 'event', run: ownRun(id.run), seq: id.seq, type: e.event ?? 'message', data })
     },
     onComment: (comment: string) => {
       // `: run <id>` names the run served from here on (events carry it in their id too; `closed` does not).
@@ -103,27 +109,94 @@ export async function* parsedChunks(
     },
   })
   const decoder = new TextDecoder()
-  for await (const chunk of body) {
-    options.onBytes()
-    try {
-      parser.feed(decoder.decode(chunk, { stream: true }))
-      if (overflowed) {
-        overflowed = false
-        parser.reset()
-        if (!skipping) skip(undefined)
-        skipping = true
+  return {
+    feed(chunk: Buffer): ParsedChunk | null {
+      if (closed) return null
+      options.onBytes()
+      try {
+        parser.feed(decoder.decode(chunk, { stream: true }))
+        if (overflowed) {
+          overflowed = false
+          parser.reset()
+          if (!skipping) skip(undefined)
+          skipping = true
+        }
+      } catch (err) {
+        throw new OwnFault(err)
       }
-    } catch (err) {
-      throw new OwnFault(err)
-    }
-    if (pending.length === 0) continue
-    const messages = pending
-    pending = []
-    const skipped = skippedTo
-    skippedTo = undefined
-    // A `closed` without an announcement belongs to the run of the last chunk yielded (as the caller stored it).
-    for (const m of messages) if (m.kind === 'event') run = m.run
-    yield { messages, skippedTo: skipped, closed }
-    if (closed) return
+      if (pending.length === 0) return null
+      const messages = pending
+      pending = []
+      const skipped = skippedTo
+      skippedTo = undefined
+      // A `closed` without an announcement belongs to the run of the last chunk (as the caller stored it).
+      for (const m of messages) if (m.kind === 'event' && m.run !== run) run = m.run
+      return { messages, skippedTo: skipped, closed }
+    },
   }
+}
+
+/**
+ * Reads one connection's body, handing each chunk that held events ({@link chunkParser}) to `handle`; the body
+ * is paused until that settles (the backpressure), and reading stops when it returns false or after a chunk
+ * with `closed`. Pushed by the body's own `data` events, so a connection waiting for the run's next event
+ * holds no promise: with thousands of sessions at one event a second, promises that waited a second each
+ * lived through young collections and were promoted. What reading the body fails with is the runtime's (its
+ * stream dropped or broke: ERR_STREAM_PREMATURE_CLOSE when it ended short) and passes as it is; what the
+ * parsing throws is an {@link OwnFault}; what `handle` rejects with passes as it is.
+ */
+function ignore(): void {}
+
+export function readChunks(
+  body: Readable,
+  options: ParseOptions,
+  handle: (chunk: ParsedChunk) => Promise<boolean>,
+): Promise<void> {
+  const parser = chunkParser(options)
+  return new Promise((resolve, reject) => {
+    /** A chunk is being handled: the body's end (or failure) waits for it. */
+    let handling = false
+    let ended: { err: unknown } | null = null
+    let settled = false
+    const settle = (err?: unknown): void => {
+      if (settled) return
+      settled = true
+      body.off('data', onData)
+      stopWatching()
+      // The caller destroys the body next; a socket failing before that must not go unheard.
+      body.on('error', ignore)
+      if (err === undefined || err === null) resolve()
+      else reject(err)
+    }
+    const onData = (chunk: Buffer): void => {
+      let parsed: ParsedChunk | null
+      try {
+        parsed = parser.feed(chunk)
+      } catch (err) {
+        settle(err)
+        return
+      }
+      if (parsed === null) return
+      const { closed } = parsed
+      handling = true
+      body.pause()
+      handle(parsed).then(
+        (more) => {
+          handling = false
+          if (!more || closed) settle()
+          else if (ended !== null) settle(ended.err)
+          else body.resume()
+        },
+        (err: unknown) => {
+          handling = false
+          settle(err)
+        },
+      )
+    }
+    const stopWatching = finished(body, { writable: false }, (err) => {
+      if (handling) ended = { err }
+      else settle(err)
+    })
+    body.on('data', onData)
+  })
 }

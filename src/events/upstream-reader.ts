@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { type Dispatcher, request } from 'undici'
@@ -12,7 +13,7 @@ import type { EventMetrics } from './metrics.ts'
 import { OwnFault } from './own-fault.ts'
 import { ReconnectPolicy, type ReconnectTiming } from './reconnect-policy.ts'
 import type { TraceBackfill } from './trace-backfill.ts'
-import { parsedChunks } from './upstream-events.ts'
+import { readChunks } from './upstream-events.ts'
 
 /** The reader's delays, from the protocol's advice for a sidebar (scaled down in tests). */
 export interface ReaderTiming extends ReconnectTiming {
@@ -326,9 +327,7 @@ export class UpstreamReader {
       idle = setTimeout(() => connection.abort(STALLED), this.#o.timing.idleTimeoutMs)
       idle.unref()
       try {
-        const ended = await this.#consume(res.body as AsyncIterable<Buffer>, head, session, () =>
-          idle?.refresh(),
-        )
+        const ended = await this.#consume(res.body, head, session, () => idle?.refresh())
         if (ended === 'closed') return { kind: 'closed' }
         if (ended === 'lease_lost') return { kind: 'lease_lost' }
         return { kind: 'dropped' }
@@ -354,11 +353,11 @@ export class UpstreamReader {
   }
 
   /**
-   * Appends each chunk's messages ({@link parsedChunks}) to the bus in one call, after filling a gap from the
+   * Appends each chunk's messages ({@link readChunks}) to the bus in one call, after filling a gap from the
    * trace, so a viewer gets one write per chunk. The next chunk is read once that is done (the backpressure).
    */
   async #consume(
-    body: AsyncIterable<Buffer>,
+    body: Readable,
     head: StreamHead | null,
     session: Session,
     onBytes: () => void,
@@ -367,7 +366,8 @@ export class UpstreamReader {
     const kasmId = this.kasmId
     let run = head?.run
     let last = head?.seq ?? 0
-    const chunks = parsedChunks(body, {
+    let ended: 'closed' | 'lease_lost' | 'ended' = 'ended'
+    const options = {
       kasmId,
       run,
       maxEventBytes: this.#o.maxEventBytes,
@@ -375,10 +375,10 @@ export class UpstreamReader {
       log,
       metrics,
       onBytes,
-    })
+    }
     // Only reading `body` fails because of the runtime (its stream dropped or broke): what our parsing and
     // gap filling throw is a bug of ours, what the append throws is the bus's, each reported as what it is.
-    for await (const chunk of chunks) {
+    await readChunks(body, options, async (chunk) => {
       let filled: BusMessage[]
       try {
         // Events skipped for their size are a gap of our own making: not one to fill from the trace.
@@ -386,7 +386,7 @@ export class UpstreamReader {
         filled = await this.#fillGaps(chunk.messages, run, last, session)
         for (const m of filled) {
           if (m.kind === 'event') {
-            run = m.run
+            if (m.run !== run) run = m.run
             last = m.seq
           }
         }
@@ -399,15 +399,19 @@ export class UpstreamReader {
       } catch (err) {
         throw new BusFailure(err)
       }
-      if (!stored) return 'lease_lost'
+      if (!stored) {
+        ended = 'lease_lost'
+        return false
+      }
       this.#policy.healthy()
       log.debug({ kasmId, run, count: filled.length, to: last, types: typesOf(filled) }, 'events appended')
       if (chunk.closed) {
         log.info({ kasmId, run }, 'run closed its trace without done; waiting for a new run')
-        return 'closed'
+        ended = 'closed'
       }
-    }
-    return 'ended'
+      return true
+    })
+    return ended
   }
 
   /**

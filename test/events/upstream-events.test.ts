@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
+import { Readable } from 'node:stream'
 import { test } from 'node:test'
 import pino from 'pino'
-import { type ParsedChunk, parsedChunks } from '../../src/events/upstream-events.ts'
+import { OwnFault } from '../../src/events/own-fault.ts'
+import { type ParsedChunk, readChunks } from '../../src/events/upstream-events.ts'
 import { Secret } from '../../src/sessions/secret.ts'
 import { tokenEcho } from '../../src/upstream/token-echo.ts'
 import { eventMetrics } from './helpers.ts'
@@ -19,13 +21,16 @@ function options(run: string | undefined) {
   }
 }
 
-async function* chunks(...texts: string[]): AsyncGenerator<Buffer> {
-  for (const text of texts) yield Buffer.from(text)
+function chunks(...texts: string[]): Readable {
+  return Readable.from(texts.map((t) => Buffer.from(t)))
 }
 
-async function all(body: AsyncIterable<Buffer>, run?: string): Promise<ParsedChunk[]> {
+async function all(body: Readable, run?: string): Promise<ParsedChunk[]> {
   const out: ParsedChunk[] = []
-  for await (const chunk of parsedChunks(body, options(run))) out.push(chunk)
+  await readChunks(body, options(run), async (chunk) => {
+    out.push(chunk)
+    return true
+  })
   return out
 }
 
@@ -61,10 +66,80 @@ test("what reading the body throws passes as it is (the runtime's), not as a fau
   }
   const seen: ParsedChunk[] = []
   await assert.rejects(
-    (async () => {
-      for await (const chunk of parsedChunks(body(), options(undefined))) seen.push(chunk)
-    })(),
+    readChunks(Readable.from(body()), options(undefined), async (chunk) => {
+      seen.push(chunk)
+      return true
+    }),
     (err) => err === broken,
   )
   assert.equal(seen.length, 1)
+})
+
+test('one chunk is handled at a time, the body paused meanwhile; its end waits for the chunk in hand', async () => {
+  const body = new Readable({ read() {} })
+  let inHand = 0
+  let most = 0
+  const handled: number[] = []
+  let release: () => void = () => {}
+  const done = readChunks(body, options(undefined), async (chunk) => {
+    inHand++
+    most = Math.max(most, inHand)
+    const seq = chunk.messages[0]?.kind === 'event' ? chunk.messages[0].seq : -1
+    if (seq === 1) await new Promise<void>((r) => (release = r))
+    handled.push(seq)
+    inHand--
+    return true
+  })
+  let finished = false
+  void done.then(() => (finished = true))
+  body.push(Buffer.from(event('r1', 1)))
+  body.push(Buffer.from(event('r1', 2)))
+  body.push(null)
+  await new Promise((r) => setImmediate(r))
+  await new Promise((r) => setImmediate(r))
+  assert.deepEqual(handled, [], 'the first chunk is still in hand')
+  assert.equal(body.isPaused(), true)
+  assert.equal(finished, false, 'the end waits for it')
+  release()
+  await done
+  assert.deepEqual(handled, [1, 2])
+  assert.equal(most, 1)
+})
+
+test('false from the handler stops the reading; a body cut short fails as the runtime’s', async () => {
+  const seen: number[] = []
+  await readChunks(chunks(event('r1', 1), event('r1', 2), event('r1', 3)), options(undefined), async (c) => {
+    seen.push(c.messages.length)
+    return false
+  })
+  assert.deepEqual(seen, [1])
+  const cut = new Readable({ read() {} })
+  const reading = readChunks(cut, options(undefined), async () => true)
+  cut.push(Buffer.from(event('r1', 1)))
+  setImmediate(() => cut.destroy())
+  await assert.rejects(reading, { code: 'ERR_STREAM_PREMATURE_CLOSE' })
+})
+
+test('what the handler rejects with passes as it is, and a fault of the parsing is the gateway’s', async () => {
+  const mine = new Error('the bus is down')
+  await assert.rejects(
+    readChunks(chunks(event('r1', 1)), options(undefined), async () => {
+      throw mine
+    }),
+    (err) => err === mine,
+  )
+  const base = options(undefined)
+  const fault = readChunks(
+    chunks(event('r1', 1)),
+    {
+      ...base,
+      echo: {
+        maskText: () => {
+          throw new Error('a bug of ours')
+        },
+      } as unknown as typeof base.echo,
+    },
+    async () => true,
+  )
+  await assert.rejects(fault, (err) => err instanceof OwnFault)
 })
