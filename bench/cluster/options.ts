@@ -14,6 +14,11 @@ export interface ClusterBenchOptions {
    * groups a second, N / runtimes each.
    */
   runtimes: number
+  /**
+   * Processes the runtimes are spread over (bench/cluster/runtime-pool.ts): an event waits out the pauses of
+   * the process that writes it, so one process for thousands of sessions would time the bench, not the gateway.
+   */
+  runtimeProcesses: number
   /** Viewers per session, spread over the replicas (viewer k of session s on replica (s + k) mod replicas). */
   viewersPerSession: number
   /** Run on a Redis Cluster (3 masters + 3 replicas, test/cluster/redis-cluster-harness.ts) instead of one redis-server. */
@@ -39,6 +44,7 @@ const FLAGS = [
   '--replicas',
   '--viewers-per-session',
   '--runtimes',
+  '--runtime-processes',
   '--calm-load',
   '--calm-wait',
   '--out',
@@ -65,6 +71,7 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     replicas: 3,
     viewersPerSession: 2,
     runtimes: 200,
+    runtimeProcesses: 4,
     redisCluster: false,
     calmLoad: 1,
     calmWaitS: 300,
@@ -85,6 +92,7 @@ export function parseClusterOptions(argv: readonly string[]): ClusterBenchOption
     else if (flag === '--replicas') opts.replicas = number(flag, given, 1, 6)
     else if (flag === '--viewers-per-session') opts.viewersPerSession = number(flag, given, 0, 20)
     else if (flag === '--runtimes') opts.runtimes = number(flag, given, 1, 500)
+    else if (flag === '--runtime-processes') opts.runtimeProcesses = number(flag, given, 1, 16)
     else if (flag === '--calm-load') opts.calmLoad = number(flag, given, 0, 64)
     else if (flag === '--calm-wait') opts.calmWaitS = number(flag, given, 0, 3600)
     else if (flag === '--out') {

@@ -22,6 +22,7 @@ import { logger, machine, sleep, writeResult } from '../common/orchestrator.ts'
 import { cpuOf, rssBytes } from '../common/proc.ts'
 import { commandDelta, commandStats, commandsProcessed, startRedis } from '../common/redis.ts'
 import { type ClusterBenchOptions, parseClusterOptions } from './options.ts'
+import { RuntimePool } from './runtime-pool.ts'
 import { perEvent, type Scenario, tables } from './verdicts.ts'
 
 const log = logger('cluster')
@@ -81,6 +82,12 @@ async function clusterRedis(): Promise<BenchStore> {
 }
 
 /** Waits (bounded) for the 1-minute load average to fall below `calmLoad`; says what it was. */
+/** The reader leases a replica holds now (`krg_cluster_leases_held` of its /metrics). */
+async function leasesHeld(origin: string): Promise<number> {
+  const text = await (await fetch(`${origin}/metrics`)).text()
+  return Number(/^krg_cluster_leases_held (\d+)/m.exec(text)?.[1] ?? Number.NaN)
+}
+
 async function waitForCalm(
   opts: ClusterBenchOptions,
 ): Promise<{ load: number; calm: boolean; waitedS: number }> {
@@ -110,11 +117,11 @@ async function within(seconds: number, check: () => Promise<boolean>): Promise<b
 
 async function scenario(opts: ClusterBenchOptions, sessions: number, store: BenchStore): Promise<Scenario> {
   const runtimeCount = Math.min(sessions, opts.runtimes)
-  const runtimes = new Child('cluster/runtimes.ts', { BENCH_RUNTIMES: String(runtimeCount) })
+  const runtimes = new RuntimePool(runtimeCount, opts.runtimeProcesses)
   const replicas: GatewayProcess[] = []
   const viewers = new Child('cluster/viewers.ts')
   try {
-    const { urls } = await runtimes.call<{ urls: string[] }>('info')
+    const urls = await runtimes.urls()
     const runtimeOf = (s: number) => s % runtimeCount
     const sessionMap = new Map(
       Array.from({ length: sessions }, (_, s) => [`bench-${s}`, urls[runtimeOf(s)] as string]),
@@ -141,8 +148,7 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
 
     // Every replica's overview watches every session; that makes the replicas read every session's stream.
     for (const port of ports) await viewers.call('overview', { port, token })
-    const streams = async () =>
-      (await runtimes.call<{ streams: number[] }>('stats')).streams.reduce((a, b) => a + b, 0)
+    const streams = async () => (await runtimes.stats()).streams.reduce((a, b) => a + b, 0)
     const overviews = () => viewers.call<{ frames: number; status: string }[]>('overviews')
     const watching = await within(120, async () => {
       const o = await overviews()
@@ -194,9 +200,9 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     )
 
     // Warm-up at the measured rate (code compiled on the first events is not measured), then drained.
-    await runtimes.call('rate', { perSecond: opts.rate })
+    await runtimes.rate(opts.rate)
     await sleep(3000)
-    await runtimes.call('rate', { perSecond: 0 })
+    await runtimes.rate(0)
     await sleep(1500)
 
     // Idle: everything connected and watched, no event written.
@@ -218,16 +224,16 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     const loadBefore = loadavg()[0] ?? 0
     const phaseAt = performance.now()
     const cpu0 = cpuOf(pids)
-    const benchPids = [runtimes.pid, viewers.pid]
+    const benchPids = [...runtimes.pids, viewers.pid]
     const benchCpu0 = cpuOf(benchPids)
     const redisCpu0 = cpuOf(store.pids())
     const cmds0 = await store.commands()
     const frames0 = (await overviews()).reduce((n, o) => n + o.frames, 0)
-    const emitted0 = (await runtimes.call<{ emitted: number[] }>('stats')).emitted
-    await runtimes.call('rate', { perSecond: opts.rate })
+    const emitted0 = (await runtimes.stats()).emitted
+    await runtimes.rate(opts.rate)
     await sleep(opts.seconds * 1000)
-    await runtimes.call('rate', { perSecond: 0 })
-    const after = await runtimes.call<{ emitted: number[]; streams: number[] }>('stats')
+    await runtimes.rate(0)
+    const after = await runtimes.stats()
     const emitted = after.emitted.map((n, j) => n - (emitted0[j] ?? 0))
     let expected = 0
     let sessionEvents = 0
@@ -236,7 +242,13 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
       sessionEvents += events
       expected += events * (viewerCount[s] ?? 0)
     }
-    let stats = await viewers.call<{ deliveries: number; p50: number; p99: number; max: number }>('stats')
+    let stats = await viewers.call<{
+      deliveries: number
+      p50: number
+      p99: number
+      max: number
+      p99ByPort: Record<string, number>
+    }>('stats')
     for (let i = 0, last = -1; i < 50 && stats.deliveries < expected && stats.deliveries !== last; i++) {
       last = stats.deliveries
       await sleep(200)
@@ -248,6 +260,7 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     const redisCpuS = cpuOf(store.pids()) - redisCpu0
     const cmds1 = await store.commands()
     const frames1 = (await overviews()).reduce((n, o) => n + o.frames, 0)
+    const leases = await Promise.all(replicas.map((r) => leasesHeld(r.origin)))
     const result: Scenario = {
       sessions,
       replicas: replicas.length,
@@ -270,6 +283,10 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
       loadBefore,
       loadAfter: loadavg()[0] ?? 0,
       perCommand: commandDelta(cmds0.perCommand, cmds1.perCommand),
+      byReplica: ports.map((port, i) => ({
+        leases: leases[i] as number,
+        p99Ms: stats.p99ByPort[port] ?? Number.NaN,
+      })),
     }
     const e = perEvent(result)
     log(
@@ -300,7 +317,7 @@ function report(
     '',
     `Command: \`npm run bench -- cluster ${argv.join(' ')}\` (${seconds.toFixed(0)} s), gateway code at \`${commit}\`${dirty ? ' with uncommitted changes in src/' : ''}, run from dist/.`,
     `Machine: ${machine()}; Node ${process.version}; shared with other work. Load average (1 min) before each scenario: ${calm.map((c) => `${c.load.toFixed(2)}${c.calm ? '' : ` (not below ${opts.calmLoad} after ${c.waitedS.toFixed(0)} s)`}`).join(', ')}.`,
-    `Redis: ${store.kind}. ${opts.replicas} replicas; ${opts.rate} event/s per session from at most ${opts.runtimes} simulated runtimes (the events of N sessions arrive in ${opts.runtimes} groups a second, N / ${opts.runtimes} each) for ${opts.seconds} s; ${opts.viewersPerSession} viewers per session on different replicas; one overview stream per replica watching every session.`,
+    `Redis: ${store.kind}. ${opts.replicas} replicas; ${opts.rate} event/s per session from at most ${opts.runtimes} simulated runtimes in ${opts.runtimeProcesses} processes (the events of N sessions arrive in ${opts.runtimes} groups a second, N / ${opts.runtimes} each) for ${opts.seconds} s; ${opts.viewersPerSession} viewers per session on different replicas; one overview stream per replica watching every session.`,
     '',
     'Per event: CPU is user + system of the replicas (or of every Redis process) over the phase, less what they spend idle (measured over 10 s with everything connected and watched, no event written, and shown as a share of one core); "per delivery" divides by viewer deliveries, "per event" by session events (an event written by a runtime for one session). Redis commands: INFO total_commands_processed of the masters (scripts count their inner commands), less the idle rate. Delay: the runtime writing an event to a viewer reading it. Memory: replica RSS growth from boot to watching every session (overview and upstream readers open, before any viewer), per session, mean of the replicas. Targets: ratios to the smallest session count of this run.',
     '',

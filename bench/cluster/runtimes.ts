@@ -11,6 +11,9 @@ import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runt
 import { serve } from '../common/ipc.ts'
 
 const count = Number(process.env.BENCH_RUNTIMES ?? 1)
+/** This process's first runtime's place among all (bench/cluster/runtime-pool.ts), and how many there are. */
+const first = Number(process.env.BENCH_RUNTIME_FIRST ?? 0)
+const total = Number(process.env.BENCH_RUNTIME_TOTAL ?? count)
 const runtimes: SimulatedRuntime[] = []
 for (let i = 0; i < count; i++) {
   runtimes.push(await startSimulatedRuntime({ messagingToken: 'bench-token', pingIntervalMs: 15_000 }))
@@ -37,7 +40,10 @@ serve({
         rt.emit('log', { level: 'info', msg: pad, t: performance.timeOrigin + performance.now() })
         emitted[j] = (emitted[j] ?? 0) + 1
       }
-      const start = setTimeout(() => timers.push(setInterval(emit, interval)), (interval * j) / count)
+      const start = setTimeout(
+        () => timers.push(setInterval(emit, interval)),
+        (interval * (first + j)) / total,
+      )
       timers.push(start)
     })
     return null

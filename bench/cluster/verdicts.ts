@@ -39,6 +39,11 @@ export interface Scenario {
   loadBefore: number
   loadAfter: number
   perCommand: Record<string, number>
+  /**
+   * Per replica, in start order: the reader leases it held after the phase (the sessions whose events it read
+   * and appended) and the p99 delay of the viewers reading from it, so a tail can be told to the replica.
+   */
+  byReplica: { leases: number; p99Ms: number }[]
 }
 
 /**
@@ -131,13 +136,13 @@ const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-')
 /** The results file's tables: the figures per scenario, then each verdict marked pass or FAIL. */
 export function tables(scenarios: readonly Scenario[]): string[] {
   const lines = [
-    '| sessions | replicas | viewers | upstream streams | delivered / expected | p50 ms | p99 ms | max ms | replica CPU µs per delivery | replica CPU µs per event | Redis CPU µs per event | Redis commands per event | idle: replica CPU %, Redis CPU %, commands/s | replica CPU µs per delivery, idle included | overview frames | KiB per watched session | CPU % of replicas, Redis, bench processes | load before / after |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| sessions | replicas | viewers | upstream streams | delivered / expected | p50 ms | p99 ms | max ms | replica CPU µs per delivery | replica CPU µs per event | Redis CPU µs per event | Redis commands per event | idle: replica CPU %, Redis CPU %, commands/s | replica CPU µs per delivery, idle included | overview frames | KiB per watched session | CPU % of replicas, Redis, bench processes | load before / after | per replica: leases held, p99 ms of its viewers |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ]
   for (const s of scenarios) {
     const e = perEvent(s)
     lines.push(
-      `| ${s.sessions} | ${s.replicas} | ${s.viewers} | ${s.upstreamStreams} | ${s.delivered} / ${s.expected} | ${fmt(s.p50Ms)} | ${fmt(s.p99Ms)} | ${fmt(s.maxMs, 0)} | ${fmt(e.replicaCpuUsPerDelivery)} | ${fmt(e.replicaCpuUsPerEvent)} | ${fmt(e.redisCpuUsPerEvent)} | ${fmt(e.redisCommandsPerEvent)} | ${fmt(100 * s.idle.replicaCpuPerS, 1)}, ${fmt(100 * s.idle.redisCpuPerS, 1)}, ${fmt(s.idle.redisCommandsPerS, 0)} | ${fmt(e.replicaCpuUsPerDeliveryTotal)} | ${s.overviewFrames} | ${fmt(s.memKiBPerWatchedSession, 1)} | ${[s.replicaCpuS, s.redisCpuS, s.benchCpuS].map((c) => fmt((100 * c) / s.phaseS, 0)).join(', ')} | ${fmt(s.loadBefore)} / ${fmt(s.loadAfter)} |`,
+      `| ${s.sessions} | ${s.replicas} | ${s.viewers} | ${s.upstreamStreams} | ${s.delivered} / ${s.expected} | ${fmt(s.p50Ms)} | ${fmt(s.p99Ms)} | ${fmt(s.maxMs, 0)} | ${fmt(e.replicaCpuUsPerDelivery)} | ${fmt(e.replicaCpuUsPerEvent)} | ${fmt(e.redisCpuUsPerEvent)} | ${fmt(e.redisCommandsPerEvent)} | ${fmt(100 * s.idle.replicaCpuPerS, 1)}, ${fmt(100 * s.idle.redisCpuPerS, 1)}, ${fmt(s.idle.redisCommandsPerS, 0)} | ${fmt(e.replicaCpuUsPerDeliveryTotal)} | ${s.overviewFrames} | ${fmt(s.memKiBPerWatchedSession, 1)} | ${[s.replicaCpuS, s.redisCpuS, s.benchCpuS].map((c) => fmt((100 * c) / s.phaseS, 0)).join(', ')} | ${fmt(s.loadBefore)} / ${fmt(s.loadAfter)} | ${s.byReplica.map((r) => `${r.leases}, ${fmt(r.p99Ms)}`).join('; ')} |`,
     )
   }
   lines.push('', '| sessions | target | ratio to the anchor | at most | verdict |', '|---|---|---|---|---|')

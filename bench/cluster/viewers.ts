@@ -7,8 +7,15 @@ import net from 'node:net'
 import { serve } from '../common/ipc.ts'
 import { type ConnectArgs, Recording, Viewers } from '../common/viewers.ts'
 
-const recording = new Recording()
-const viewers = new Viewers(() => recording)
+/** Deliveries by the port of the replica the viewer reads from. */
+const recordings = new Map<number, Recording>()
+const viewers = new Viewers((port) => {
+  const known = recordings.get(port)
+  if (known !== undefined) return known
+  const r = new Recording()
+  recordings.set(port, r)
+  return r
+})
 const FRAME = 'event: session\n'
 const overviews: { socket: net.Socket; frames: number; status: string }[] = []
 
@@ -40,10 +47,16 @@ serve({
   /** Frames each overview read so far, and its response status. */
   overviews: () => overviews.map((o) => ({ frames: o.frames, status: o.status, open: !o.socket.destroyed })),
   reset: () => {
-    recording.reset()
+    for (const r of recordings.values()) r.reset()
     return null
   },
-  stats: () => ({ ...recording.summary(), open: viewers.open, ended: viewers.ended }),
+  /** Every delivery's figures, and the p99 of each replica's viewers by its port. */
+  stats: () => ({
+    ...Recording.merged(recordings.values()).summary(),
+    p99ByPort: Object.fromEntries([...recordings].map(([port, r]) => [port, r.percentile(0.99)])),
+    open: viewers.open,
+    ended: viewers.ended,
+  }),
   close: () => {
     for (const o of overviews) o.socket.destroy()
     overviews.length = 0

@@ -36,6 +36,18 @@ export class Recording {
     return Number.NaN
   }
 
+  /** One recording holding every delivery of `parts` (the viewers of several replicas together). */
+  static merged(parts: Iterable<Recording>): Recording {
+    const all = new Recording()
+    for (const part of parts) {
+      all.deliveries += part.deliveries
+      all.max = Math.max(all.max, part.max)
+      for (let i = 0; i < all.histogram.length; i++)
+        all.histogram[i] = (all.histogram[i] as number) + (part.histogram[i] as number)
+    }
+    return all
+  }
+
   summary(): { deliveries: number; p50: number; p99: number; max: number } {
     return {
       deliveries: this.deliveries,
@@ -55,14 +67,14 @@ export interface ConnectArgs {
   batch: number
 }
 
-/** The open viewer sockets; every delivery goes to `recording()` (null: dropped). */
+/** The open viewer sockets; every delivery goes to `recording(port)`, port the viewer's (null: dropped). */
 export class Viewers {
   readonly #sockets = new Set<net.Socket>()
-  readonly #recording: () => Recording | null
+  readonly #recording: (port: number) => Recording | null
   /** Viewers whose socket closed while it was open (the server ended it, or it failed). */
   ended = 0
 
-  constructor(recording: () => Recording | null) {
+  constructor(recording: (port: number) => Recording | null) {
     this.#recording = recording
   }
 
@@ -109,7 +121,7 @@ export class Viewers {
           head = false
           settle(chunk.toString('latin1', 0, 12).includes(' 200'))
         }
-        this.#onData(chunk)
+        this.#onData(chunk, port)
       })
       socket.on('error', () => settle(false))
       socket.on('close', () => {
@@ -120,9 +132,9 @@ export class Viewers {
     })
   }
 
-  #onData(chunk: Buffer): void {
+  #onData(chunk: Buffer, port: number): void {
     const now = performance.timeOrigin + performance.now()
-    const record = this.#recording()
+    const record = this.#recording(port)
     let at = chunk.indexOf(MARK)
     while (at !== -1) {
       let end = at + MARK.length

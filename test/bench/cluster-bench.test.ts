@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { parseClusterOptions } from '../../bench/cluster/options.ts'
+import { shares } from '../../bench/cluster/runtime-pool.ts'
 import { perEvent, type Scenario, tables, verdicts } from '../../bench/cluster/verdicts.ts'
 
 function scenario(over: Partial<Scenario>): Scenario {
@@ -26,6 +27,10 @@ function scenario(over: Partial<Scenario>): Scenario {
     loadBefore: 0.5,
     loadAfter: 1,
     perCommand: {},
+    byReplica: [
+      { leases: 50, p99Ms: 11 },
+      { leases: 0, p99Ms: 9 },
+    ],
     ...over,
   }
 }
@@ -36,6 +41,20 @@ test('cluster bench options: defaults are the issue 28 run, the quick mode and -
   assert.equal(d.replicas, 3)
   assert.equal(d.rate, 1)
   assert.equal(d.runtimes, 200)
+  assert.equal(d.runtimeProcesses, 4)
+  assert.equal(parseClusterOptions(['--runtime-processes', '2']).runtimeProcesses, 2)
+  assert.throws(() => parseClusterOptions(['--runtime-processes', '0']))
+  // 50 runtimes over 4 processes: 13, 13, 12, 12, each knowing its place; never more processes than runtimes.
+  assert.deepEqual(shares(50, 4), [
+    { first: 0, count: 13 },
+    { first: 13, count: 13 },
+    { first: 26, count: 12 },
+    { first: 38, count: 12 },
+  ])
+  assert.deepEqual(shares(2, 4), [
+    { first: 0, count: 1 },
+    { first: 1, count: 1 },
+  ])
   assert.equal(d.redisCluster, false)
   const q = parseClusterOptions(['--sessions', '200,50', '--seconds', '10', '--redis-cluster'])
   assert.deepEqual(q.sessions, [50, 200], 'sorted: the smallest is the anchor')
@@ -115,4 +134,7 @@ test('cluster bench verdicts: ratios to the smallest run, each target at its bou
   const md = tables([anchor, big]).join('\n')
   assert.match(md, /\| 2000 \| p99 delivery delay \| 1\.60x \| 1\.5x \| FAIL \|/)
   assert.match(md, /\| 2000 \| replica CPU per delivered event \| 1\.50x \| 1\.5x \| pass \|/)
+  // Each replica's leases and its viewers' p99, in start order, end the scenario's row.
+  assert.match(md, /\| per replica: leases held, p99 ms of its viewers \|\n/)
+  assert.match(md, /^\| 50 \| 3 \|.* \| 50, 11\.00; 0, 9\.00 \|$/m)
 })
