@@ -70,7 +70,8 @@ export function cspRefusals(page: Page): string[] {
 /**
  * Records everything a page (or every page of a context) could ever hold from now on: request URLs and headers,
  * response headers and bodies (event streams' bodies are never finished, so not read). For asserting that a
- * secret never reached the browser.
+ * secret never reached the browser. A request or response still in flight when its page closes has no headers
+ * to give (Playwright rejects): there is nothing it could hold, so that is not a failure.
  */
 export function recordTraffic(target: Page | BrowserContext): string[] {
   const seen: string[] = []
@@ -80,10 +81,16 @@ export function recordTraffic(target: Page | BrowserContext): string[] {
   }
   on('request', (request) => {
     seen.push(request.url())
-    void request.allHeaders().then((h) => seen.push(JSON.stringify(h)))
+    request.allHeaders().then(
+      (h) => seen.push(JSON.stringify(h)),
+      () => {},
+    )
   })
   on('response', (response) => {
-    void response.allHeaders().then((h) => seen.push(JSON.stringify(h)))
+    response.allHeaders().then(
+      (h) => seen.push(JSON.stringify(h)),
+      () => {},
+    )
     if (!response.headers()['content-type']?.includes('event-stream'))
       response.text().then(
         (body) => seen.push(body),
