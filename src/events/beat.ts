@@ -50,11 +50,6 @@ export class Beat {
     this.#stopIfIdle()
   }
 
-  /** Whether `wait` is armed. */
-  has(wait: BeatWait): boolean {
-    return this.#armed.has(wait)
-  }
-
   /** The timer to the next multiple of the beat. */
   #next(): void {
     this.#timer = setTimeout(() => this.#tick(), this.#ms - (Date.now() % this.#ms))

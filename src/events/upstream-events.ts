@@ -130,11 +130,13 @@ export function chunkParser(options: ParseOptions): { feed(chunk: Buffer): Parse
       const skipped = skippedTo
       skippedTo = undefined
       // A `closed` without an announcement belongs to the run of the last chunk (as the caller stored it).
-      for (const m of messages) if (m.kind === 'event' && m.run !== run) run = m.run
+      for (const m of messages) if (m.kind === 'event') run = m.run
       return { messages, skippedTo: skipped, closed }
     },
   }
 }
+
+function ignore(): void {}
 
 /**
  * Reads one connection's body, handing each chunk that held events ({@link chunkParser}) to `handle`; the body
@@ -145,8 +147,6 @@ export function chunkParser(options: ParseOptions): { feed(chunk: Buffer): Parse
  * stream dropped or broke: ERR_STREAM_PREMATURE_CLOSE when it ended short) and passes as it is; what the
  * parsing throws is an {@link OwnFault}; what `handle` rejects with passes as it is.
  */
-function ignore(): void {}
-
 export function readChunks(
   body: Readable,
   options: ParseOptions,

@@ -386,7 +386,7 @@ export class UpstreamReader {
         filled = await this.#fillGaps(chunk.messages, run, last, session)
         for (const m of filled) {
           if (m.kind === 'event') {
-            if (m.run !== run) run = m.run
+            run = m.run
             last = m.seq
           }
         }

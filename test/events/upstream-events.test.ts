@@ -106,6 +106,31 @@ test('one chunk is handled at a time, the body paused meanwhile; its end waits f
   assert.equal(most, 1)
 })
 
+test('a body that fails while a chunk is in hand fails once that chunk is handled, with its own error', async () => {
+  const body = new Readable({ read() {} })
+  const broken = new Error('socket hang up')
+  let release: () => void = () => {}
+  let handled = false
+  let failed: unknown = null
+  const reading = readChunks(body, options(undefined), async () => {
+    await new Promise<void>((r) => (release = r))
+    handled = true
+    return true
+  }).catch((err: unknown) => {
+    failed = err
+  })
+  body.push(Buffer.from(event('r1', 1)))
+  await new Promise((r) => setImmediate(r))
+  body.destroy(broken)
+  await new Promise((r) => setImmediate(r))
+  await new Promise((r) => setImmediate(r))
+  assert.equal(failed, null, 'the failure waits for the chunk in hand')
+  release()
+  await reading
+  assert.equal(handled, true)
+  assert.equal(failed, broken)
+})
+
 test('false from the handler stops the reading; a body cut short fails as the runtime’s', async () => {
   const seen: number[] = []
   await readChunks(chunks(event('r1', 1), event('r1', 2), event('r1', 3)), options(undefined), async (c) => {
