@@ -16,6 +16,7 @@ import { loadSheddingPlugin } from './http/load-shedding.ts'
 import { parseTrustProxy, REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.ts'
 import { DebugRequestLog } from './http/request-log.ts'
 import { lazyChildLogger } from './http/request-logger.ts'
+import { silentConnectionsPlugin } from './http/silent-connections.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -112,6 +113,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(metricsPlugin)
   await app.register(loadSheddingPlugin)
   await app.register(lingeringClosePlugin)
+  await app.register(silentConnectionsPlugin)
   await app.register(clusterPlugin)
   // The one place that decides memory or Redis for every store; every feature after it takes its stores here.
   await app.register(storesPlugin)
