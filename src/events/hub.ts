@@ -1,5 +1,6 @@
 import type { Broker, BrokerDelivery, BrokerListener, BrokerSubscription } from './broker/broker.ts'
 import type { Delivery, StreamPosition, Subscriber, Subscription } from './bus.ts'
+import { type HubMessage, hubChannel } from './diagnostics.ts'
 import { PreparedBatch } from './prepared-batch.ts'
 import { ViewerCursor } from './viewer-cursor.ts'
 
@@ -96,6 +97,8 @@ class HubSession<P> implements BrokerListener<P> {
   broadcast(batch: readonly BrokerDelivery<P>[], end: P): void {
     this.cursor = end
     if (batch.length === 0) return
+    if (hubChannel.hasSubscribers)
+      hubChannel.publish({ kasmId: this.kasmId, deliveries: batch } satisfies HubMessage)
     const shared = this.stepped.admitAll(batch)
     const prepared = new PreparedBatch(shared)
     for (const viewer of this.viewers) {

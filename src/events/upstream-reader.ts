@@ -9,6 +9,7 @@ import { TOKEN_HEADER } from '../upstream/agent.ts'
 import { tokenEcho } from '../upstream/token-echo.ts'
 import { isAddressRefused } from '../upstream/url-policy.ts'
 import type { BusMessage, EventBus, StreamHead } from './bus.ts'
+import { type ReadMessage, readChannel, storedChannel } from './diagnostics.ts'
 import type { EventMetrics } from './metrics.ts'
 import { OwnFault } from './own-fault.ts'
 import { ReconnectPolicy, type ReconnectTiming } from './reconnect-policy.ts'
@@ -393,6 +394,7 @@ export class UpstreamReader {
       } catch (err) {
         throw new OwnFault(err)
       }
+      if (readChannel.hasSubscribers) readChannel.publish({ kasmId, messages: filled } satisfies ReadMessage)
       let stored: boolean
       try {
         stored = await bus.append(kasmId, filled, fence)
@@ -403,6 +405,8 @@ export class UpstreamReader {
         ended = 'lease_lost'
         return false
       }
+      if (storedChannel.hasSubscribers)
+        storedChannel.publish({ kasmId, messages: filled } satisfies ReadMessage)
       this.#policy.healthy()
       log.debug({ kasmId, run, count: filled.length, to: last, types: typesOf(filled) }, 'events appended')
       if (chunk.closed) {
