@@ -66,3 +66,47 @@ test('heap-sample writes, on SIGUSR2, what stays alive by allocation site; heap-
   assert.match(head ?? '', /^\d+ bytes alive of what was allocated while sampling$/)
   assert.ok(sites.length > 0 && sites.every((l) => /^\s*\d+ {2}\S/.test(l)), stdout)
 })
+
+test('stages times bench events on the gateway’s diagnostics channels; stages-summary prints them', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'krg-probe-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  // What the reader and a hub publish, each event written by a runtime 5 ms (read) or 8 ms (hub) earlier.
+  const work = `
+    const dc = require('node:diagnostics_channel')
+    const at = (ago) => JSON.stringify({ level: 'info', t: performance.timeOrigin + performance.now() - ago })
+    for (let i = 0; i < 200; i++) {
+      dc.channel('krg:events:read').publish({ kasmId: 's', messages: [{ kind: 'event', data: at(5) }, { kind: 'closed', run: 'r' }] })
+      dc.channel('krg:events:hub').publish({ kasmId: 's', deliveries: [{ message: { kind: 'event', data: at(8) } }] })
+    }`
+  const c = spawn(process.execPath, ['--import', './bench/probes/stages.mjs', '-e', work], {
+    env: { ...process.env, KRG_PROBE_DIR: dir },
+    stdio: 'inherit',
+  })
+  assert.equal(await exited(c), 0)
+  assert.deepEqual(readdirSync(dir), [`${c.pid}-stages.json`])
+  const { stdout } = await run(process.execPath, ['bench/probes/stages-summary.mjs', dir])
+  const [head, ...rows] = stdout.trim().split('\n')
+  assert.equal(head, 'process\tstage\tevents\tp50\tp90\tp99\tp99.9 (ms)')
+  const byStage = new Map(rows.map((r) => r.split('\t')).map((r) => [r[1], r]))
+  assert.deepEqual([...byStage.keys()], ['read', 'hub'], stdout)
+  for (const [stage, ms] of [
+    ['read', 5],
+    ['hub', 8],
+  ] as const) {
+    const row = byStage.get(stage) ?? []
+    assert.equal(row[0], String(c.pid))
+    assert.equal(row[2], '200', 'every event timed, the closed marker not')
+    const p50 = Number(row[3])
+    assert.ok(p50 >= ms * 0.95 && p50 < ms + 2, `${stage} p50 ${p50} ms, written ${ms} ms before`)
+  }
+  // A window that holds none of its seconds counts nothing.
+  const none = await run(process.execPath, [
+    'bench/probes/stages-summary.mjs',
+    dir,
+    '--from',
+    '0',
+    '--to',
+    '1000',
+  ])
+  assert.equal(none.stdout.trim(), head)
+})
