@@ -19,7 +19,7 @@ import { ensureBuilt } from '../common/build.ts'
 import { benchBearer, type GatewayProcess, startGateway } from '../common/gateway-process.ts'
 import { Child } from '../common/ipc.ts'
 import { logger, machine, sleep, writeResult } from '../common/orchestrator.ts'
-import { cpuOf, rssBytes } from '../common/proc.ts'
+import { cpuOf, rssBytes, type Scheduled, scheduledOf } from '../common/proc.ts'
 import { commandDelta, commandStats, commandsProcessed, startRedis } from '../common/redis.ts'
 import { type ClusterBenchOptions, parseClusterOptions } from './options.ts'
 import { RuntimePool } from './runtime-pool.ts'
@@ -83,6 +83,12 @@ async function clusterRedis(): Promise<BenchStore> {
 
 /** Waits (bounded) for the 1-minute load average to fall below `calmLoad`; says what it was. */
 /** The reader leases a replica holds now (`krg_cluster_leases_held` of its /metrics). */
+/** Seconds waited on a run queue per second run between two readings (NaN when nothing ran). */
+function waitPerRun(before: Scheduled, after: Scheduled): number {
+  const run = after.runS - before.runS
+  return run > 0 ? (after.waitS - before.waitS) / run : Number.NaN
+}
+
 async function leasesHeld(origin: string): Promise<number> {
   const text = await (await fetch(`${origin}/metrics`)).text()
   return Number(/^krg_cluster_leases_held (\d+)/m.exec(text)?.[1] ?? Number.NaN)
@@ -227,6 +233,8 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     const benchPids = [...runtimes.pids, viewers.pid]
     const benchCpu0 = cpuOf(benchPids)
     const redisCpu0 = cpuOf(store.pids())
+    const scheduled0 = [scheduledOf(pids), scheduledOf(store.pids()), scheduledOf(benchPids)]
+    const phaseFrom = Date.now()
     const cmds0 = await store.commands()
     const frames0 = (await overviews()).reduce((n, o) => n + o.frames, 0)
     const emitted0 = (await runtimes.stats()).emitted
@@ -256,6 +264,12 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     }
     const replicaCpuS = cpuOf(pids) - cpu0
     const phaseS = (performance.now() - phaseAt) / 1000
+    const phaseTo = Date.now()
+    const [replicasWait, redisWait, benchWait] = [
+      scheduledOf(pids),
+      scheduledOf(store.pids()),
+      scheduledOf(benchPids),
+    ].map((now, i) => waitPerRun(scheduled0[i] as Scheduled, now))
     const benchCpuS = cpuOf(benchPids) - benchCpu0
     const redisCpuS = cpuOf(store.pids()) - redisCpu0
     const cmds1 = await store.commands()
@@ -280,6 +294,12 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
       idle,
       memKiBPerWatchedSession,
       benchCpuS,
+      runQueueWait: {
+        replicas: replicasWait ?? Number.NaN,
+        redis: redisWait ?? Number.NaN,
+        bench: benchWait ?? Number.NaN,
+      },
+      phase: { from: phaseFrom, to: phaseTo },
       loadBefore,
       loadAfter: loadavg()[0] ?? 0,
       perCommand: commandDelta(cmds0.perCommand, cmds1.perCommand),

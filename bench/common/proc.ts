@@ -27,3 +27,23 @@ export function cpuOf(pids: readonly number[]): number {
 export function rssOf(pids: readonly number[]): number {
   return pids.reduce((sum, pid) => sum + rssBytes(pid), 0)
 }
+
+/** Time a thread ran and waited for a CPU on a run queue, in seconds. */
+export interface Scheduled {
+  runS: number
+  waitS: number
+}
+
+/**
+ * What the scheduler counted for each process's main thread (the event loop of a Node process, the command
+ * loop of Redis), summed: /proc/<pid>/schedstat, its first two fields (ns run, ns waited on a run queue).
+ */
+export function scheduledOf(pids: readonly number[]): Scheduled {
+  const sum: Scheduled = { runS: 0, waitS: 0 }
+  for (const pid of pids) {
+    const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ').map(Number)
+    sum.runS += (run ?? 0) / 1e9
+    sum.waitS += (wait ?? 0) / 1e9
+  }
+  return sum
+}
