@@ -84,6 +84,8 @@ export async function startGateway(opts: {
     GATEWAY_PUBLIC_ORIGIN: 'http://127.0.0.1',
     GATEWAY_RATE_LIMIT_MAX: '100000000',
     GATEWAY_UPSTREAM_ALLOW: '0.0.0.0/0,::/0',
+    // Where the probes of bench/probes write (`--node-args "--import ..."`).
+    ...(process.env.KRG_PROBE_DIR === undefined ? {} : { KRG_PROBE_DIR: process.env.KRG_PROBE_DIR }),
     ...(opts.redisUrl === undefined
       ? {}
       : {
