@@ -83,10 +83,10 @@ async function clusterRedis(): Promise<BenchStore> {
 
 /** Waits (bounded) for the 1-minute load average to fall below `calmLoad`; says what it was. */
 /** The reader leases a replica holds now (`krg_cluster_leases_held` of its /metrics). */
-/** Seconds waited on a run queue per second run between two readings (NaN when nothing ran). */
+/** The mean wait on a run queue, in µs, each time a process was run between two readings (NaN: never run). */
 function waitPerRun(before: Scheduled, after: Scheduled): number {
-  const run = after.runS - before.runS
-  return run > 0 ? (after.waitS - before.waitS) / run : Number.NaN
+  const runs = after.runs - before.runs
+  return runs > 0 ? (1e6 * (after.waitS - before.waitS)) / runs : Number.NaN
 }
 
 async function leasesHeld(origin: string): Promise<number> {

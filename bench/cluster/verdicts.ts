@@ -36,9 +36,9 @@ export interface Scenario {
   /** CPU of the bench's own processes over the phase (runtimes and viewers share the two cores). */
   benchCpuS: number
   /**
-   * How long the main threads of the replicas, of Redis and of the bench's processes waited on a run queue
-   * over the phase, per second they ran (/proc/<pid>/schedstat): every process of an event's way shares the
-   * two cores, and a wait for a CPU is delay the gateway's code does not cause.
+   * The mean time, in µs, the main threads of the replicas, of Redis and of the bench's processes waited on a
+   * run queue each time they were woken to run, over the phase (/proc/<pid>/schedstat): every process of an
+   * event's way shares the two cores, and a wait for a CPU is delay the gateway's code does not spend.
    */
   runQueueWait: { replicas: number; redis: number; bench: number }
   /** The phase's window, epoch ms (`bench/probes/stages-summary.mjs --from --to`). */
@@ -144,13 +144,13 @@ const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-')
 /** The results file's tables: the figures per scenario, then each verdict marked pass or FAIL. */
 export function tables(scenarios: readonly Scenario[]): string[] {
   const lines = [
-    '| sessions | replicas | viewers | upstream streams | delivered / expected | p50 ms | p99 ms | max ms | replica CPU µs per delivery | replica CPU µs per event | Redis CPU µs per event | Redis commands per event | idle: replica CPU %, Redis CPU %, commands/s | replica CPU µs per delivery, idle included | overview frames | KiB per watched session | CPU % of replicas, Redis, bench processes | run-queue wait per CPU second: replicas, Redis, bench | load before / after | per replica: leases held, p99 ms of its viewers |',
+    '| sessions | replicas | viewers | upstream streams | delivered / expected | p50 ms | p99 ms | max ms | replica CPU µs per delivery | replica CPU µs per event | Redis CPU µs per event | Redis commands per event | idle: replica CPU %, Redis CPU %, commands/s | replica CPU µs per delivery, idle included | overview frames | KiB per watched session | CPU % of replicas, Redis, bench processes | µs waited for a CPU per wake-up: replicas, Redis, bench | load before / after | per replica: leases held, p99 ms of its viewers |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ]
   for (const s of scenarios) {
     const e = perEvent(s)
     lines.push(
-      `| ${s.sessions} | ${s.replicas} | ${s.viewers} | ${s.upstreamStreams} | ${s.delivered} / ${s.expected} | ${fmt(s.p50Ms)} | ${fmt(s.p99Ms)} | ${fmt(s.maxMs, 0)} | ${fmt(e.replicaCpuUsPerDelivery)} | ${fmt(e.replicaCpuUsPerEvent)} | ${fmt(e.redisCpuUsPerEvent)} | ${fmt(e.redisCommandsPerEvent)} | ${fmt(100 * s.idle.replicaCpuPerS, 1)}, ${fmt(100 * s.idle.redisCpuPerS, 1)}, ${fmt(s.idle.redisCommandsPerS, 0)} | ${fmt(e.replicaCpuUsPerDeliveryTotal)} | ${s.overviewFrames} | ${fmt(s.memKiBPerWatchedSession, 1)} | ${[s.replicaCpuS, s.redisCpuS, s.benchCpuS].map((c) => fmt((100 * c) / s.phaseS, 0)).join(', ')} | ${[s.runQueueWait.replicas, s.runQueueWait.redis, s.runQueueWait.bench].map((w) => fmt(w)).join(', ')} | ${fmt(s.loadBefore)} / ${fmt(s.loadAfter)} | ${s.byReplica.map((r) => `${r.leases}, ${fmt(r.p99Ms)}`).join('; ')} |`,
+      `| ${s.sessions} | ${s.replicas} | ${s.viewers} | ${s.upstreamStreams} | ${s.delivered} / ${s.expected} | ${fmt(s.p50Ms)} | ${fmt(s.p99Ms)} | ${fmt(s.maxMs, 0)} | ${fmt(e.replicaCpuUsPerDelivery)} | ${fmt(e.replicaCpuUsPerEvent)} | ${fmt(e.redisCpuUsPerEvent)} | ${fmt(e.redisCommandsPerEvent)} | ${fmt(100 * s.idle.replicaCpuPerS, 1)}, ${fmt(100 * s.idle.redisCpuPerS, 1)}, ${fmt(s.idle.redisCommandsPerS, 0)} | ${fmt(e.replicaCpuUsPerDeliveryTotal)} | ${s.overviewFrames} | ${fmt(s.memKiBPerWatchedSession, 1)} | ${[s.replicaCpuS, s.redisCpuS, s.benchCpuS].map((c) => fmt((100 * c) / s.phaseS, 0)).join(', ')} | ${[s.runQueueWait.replicas, s.runQueueWait.redis, s.runQueueWait.bench].map((w) => fmt(w, 0)).join(', ')} | ${fmt(s.loadBefore)} / ${fmt(s.loadAfter)} | ${s.byReplica.map((r) => `${r.leases}, ${fmt(r.p99Ms)}`).join('; ')} |`,
     )
   }
   lines.push('', '| sessions | target | ratio to the anchor | at most | verdict |', '|---|---|---|---|---|')

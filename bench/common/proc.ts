@@ -28,22 +28,24 @@ export function rssOf(pids: readonly number[]): number {
   return pids.reduce((sum, pid) => sum + rssBytes(pid), 0)
 }
 
-/** Time a thread ran and waited for a CPU on a run queue, in seconds. */
+/** Time a thread ran and waited for a CPU on a run queue, in seconds, and how many times it was run. */
 export interface Scheduled {
   runS: number
   waitS: number
+  runs: number
 }
 
 /**
  * What the scheduler counted for each process's main thread (the event loop of a Node process, the command
- * loop of Redis), summed: /proc/<pid>/schedstat, its first two fields (ns run, ns waited on a run queue).
+ * loop of Redis), summed: /proc/<pid>/schedstat (ns run, ns waited on a run queue, times run).
  */
 export function scheduledOf(pids: readonly number[]): Scheduled {
-  const sum: Scheduled = { runS: 0, waitS: 0 }
+  const sum: Scheduled = { runS: 0, waitS: 0, runs: 0 }
   for (const pid of pids) {
-    const [run, wait] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ').map(Number)
+    const [run, wait, runs] = readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ').map(Number)
     sum.runS += (run ?? 0) / 1e9
     sum.waitS += (wait ?? 0) / 1e9
+    sum.runs += runs ?? 0
   }
   return sum
 }

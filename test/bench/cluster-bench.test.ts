@@ -24,7 +24,7 @@ function scenario(over: Partial<Scenario>): Scenario {
     idle: { replicaCpuPerS: 0, redisCpuPerS: 0, redisCommandsPerS: 0 },
     memKiBPerWatchedSession: 20,
     benchCpuS: 1,
-    runQueueWait: { replicas: 0.5, redis: 0.25, bench: 1.5 },
+    runQueueWait: { replicas: 120.4, redis: 60, bench: 250.6 },
     phase: { from: 1_000_000, to: 1_030_000 },
     loadBefore: 0.5,
     loadAfter: 1,
@@ -139,7 +139,7 @@ test('cluster bench verdicts: ratios to the smallest run, each target at its bou
   // Each replica's leases and its viewers' p99, in start order, end the scenario's row.
   assert.match(md, /\| per replica: leases held, p99 ms of its viewers \|\n/)
   assert.match(md, /^\| 50 \| 3 \|.* \| 50, 11\.00; 0, 9\.00 \|$/m)
-  // The main threads' run-queue wait per second run, replicas, Redis, bench: contention on the shared cores.
-  assert.match(md, /\| run-queue wait per CPU second: replicas, Redis, bench \|/)
-  assert.match(md, /^\| 50 \| 3 \|.* \| 0\.50, 0\.25, 1\.50 \| 0\.50 \/ 1\.00 \|/m)
+  // The main threads' mean wait for a CPU per wake-up, replicas, Redis, bench: contention on the shared cores.
+  assert.match(md, /\| µs waited for a CPU per wake-up: replicas, Redis, bench \|/)
+  assert.match(md, /^\| 50 \| 3 \|.* \| 120, 60, 251 \| 0\.50 \/ 1\.00 \|/m)
 })
