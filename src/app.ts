@@ -11,12 +11,12 @@ import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
 import { clientErrorAnswer, RouteNotFound, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
+import { drainConnectionsPlugin } from './http/drain-connections.ts'
 import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
 import { parseTrustProxy, REQUEST_ID_HEADER, requestIdGenerator } from './http/request-id.ts'
 import { DebugRequestLog } from './http/request-log.ts'
 import { lazyChildLogger } from './http/request-logger.ts'
-import { silentConnectionsPlugin } from './http/silent-connections.ts'
 import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
@@ -113,7 +113,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(metricsPlugin)
   await app.register(loadSheddingPlugin)
   await app.register(lingeringClosePlugin)
-  await app.register(silentConnectionsPlugin)
+  await app.register(drainConnectionsPlugin)
   await app.register(clusterPlugin)
   // The one place that decides memory or Redis for every store; every feature after it takes its stores here.
   await app.register(storesPlugin)

@@ -20,7 +20,7 @@ const RESPONSE_FINISH = 'http.server.response.finish'
  *   keep-alive, and an idle connection is closed only at the moment `server.close()` is called: left alone,
  *   it held the drain for the keep-alive timeout. The channel costs nothing until the shutdown subscribes.
  */
-export const silentConnectionsPlugin = fp(
+export const drainConnectionsPlugin = fp(
   async (app) => {
     /** Connections accepted that have not delivered a request yet. */
     const silent = new Set<Socket>()
@@ -52,5 +52,5 @@ export const silentConnectionsPlugin = fp(
       done()
     })
   },
-  { name: 'silent-connections' },
+  { name: 'drain-connections' },
 )
