@@ -35,7 +35,15 @@ export const drainConnectionsPlugin = fp(
       const { server, socket } = message as { server: unknown; socket: Socket }
       if (server === app.server) socket.end()
     }
+    // 'close' comes once every connection is gone, possibly before a sweep's next look: then nothing is left
+    // to drain, and a subscription made after it would never be ended.
+    let closed = false
+    app.server.once('close', () => {
+      closed = true
+      diagnostics.unsubscribe(RESPONSE_FINISH, endAfterResponse)
+    })
     const sweep = (): void => {
+      if (closed) return
       // Fastify calls `server.close()` right after the last preClose hook: until then a connection may still
       // arrive, and this hook need not be the last one.
       if (app.server.listening) {
@@ -45,7 +53,6 @@ export const drainConnectionsPlugin = fp(
       for (const socket of silent) socket.destroy()
       silent.clear()
       diagnostics.subscribe(RESPONSE_FINISH, endAfterResponse)
-      app.server.once('close', () => diagnostics.unsubscribe(RESPONSE_FINISH, endAfterResponse))
     }
     app.addHook('preClose', (done) => {
       sweep()

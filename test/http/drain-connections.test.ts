@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict'
+import diagnostics from 'node:diagnostics_channel'
 import { once } from 'node:events'
 import net from 'node:net'
 import { test } from 'node:test'
+import { buildApp } from '../../src/app.ts'
+import { loadConfig } from '../../src/config.ts'
+import { startGateway } from '../helpers/gateway.ts'
+import { testEnv } from '../helpers/jwt.ts'
 import { startProxy, waitFor } from '../upstream/support.ts'
 
 /** A raw connection to the gateway; `closed` is true once the gateway closed it. */
@@ -66,4 +71,17 @@ test('shutdown closes connections that never sent a whole request, and lets a re
   assert.match(busy.data(), /^HTTP\/1\.1 200 /)
   assert.ok(busy.data().endsWith('the whole file\r\n0\r\n\r\n'), 'the whole answer came before the close')
   await closing
+})
+
+test('the shutdown’s subscription to node:http’s response channel ends with the server, listened on or not', async () => {
+  const finish = diagnostics.channel('http.server.response.finish')
+  const listening = await startGateway()
+  await listening.close()
+  assert.equal(finish.hasSubscribers, false, 'a closed gateway leaves no subscriber behind')
+  // An app only ever injected into (tests, tools) never listened: its close still releases the channel.
+  const injected = await buildApp(loadConfig(testEnv()))
+  await injected.ready()
+  assert.equal((await injected.inject('/healthz')).statusCode, 200)
+  await injected.close()
+  assert.equal(finish.hasSubscribers, false)
 })
