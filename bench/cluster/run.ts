@@ -233,7 +233,11 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     const benchPids = [...runtimes.pids, viewers.pid]
     const benchCpu0 = cpuOf(benchPids)
     const redisCpu0 = cpuOf(store.pids())
-    const scheduled0 = [scheduledOf(pids), scheduledOf(store.pids()), scheduledOf(benchPids)]
+    const scheduled0 = {
+      replicas: scheduledOf(pids),
+      redis: scheduledOf(store.pids()),
+      bench: scheduledOf(benchPids),
+    }
     const phaseFrom = Date.now()
     const cmds0 = await store.commands()
     const frames0 = (await overviews()).reduce((n, o) => n + o.frames, 0)
@@ -265,11 +269,11 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
     const replicaCpuS = cpuOf(pids) - cpu0
     const phaseS = (performance.now() - phaseAt) / 1000
     const phaseTo = Date.now()
-    const [replicasWait, redisWait, benchWait] = [
-      scheduledOf(pids),
-      scheduledOf(store.pids()),
-      scheduledOf(benchPids),
-    ].map((now, i) => waitPerRun(scheduled0[i] as Scheduled, now))
+    const runQueueWait = {
+      replicas: waitPerRun(scheduled0.replicas, scheduledOf(pids)),
+      redis: waitPerRun(scheduled0.redis, scheduledOf(store.pids())),
+      bench: waitPerRun(scheduled0.bench, scheduledOf(benchPids)),
+    }
     const benchCpuS = cpuOf(benchPids) - benchCpu0
     const redisCpuS = cpuOf(store.pids()) - redisCpu0
     const cmds1 = await store.commands()
@@ -294,11 +298,7 @@ async function scenario(opts: ClusterBenchOptions, sessions: number, store: Benc
       idle,
       memKiBPerWatchedSession,
       benchCpuS,
-      runQueueWait: {
-        replicas: replicasWait ?? Number.NaN,
-        redis: redisWait ?? Number.NaN,
-        bench: benchWait ?? Number.NaN,
-      },
+      runQueueWait,
       phase: { from: phaseFrom, to: phaseTo },
       loadBefore,
       loadAfter: loadavg()[0] ?? 0,
