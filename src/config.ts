@@ -7,20 +7,27 @@ import { parseAllowList } from './upstream/url-policy.ts'
 /**
  * Every environment variable the gateway reads, in one schema, parsed once at boot.
  *
- * The README's configuration table, the Helm chart's values and `test/deploy` are checked against
- * {@link configVariables}; add a variable here and the chart test tells you where else it belongs.
+ * docs/configuration.md is generated from this schema and the descriptions of `src/config-docs.ts`
+ * (`npm run docs:config`); the Helm chart's values and `test/deploy` are checked against {@link configVariables}.
+ * Add a variable here, describe it there, and the tests tell you where else it belongs.
+ *
+ * The `.describe()` of the shared shapes below (`bool`, `list`, ...) is the type the generated page shows.
  */
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no', ''])
   .transform((v) => v === 'true' || v === '1' || v === 'yes')
+  .describe('boolean')
 
-const list = z.string().transform((v) =>
-  v
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0),
-)
+const list = z
+  .string()
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+  )
+  .describe('comma list')
 
 /** OTLP over HTTP in either encoding; gRPC would need a gRPC stack the gateway does not ship. */
 const otlpProtocol = z.enum(['http/protobuf', 'http/json'], {
@@ -29,14 +36,17 @@ const otlpProtocol = z.enum(['http/protobuf', 'http/json'], {
 
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.coerce.number().int().min(min).max(max)
 
-const groupMap = z.string().transform((v, ctx): GroupMap => {
-  try {
-    return parseGroupMap(v)
-  } catch (err) {
-    ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message })
-    return z.NEVER
-  }
-})
+const groupMap = z
+  .string()
+  .transform((v, ctx): GroupMap => {
+    try {
+      return parseGroupMap(v)
+    } catch (err) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: (err as Error).message })
+      return z.NEVER
+    }
+  })
+  .describe('group map')
 
 /** One entry of GATEWAY_TRUST_PROXY as Fastify's proxy-addr takes it: an address, a CIDR or a named range. */
 function isProxyAddress(entry: string): boolean {
@@ -54,6 +64,7 @@ const origin = z
   .string()
   .url()
   .transform((v) => new URL(v).origin)
+  .describe('origin')
 
 /** `host:port`, or `[v6]:port` for IPv6. */
 const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/
@@ -69,7 +80,8 @@ const hostPort = (example: string) =>
     })
     .refine((v) => v.port >= 1 && v.port <= 65535, 'port must be 1-65535')
 
-const hostPorts = (example: string) => list.pipe(z.array(hostPort(example)))
+const hostPorts = (example: string) =>
+  list.pipe(z.array(hostPort(example))).describe('comma list of host:port')
 
 /**
  * GATEWAY_REDIS_CLUSTER_NAT_MAP: JSON `{"<announced host:port>": {"host": ..., "port": ...}}`, ioredis's `natMap`,
@@ -95,8 +107,10 @@ const natMap = z
       z.object({ host: z.string().min(1), port: z.number().int().min(1).max(65535) }).strict(),
     ),
   )
+  .describe('JSON')
 
-const envSchema = z.object({
+/** The schema of every variable (docs/configuration.md is generated from it by `npm run docs:config`). */
+export const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: int(0, 65535).default(8080),
   HOST: z.string().min(1).default('0.0.0.0'),
