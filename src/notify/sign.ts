@@ -9,7 +9,7 @@ export function timestamp(nowMs = Date.now()): string {
 /**
  * The `X-Krg-Signature` value of one attempt: `v1=` and the hex HMAC-SHA256 of `<timestamp>.<body>` (the
  * attempt's `X-Krg-Timestamp`, a dot, the raw body bytes), as Slack and Stripe sign theirs. Signing the time
- * lets a receiver refuse a captured request replayed later (README, attention routing: the check a
+ * lets a receiver refuse a captured request replayed later (docs/notifications.md: the check a
  * receiver makes).
  */
 export function signature(secret: Secret, timestamp: string, body: string): string {

@@ -20,7 +20,7 @@ async function pictures(): Promise<Map<string, string>> {
   return out
 }
 
-test('npm run screenshots writes where it is told, and the README’s pictures change only with --update-docs', async (t) => {
+test('npm run screenshots writes where it is told, and the docs’ pictures change only with --update-docs', async (t) => {
   const out = await mkdtemp(join(tmpdir(), 'krg-shots-'))
   t.after(() => rm(out, { recursive: true, force: true }))
   const before = await pictures()

@@ -6,7 +6,7 @@
  * changing the page, then look at every picture.
  *
  *   npm run screenshots                         writes to $TMPDIR/krg-console-screenshots (or --out <dir>)
- *   npm run screenshots -- --update-docs        also replaces the README's pictures in docs/
+ *   npm run screenshots -- --update-docs        also replaces the pictures in docs/ (README, console.md)
  *   npm run screenshots -- --widths phone --schemes dark     a part of them
  */
 import { copyFile, mkdir } from 'node:fs/promises'
@@ -284,7 +284,7 @@ try {
   for (const fn of cleanups.reverse()) await fn()
   await Promise.all(runtimes.map((r) => r.close()))
 }
-// The README's pictures: the light ones, changed only when asked.
+// The docs' pictures (README, docs/console.md): the light ones, changed only when asked.
 if (args['update-docs']) {
   for (const [from, to] of [
     ['overview-desktop-light', 'console-overview'],
@@ -295,5 +295,5 @@ if (args['update-docs']) {
     await copyFile(join(out, `${from}.png`), join(docs, `${to}.png`))
 }
 process.stdout.write(
-  `${written.length} screenshots in ${out}${args['update-docs'] ? `; the README's four in ${docs}` : ''}\n`,
+  `${written.length} screenshots in ${out}${args['update-docs'] ? `; the docs' four in ${docs}` : ''}\n`,
 )

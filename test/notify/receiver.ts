@@ -2,11 +2,11 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 
-/** How far a signed timestamp may be from the receiver's clock (the README's check). */
+/** How far a signed timestamp may be from the receiver's clock (docs/notifications.md's check). */
 export const TOLERANCE_S = 5 * 60
 
 /**
- * What the README tells a receiver to check, in that order: the signature over `<timestamp>.<raw body>` (in
+ * What docs/notifications.md tells a receiver to check, in that order: the signature over `<timestamp>.<raw body>` (in
  * constant time), the timestamp within {@link TOLERANCE_S} of its clock, then the delivery id not seen before.
  */
 export type Verdict = 'ok' | 'unsigned' | 'bad_signature' | 'stale' | 'duplicate'
@@ -44,7 +44,7 @@ export interface Received {
   readonly answered: number
 }
 
-/** A real webhook receiver on 127.0.0.1 port 0 making the check the README describes. */
+/** A real webhook receiver on 127.0.0.1 port 0 making the check docs/notifications.md describes. */
 export interface Receiver {
   readonly url: string
   readonly received: Received[]

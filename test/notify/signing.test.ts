@@ -5,7 +5,7 @@ import { startStack, until } from '../events/helpers.ts'
 import { type Received, type Receiver, startReceiver, TOLERANCE_S, verify } from './receiver.ts'
 
 /**
- * What a receiver can check (README, attention routing): the signature covers the attempt's timestamp and the
+ * What a receiver can check (docs/notifications.md): the signature covers the attempt's timestamp and the
  * raw body, so a request captured on the way cannot be replayed once its timestamp is stale, and inside the
  * tolerance its delivery id gives it away.
  */
