@@ -69,7 +69,7 @@ test('a session that waits for an answer opens on its soonest question, its firs
     assert.equal(await row.locator('time').count(), 1, 'one countdown per row')
 
     await row.click()
-    await page.waitForURL(`${gw.url}/sessions/k1?request=${soonest.request_id}`)
+    await page.waitForURL(`${gw.url}/sessions/k1?run=${rt.run}&request=${soonest.request_id}`)
     await until(
       page,
       `document.activeElement?.closest('[data-request]')?.dataset.request === '${soonest.request_id}'`,
