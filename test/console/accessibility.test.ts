@@ -88,7 +88,7 @@ async function checkEverything(page: Page, label: string): Promise<void> {
   await page.getByRole('button', { name: 'Keep it running' }).click()
   // The timeline read back, "Jump to latest" offered.
   await page.click('#tab-timeline')
-  await page.evaluate('window.scrollTo(0, 0)')
+  await page.evaluate("document.querySelector('ol.timeline').scrollTo(0, 0)")
   await page.getByRole('button', { name: 'Jump to latest' }).waitFor()
   await assertAccessible(page, `the timeline read back (${label})`)
   // A handoff, with the Kasm viewer's link.
