@@ -3,25 +3,35 @@
  * the gateway (attention routing's webhooks), so every way in lands the person on the same place.
  *
  * `<base>sessions/<kasm_id>` opens the session where a person acts: its soonest open question, else its
- * handoff pause. `?request=<id>` names the question to put in view (a notification's), `?handoff` the pause.
- * A query, not a fragment: it survives the identity provider's forms when the person signs in first.
+ * handoff pause. `?run=<run>&request=<id>` names the question to put in view (a notification's), `?handoff`
+ * the pause. A request id is only unique within its run (every run counts from `q1` again), so the link
+ * carries the run: an old link is known for one when a later run has reused the id. A link without `run`
+ * (older ones) names the question of the run now. A query, not a fragment: it survives the identity
+ * provider's forms when the person signs in first.
  */
 
-/** What a link puts in view. */
-export type SessionFocus = { readonly request: string } | { readonly handoff: true }
+/** What a link puts in view: a question (of `run` when the link says), or the handoff pause. */
+export type SessionFocus = { readonly request: string; readonly run?: string } | { readonly handoff: true }
 
 /** The console's path of a session (`basePath` with its trailing `/`), with what to put in view. */
 export function sessionPath(basePath: string, kasmId: string, focus?: SessionFocus | null): string {
   const path = `${basePath}sessions/${encodeURIComponent(kasmId)}`
   if (focus === undefined || focus === null) return path
-  return 'request' in focus ? `${path}?request=${encodeURIComponent(focus.request)}` : `${path}?handoff`
+  if (!('request' in focus)) return `${path}?handoff`
+  const run = focus.run === undefined ? '' : `run=${encodeURIComponent(focus.run)}&`
+  return `${path}?${run}request=${encodeURIComponent(focus.request)}`
 }
+
+/** Longer than any id a runtime makes: a query past it is not a link of ours. */
+const ID_CHARS = 100
 
 /** What a link's query asks to put in view (see {@link sessionPath}); null when nothing. */
 export function focusOf(search: string): SessionFocus | null {
   const query = new URLSearchParams(search)
   const request = query.get('request')
-  if (request !== null && request !== '' && request.length <= 100) return { request }
+  const run = query.get('run')
+  if (request !== null && request !== '' && request.length <= ID_CHARS)
+    return run !== null && run !== '' && run.length <= ID_CHARS ? { request, run } : { request }
   return query.has('handoff') ? { handoff: true } : null
 }
 
@@ -31,9 +41,11 @@ export function focusOf(search: string): SessionFocus | null {
  */
 export function notificationFocus(n: {
   readonly type: string
+  readonly run: string
   readonly request?: { readonly request_id: string }
 }): SessionFocus | null {
-  if (n.type === 'request.opened' && n.request !== undefined) return { request: n.request.request_id }
+  if (n.type === 'request.opened' && n.request !== undefined)
+    return { request: n.request.request_id, run: n.run }
   if (n.type === 'escalation.started') return { handoff: true }
   return null
 }

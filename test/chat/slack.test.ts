@@ -80,7 +80,7 @@ test('a question opens: one message in the team’s channel with its title, fiel
     ['chrome', 'firefox', 'safari'],
   )
   // The console's deep link opens the session on this question.
-  assert.equal(b['krg:console']?.url, `${stack.base}sessions/k1?request=${q.request_id}`)
+  assert.equal(b['krg:console']?.url, `${stack.base}sessions/k1?run=${stack.rt.run}&request=${q.request_id}`)
   const text = textOf(message)
   const deadline = Date.parse(String((await runtimeRequest(stack, q.request_id)).deadline))
   assert.match(

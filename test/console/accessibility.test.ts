@@ -88,7 +88,7 @@ async function checkEverything(page: Page, label: string): Promise<void> {
   await page.getByRole('button', { name: 'Keep it running' }).click()
   // The timeline read back, "Jump to latest" offered.
   await page.click('#tab-timeline')
-  await page.evaluate('window.scrollTo(0, 0)')
+  await page.evaluate("document.querySelector('ol.timeline').scrollTo(0, 0)")
   await page.getByRole('button', { name: 'Jump to latest' }).waitFor()
   await assertAccessible(page, `the timeline read back (${label})`)
   // A handoff, with the Kasm viewer's link.
@@ -97,6 +97,10 @@ async function checkEverything(page: Page, label: string): Promise<void> {
   await page.waitForSelector('.viewer-link')
   await settled(page)
   await assertAccessible(page, `a handoff (${label})`)
+  // A link to a question that has closed says so.
+  await page.goto(page.url().replace(/\/sessions\/.*$/, '/sessions/k-blue?request=q999'))
+  await page.waitForSelector('.link-note:focus')
+  await assertAccessible(page, `a link to a closed question (${label})`)
 }
 
 test('zero axe-core violations at desktop and phone widths, in light and dark', async (t) => {

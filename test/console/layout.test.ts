@@ -101,7 +101,7 @@ test('the header is one line, filters keep their labels, rows line up, long free
   }
 })
 
-test('the timeline opens at the newest event, stays put while read back with "Jump to latest", and End reaches the newest', async (t) => {
+test('the timeline scrolls itself under the header and tabs, opens at the newest event, stays put while read back with "Jump to latest", and End reaches the newest', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
@@ -110,20 +110,50 @@ test('the timeline opens at the newest event, stays put while read back with "Ju
     rt.emit('step', { n: i, action: `click(${i})`, result: i % 3 === 0 ? long : 'ok', duration_ms: i })
     if (i % 5 === 0) rt.emit('screenshot', { file: `screenshots/${i}.png`, step: i, label: `after ${i}` })
   }
+  // A runtime's own instant in a result (UTC), among the items' times.
+  rt.emit('step', { n: 301, action: 'wait()', result: 'waiting until 2026-09-16T14:02:00Z' })
   const total = () => rt.emit('log', { level: 'info', msg: 'marker' }).seq
   const b = await chromiumFor(t)
   const lastVisible =
     "(() => { const r = document.querySelector('ol.timeline').lastElementChild.getBoundingClientRect(); return r.bottom <= innerHeight + 1 && r.bottom > 0 })()"
+  const listTop = "document.querySelector('ol.timeline').scrollTop"
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#timeline' })
+    // Somewhere whose clock is not UTC: the times are the person's own.
+    const context = await b.newContext({ viewport, timezoneId: 'Asia/Kolkata', locale: 'en-GB' })
+    const page = await signIn(t, b, gw, carol, { context, path: '/sessions/k1#home' })
     const count = total()
+    await page.waitForSelector('.can button')
+    await page.click('#tab-timeline')
     await until(page, `document.querySelectorAll('ol.timeline > li.item').length >= ${count}`)
-    // Opens at the newest event.
+    // Opens at the newest event, and the page stays where it was: the header and the tabs in view.
     await until(page, lastVisible)
+    await settled(page)
+    assert.equal(await page.evaluate('window.scrollY'), 0, 'the page did not move')
+    for (const selector of ['.bar', '#session-title', '#tab-home', '#tab-inbox'])
+      assert.ok((await box(page, selector)).top >= 0, `${selector} in view at ${viewport.width}px`)
     const jump = page.getByRole('button', { name: 'Jump to latest' })
     assert.equal(await jump.isVisible(), false)
 
+    // One way of writing a time throughout: the person's clock, the instant itself in <time datetime>.
+    const times = (await page.evaluate(`[...document.querySelectorAll('ol.timeline time')].map((e) =>
+      [e.getAttribute('datetime'), e.getAttribute('title'), e.textContent])`)) as [string, string, string][]
+    assert.ok(times.length > 300)
+    for (const [datetime, title, text] of times) {
+      assert.equal(title, datetime)
+      assert.match(text, /^\d\d:\d\d:\d\d$/, `${datetime} is written ${text}`)
+    }
+    assert.ok(
+      times.some(([datetime, , text]) => datetime === '2026-09-16T14:02:00Z' && text === '19:32:00'),
+      'the result’s UTC instant is written in the person’s time',
+    )
+    assert.doesNotMatch(
+      (await page.textContent('ol.timeline')) ?? '',
+      /\d{4}-\d\d-\d\dT\d\d:\d\d/,
+      'no ISO timestamp shown as such',
+    )
+
     // Read back: the row in view stays where it is while new events come, and the way back is offered.
+    await page.hover('ol.timeline')
     await page.mouse.wheel(0, -4000)
     await jump.waitFor()
     await settled(page)
@@ -140,19 +170,20 @@ test('the timeline opens at the newest event, stays put while read back with "Ju
     // Scrolling further back lays nothing out anew: the rows above keep their place under the reader.
     for (let step = 0; step < 5; step++) {
       const before = (await page.evaluate(
-        "[window.scrollY, document.querySelector('li[data-anchor]').getBoundingClientRect().top]",
+        `[${listTop}, document.querySelector('li[data-anchor]').getBoundingClientRect().top]`,
       )) as [number, number]
       await page.mouse.wheel(0, -300)
       await settled(page)
       const now = (await page.evaluate(
-        "[window.scrollY, document.querySelector('li[data-anchor]').getBoundingClientRect().top]",
+        `[${listTop}, document.querySelector('li[data-anchor]').getBoundingClientRect().top]`,
       )) as [number, number]
       const scrolled = before[0] - now[0]
       assert.ok(
         Math.abs(now[1] - before[1] - scrolled) < 1,
-        'the rows move exactly as far as the page scrolled',
+        'the rows move exactly as far as the list scrolled',
       )
     }
+    assert.equal(await page.evaluate('window.scrollY'), 0, 'reading back scrolls the list, not the page')
     await jump.click()
     await until(page, lastVisible)
     assert.equal(await jump.isVisible(), false)
@@ -162,11 +193,12 @@ test('the timeline opens at the newest event, stays put while read back with "Ju
     await until(page, lastVisible)
 
     // End from the top reaches the newest item, with every row laid out at its real size.
-    await page.evaluate('window.scrollTo(0, 0)')
-    await page.locator('h1').click()
+    await page.evaluate(`document.querySelector('ol.timeline').scrollTop = 0`)
+    await page.focus('ol.timeline')
     await page.keyboard.press('End')
     // The browser's keyboard scroll is animated: a loaded machine needs more than a frame or two for it.
     await until(page, lastVisible)
+    assert.ok((await box(page, '#tab-timeline')).top >= 0, 'the tabs still in view')
     await page.context().close()
   }
 })

@@ -69,7 +69,7 @@ test('a question opened and answered: one request.opened, one request.closed, si
     // The console's deep link puts what the notification is about in view (src/console/links.ts).
     const focus =
       r.body.type === 'request.opened'
-        ? `?request=${q.request_id}`
+        ? `?run=${rt.run}&request=${q.request_id}`
         : r.body.type === 'escalation.started'
           ? '?handoff'
           : ''
@@ -203,7 +203,11 @@ test("a team's route in the notify file wins over the global URL; slack bodies h
   assert.deepEqual(Object.keys(body).sort(), ['blocks', 'text'])
   assert.match(body.text, /A question is waiting.*session s1 \(team blue\)/)
   assert.match(body.text, /Export &lt;all&gt; &amp; more\?/, 'mrkdwn control characters escaped')
-  assert.match(body.text, /<http:\/\/gateway\.test\/sessions\/s1\?request=q\d+\|/, 'a link to the question')
+  assert.match(
+    body.text,
+    /<http:\/\/gateway\.test\/sessions\/s1\?run=[^&|]+&request=q\d+\|/,
+    'a link to the question of its run',
+  )
   assert.equal(body.blocks[0]?.type, 'section')
   assert.equal(body.blocks[0]?.text?.type, 'mrkdwn')
   assert.equal(body.blocks[1]?.type, 'actions')

@@ -72,3 +72,17 @@ export function upload<T>(sessionPath: string, file: File): Promise<T> {
   form.append('file', file, file.name)
   return api<T>(`${sessionPath}attachments`, { method: 'POST', body: form })
 }
+
+/**
+ * Who answered a question of `run` through the gateway, and when (its audit log, which keeps earlier runs
+ * too); null when it has no record of an answer or cannot say.
+ */
+export function whoAnswered(
+  kasmId: string,
+  run: string,
+  requestId: string,
+): Promise<{ name: string; at: string } | null> {
+  return api<{ name: string; at: string }>(
+    `${base}api/sessions/${encodeURIComponent(kasmId)}/requests/${encodeURIComponent(requestId)}/answer?run=${encodeURIComponent(run)}`,
+  ).catch(() => null)
+}

@@ -95,7 +95,7 @@ export class Attention {
             title: `Question in ${entry.kasmId}`,
             body: r.title,
             tag,
-            focus: { request: r.requestId },
+            focus: { request: r.requestId, run: s.run },
           })
       }
       if (s.escalation !== null) {

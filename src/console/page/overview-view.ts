@@ -179,11 +179,14 @@ function matches(entry: OverviewEntry, text: string): boolean {
   return hay.some((v) => typeof v === 'string' && v.toLowerCase().includes(text))
 }
 
-/** What a row's link puts in view: the soonest question, else the handoff pause (src/console/links.ts). */
+/**
+ * What a row's link puts in view: the soonest question (of its run), else the handoff pause
+ * (src/console/links.ts).
+ */
 export function focusFor(s: OverviewEntry['summary']): SessionFocus | null {
   const first = s?.openRequests[0]
-  if (first !== undefined) return { request: first.requestId }
-  return s?.escalation ? { handoff: true } : null
+  if (s === null || first === undefined) return s?.escalation ? { handoff: true } : null
+  return s.run === null ? { request: first.requestId } : { request: first.requestId, run: s.run }
 }
 
 function fillRow(li: HTMLLIElement, entry: OverviewEntry): void {

@@ -4,6 +4,7 @@ import type { SessionSummary } from '../../summary/types.ts'
 import { kasmViewerUrl, type SessionFocus } from '../links.ts'
 import { RunActivity } from './activity.ts'
 import { ApiError, api, base, sessionBase } from './api.ts'
+import { ClosedLinkNote } from './closed-link.ts'
 import { countdown } from './countdown.ts'
 import { h, perFrame, replace, setText } from './dom.ts'
 import { ago, clock } from './format.ts'
@@ -83,6 +84,7 @@ export class SessionView {
   readonly #inbox: InboxView
   readonly #home: HTMLElement
   readonly #banner: HTMLElement
+  readonly #linkNote: ClosedLinkNote
   readonly #headState: HTMLElement
   readonly #watchers: HTMLElement
   readonly #tabs = new Map<Tab, { tab: HTMLButtonElement; panel: HTMLElement }>()
@@ -133,6 +135,9 @@ export class SessionView {
     })
     this.#home = h('div', { class: 'home' }, h('p', { class: 'muted' }, 'Loading the session…'))
     this.#banner = h('div', { class: 'banner', role: 'status', hidden: true })
+    this.#linkNote = new ClosedLinkNote(kasmId, () =>
+      this.el.querySelector<HTMLElement>('[role="tab"][aria-selected="true"]')?.focus(),
+    )
     this.#headState = h('p', { class: 'session-state' })
     this.#watchers = h('p', { class: 'watchers' })
     this.#inboxCount = h('span', { class: 'count-badge', hidden: true })
@@ -174,6 +179,7 @@ export class SessionView {
       this.#headState,
       this.#watchers,
       this.#banner,
+      this.#linkNote.el,
       tablist,
       panels,
     )
@@ -463,20 +469,40 @@ export class SessionView {
     this.#renderHome(summary, entry, handedBackBy)
   }
 
-  /** Puts the person where they act, once: the question (or the pause) the session waits on. */
+  /**
+   * Puts the person where they act, once: the question a link names while it is open, else the question
+   * (or the pause) the session waits on. A link's question that is not open (closed, of another run, or no
+   * question at all) says so, and what became of it, rather than opening another in its place.
+   */
   #land(s: SessionSummary): void {
     const landing = this.#landing
     // Once every question of the run is in (the GET after the replay): the soonest is then the soonest, and
     // no card arriving later pushes the one in view away.
-    if (landing === null || landing.knownAt === null || this.#gone) return
-    const named = landing.focus !== null && 'request' in landing.focus ? landing.focus.request : null
-    const question = (named === null ? undefined : this.#inbox.question(named)) ?? this.#inbox.soonestOpen()
-    // The question a link names may be answered already: its card says so (and by whom).
-    if (question !== undefined && (question.request.state === 'open' || question.requestId === named)) {
+    if (landing === null || landing.knownAt === null || this.#gone || this.#run === null) return
+    if (landing.focus !== null && 'request' in landing.focus) {
+      const link = landing.focus
       this.#landing = null
       this.select('inbox', false)
-      if (question.request.state === 'open') question.focusFirst()
-      else question.focusResult()
+      // A link names its run: the same id in a later run is another question.
+      const question =
+        link.run === undefined || link.run === this.#run ? this.#inbox.question(link.request) : undefined
+      if (question?.request.state === 'open') {
+        question.focusFirst()
+        return
+      }
+      const open = s.openRequests.length
+      void this.#linkNote.show(link, this.#run, question?.request ?? null, {
+        closed: question === undefined ? null : () => question.focusResult(),
+        open: open === 0 ? null : () => this.#inbox.soonestOpen()?.focusFirst(),
+        openCount: open,
+      })
+      return
+    }
+    const question = this.#inbox.soonestOpen()
+    if (question !== undefined) {
+      this.#landing = null
+      this.select('inbox', false)
+      question.focusFirst()
       return
     }
     if (s.escalation !== null) {

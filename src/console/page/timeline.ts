@@ -1,6 +1,6 @@
 import type { RunActivity } from './activity.ts'
 import { h, perFrame, setText } from './dom.ts'
-import { clock } from './format.ts'
+import { timeOf, withTimes } from './format.ts'
 import { closedByText, verdictTone } from './labels.ts'
 import { artifactUrl } from './overview-view.ts'
 import { isObject } from './records.ts'
@@ -13,7 +13,10 @@ const clip = (value: unknown, max = 240): string => {
   return s.length > max ? `${s.slice(0, max - 1)}…` : s
 }
 
-/** How close to the end of the page counts as reading the newest events (they are followed as they come). */
+/** What a runtime wrote, clipped, with the instants in it in the person's own time (see withTimes). */
+const said = (value: unknown, max?: number): (Node | string)[] => withTimes(clip(value, max))
+
+/** How close to the end of the list counts as reading the newest events (they are followed as they come). */
 const FOLLOW_PX = 80
 
 /**
@@ -22,9 +25,11 @@ const FOLLOW_PX = 80
  * their verdicts (a run's verdict stays in its separator after the next run starts). Items are appended in
  * one batch per animation frame: a replay of thousands of events costs a few appends, never a re-render.
  *
- * It opens at the newest event and follows new ones while the person is there; scrolled back, it stays
- * where they read (items are laid out as they come, at their real size, so nothing above moves) and offers
- * "Jump to latest". End reaches the newest item.
+ * The list scrolls itself, under the session's header and tabs, which stay where they are: opening a run of
+ * thousands of events never carries the page away from them. It opens at the newest event and follows new
+ * ones while the person is there; scrolled back, it stays where they read (items are laid out as they come,
+ * at their real size, so nothing above moves) and offers "Jump to latest". End (in the list) reaches the
+ * newest item.
  */
 export class Timeline {
   readonly el: HTMLElement
@@ -48,7 +53,8 @@ export class Timeline {
   constructor(kasmId: string, people: Pick<RunActivity, 'sender'>) {
     this.#kasmId = kasmId
     this.#people = people
-    this.#list = h('ol', { class: 'timeline', 'aria-label': 'Timeline' })
+    // In the Tab order: the keyboard scrolls it (arrows, Page Down, End).
+    this.#list = h('ol', { class: 'timeline', 'aria-label': 'Timeline', tabindex: '0' })
     this.#count = h('p', { class: 'muted timeline-count' }, 'Nothing has happened yet.')
     this.#jump = h(
       'button',
@@ -65,7 +71,7 @@ export class Timeline {
       this.#dialogImg,
     )
     this.el = h('div', { class: 'timeline-wrap' }, this.#count, this.#list, this.#jump, this.#dialog)
-    window.addEventListener('scroll', this.#onScroll, { passive: true })
+    this.#list.addEventListener('scroll', this.#onScroll, { passive: true })
   }
 
   /** Who sent each message is known now (the audit log answered): the message rows say it. */
@@ -96,7 +102,7 @@ export class Timeline {
 
   /** The view left the page. */
   destroy(): void {
-    window.removeEventListener('scroll', this.#onScroll)
+    this.#list.removeEventListener('scroll', this.#onScroll)
   }
 
   /** The Timeline tab was shown (or hidden): it opens at the newest event. */
@@ -113,7 +119,7 @@ export class Timeline {
     this.#flushNow()
     const last = this.#list.lastElementChild as HTMLElement | null
     if (last === null || !this.#list.isConnected) return
-    window.scrollTo({ top: document.documentElement.scrollHeight })
+    this.#toEnd()
     if (focus) {
       last.tabIndex = -1
       last.focus({ preventScroll: true })
@@ -121,9 +127,14 @@ export class Timeline {
     this.#jump.hidden = true
   }
 
-  /** How far the end of the page is below the viewport. */
+  /** Scrolls the list (never the page) to its newest item. */
+  #toEnd(): void {
+    this.#list.scrollTop = this.#list.scrollHeight
+  }
+
+  /** How far the end of the list is below what it shows. */
   #distance(): number {
-    return document.documentElement.scrollHeight - (window.innerHeight + window.scrollY)
+    return this.#list.scrollHeight - (this.#list.clientHeight + this.#list.scrollTop)
   }
 
   #scrolled(): void {
@@ -169,8 +180,7 @@ export class Timeline {
 
   #item(type: string, data: Json | null): HTMLLIElement | null {
     const p = data === null ? null : (data[type === 'delivery' ? 'message' : type] as unknown)
-    const at =
-      typeof data?.ts === 'string' ? h('time', { datetime: data.ts, class: 'at' }, clock(data.ts)) : null
+    const at = typeof data?.ts === 'string' ? timeOf(data.ts, 'at') : null
     const li = (cls: string, ...children: (Node | string | null)[]) =>
       h('li', { class: `item ${cls}` }, at, ...children)
     const o: Json = isObject(p) ? p : {}
@@ -180,7 +190,7 @@ export class Timeline {
           'info',
           h('span', { class: 'kind' }, 'Run'),
           [o.app, o.version].filter(Boolean).join(' '),
-          o.goal ? ` · goal: ${clip(o.goal)}` : '',
+          ...(o.goal ? [' · goal: ', ...said(o.goal)] : []),
         )
       case 'status': {
         if (o.phase === 'done') {
@@ -195,14 +205,14 @@ export class Timeline {
             'status done',
             h('span', { class: 'kind' }, 'Verdict'),
             verdict || 'done',
-            o.summary ? ` · ${clip(o.summary, 400)}` : '',
+            ...(o.summary ? [' · ', ...said(o.summary, 400)] : []),
           )
         }
         return li(
           'status',
           h('span', { class: 'kind' }, 'Phase'),
           clip(o.phase, 40),
-          o.detail ? ` · ${clip(o.detail)}` : '',
+          ...(o.detail ? [' · ', ...said(o.detail)] : []),
         )
       }
       case 'iteration': {
@@ -213,7 +223,7 @@ export class Timeline {
           'iteration',
           h('span', { class: 'kind' }, `Model call ${clip(o.n, 10)}`),
           tools ? `→ ${tools}` : '',
-          o.content ? h('p', { class: 'detail' }, clip(o.content, 300)) : null,
+          o.content ? h('p', { class: 'detail' }, ...said(o.content, 300)) : null,
         )
       }
       case 'step':
@@ -221,7 +231,7 @@ export class Timeline {
           'step',
           h('span', { class: 'kind' }, `Step ${clip(o.n, 10)}`),
           h('code', {}, clip(o.action, 160)),
-          o.result !== undefined ? h('span', { class: 'result' }, ` → ${clip(o.result, 300)}`) : null,
+          o.result !== undefined ? h('span', { class: 'result' }, ' → ', ...said(o.result, 300)) : null,
           typeof o.duration_ms === 'number' ? h('span', { class: 'muted' }, ` · ${o.duration_ms} ms`) : null,
         )
       case 'screenshot':
@@ -230,7 +240,7 @@ export class Timeline {
         return li(
           `log log-${['info', 'warn', 'error'].includes(String(o.level)) ? String(o.level) : 'other'}`,
           h('span', { class: 'kind' }, clip(o.level, 10) || 'log'),
-          clip(o.msg, 500),
+          ...said(o.msg, 500),
         )
       case 'escalation': {
         const after = typeof o.paused_s === 'number' ? ` after ${Math.round(o.paused_s)} s` : ''
@@ -243,16 +253,17 @@ export class Timeline {
         return li(
           'escalation',
           h('span', { class: 'kind' }, 'Handoff'),
-          `${how}${after}${o.reason ? `: ${clip(o.reason)}` : ''}`,
+          `${how}${after}`,
+          ...(o.reason ? [': ', ...said(o.reason)] : []),
         )
       }
       case 'request':
         return li(
           'request',
           h('span', { class: 'kind' }, `Question ${clip(o.request_id, 40)}`),
-          o.state === 'open'
-            ? `asked: ${clip(o.title)}`
-            : closedByText(typeof o.closed_by === 'string' ? o.closed_by : undefined),
+          ...(o.state === 'open'
+            ? ['asked: ', ...said(o.title)]
+            : [closedByText(typeof o.closed_by === 'string' ? o.closed_by : undefined)]),
         )
       case 'message': {
         const sender = h('span', { class: 'sender' })
@@ -334,7 +345,7 @@ export class Timeline {
     this.#flushNow()
     if (!this.#shown || !this.#list.isConnected) return
     // Following the newest: stay at the end. Reading back: nothing moves (items only ever go below).
-    if (this.#following) window.scrollTo({ top: document.documentElement.scrollHeight })
+    if (this.#following) this.#toEnd()
     else this.#jump.hidden = false
   }
 }
