@@ -582,7 +582,7 @@ export class QuestionView {
     const empty = new Confirm({
       question: 'Send an empty answer?',
       detail:
-        'You filled in no field: the run gets an answer without any value, and the question closes for everyone.',
+        'Every field is left empty: the run gets an answer without any value, and the question closes for everyone.',
       keep: 'Go back',
       go: 'Yes, send it empty',
       onGo: () => {
