@@ -78,7 +78,19 @@ export const LogoutTokenInvalid = gatewayError('logout_token_invalid', 'logout t
 export const BadRequest = gatewayError('bad_request', '%s', 400)
 export const SessionNotFound = gatewayError('session_not_found', 'no such session', 404)
 export const RouteNotFound = gatewayError('route_not_found', 'no such route', 404)
-export const PayloadTooLarge = gatewayError('payload_too_large', 'body over the limit of %s bytes', 413)
+const PayloadTooLargeError = gatewayError('payload_too_large', 'body over the limit of %s bytes', 413)
+/**
+ * A request body over a byte limit. Its answer carries the limit as a number (`limit`, bytes) besides the
+ * message, so a client can say how far over it was (the console: "the message is 70 KB, over the 64 KB limit").
+ */
+export class PayloadTooLarge extends PayloadTooLargeError {
+  readonly limit: number
+
+  constructor(limit: number, options?: { cause: unknown }) {
+    super(String(limit), ...(options === undefined ? [] : [options]))
+    this.limit = limit
+  }
+}
 export const UnsupportedMediaType = gatewayError(
   'unsupported_media_type',
   'content type %s is not accepted here',
@@ -203,6 +215,8 @@ export const Overloaded = gatewayError('overloaded', 'this replica is overloaded
 export interface ErrorBody {
   error: string
   message: string
+  /** The byte limit a body went over (payload_too_large from {@link PayloadTooLarge}). */
+  limit?: number
 }
 
 /**
@@ -263,7 +277,9 @@ export function toErrorBody(err: FastifyError | Error): { status: number; body: 
     return { status: known.status, body: { error: known.code, message: known.message ?? e.message } }
   }
   if (err instanceof GatewayError) {
-    return { status: e.statusCode ?? 500, body: { error: e.code.toLowerCase(), message: e.message } }
+    const body: ErrorBody = { error: e.code.toLowerCase(), message: e.message }
+    if (err instanceof PayloadTooLarge) body.limit = err.limit
+    return { status: e.statusCode ?? 500, body }
   }
   if (e.statusCode === 429)
     return { status: 429, body: { error: 'rate_limited', message: 'too many requests' } }

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { finished, Transform, type TransformCallback } from 'node:stream'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance } from 'fastify'
 import { PayloadTooLarge } from '../errors.ts'
 
 /**
@@ -50,7 +50,7 @@ export class ByteLimit extends Transform {
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     this.#seen += chunk.length
     if (this.#seen > this.limit) {
-      callback(new PayloadTooLarge(String(this.limit)))
+      callback(new PayloadTooLarge(this.limit))
       return
     }
     callback(null, chunk)
@@ -73,13 +73,21 @@ export function isJsonBody(body: unknown): body is JsonBody {
  * Replaces every content-type parser of `app` (an encapsulated route plugin) with two: JSON kept raw and
  * parsed (up to `maxJsonBytes`, else 413; not a JSON object: marked invalid), and multipart/form-data returned as the
  * request stream through a {@link ByteLimit} (a Content-Length over the limit: 413 before anything is read).
- * Every other content type gets 415 from Fastify.
+ * Every other content type gets 415 from Fastify. Either 413 is a {@link PayloadTooLarge}, whose answer says
+ * the limit.
  */
 export function registerBodyParsers(
   app: FastifyInstance,
   limits: { maxJsonBytes: number; maxAttachmentBytes: number },
 ): void {
   app.removeAllContentTypeParsers()
+  // Fastify reads the JSON body and refuses it over the limit without saying the limit: the answer must,
+  // so a person learns how far over it their message is. Everything else goes to the app's handler as is.
+  app.setErrorHandler((err) => {
+    if ((err as FastifyError).code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      throw new PayloadTooLarge(limits.maxJsonBytes, { cause: err })
+    throw err
+  })
 
   app.addContentTypeParser(
     'application/json',
@@ -106,7 +114,7 @@ export function registerBodyParsers(
   app.addContentTypeParser('multipart/form-data', (request, payload: IncomingMessage, done) => {
     const declared = request.headers['content-length']
     if (declared !== undefined && Number(declared) > limit) {
-      done(new PayloadTooLarge(String(limit)), undefined)
+      done(new PayloadTooLarge(limit), undefined)
       return
     }
     // Always a counter in between, also under a Content-Length that already bounds the body: undici destroys

@@ -101,6 +101,7 @@ test('a handoff pause: I’m done, finish with the reason and the time left, the
     'no Stop: the loop has exited',
   )
   await page.getByRole('button', { name: 'I’m done, finish' }).click()
+  await page.getByRole('button', { name: 'Yes, finish' }).click()
   await page.waitForSelector('button:has-text("I’m done, finish")', { state: 'hidden' })
   await page.waitForSelector('.timeline .escalation', { state: 'attached' })
   await page.click('#tab-home')

@@ -65,7 +65,7 @@ test('Stop asks first, says "Stopping…" until the loop has exited, then who st
     const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#inbox' })
     await page.getByRole('button', { name: 'Stop the agent' }).click()
     // One more click, saying what it does; nothing is sent yet, and the keyboard is on the safe answer.
-    const confirm = page.locator('.confirm')
+    const confirm = page.getByRole('group', { name: /^Stop the agent\?/ })
     await confirm.locator('text=This cannot be undone.').waitFor()
     assert.match((await confirm.textContent()) ?? '', /the tool call in flight finishes, then its loop exits/)
     assert.equal(await page.evaluate('document.activeElement?.textContent'), 'Keep it running')
@@ -122,6 +122,7 @@ test('a handoff a person finished reads “Handed back by Carol”, the verdict 
     rt.escalate('the approval needs a second factor')
     const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1?handoff' })
     await page.getByRole('button', { name: 'I’m done, finish' }).click()
+    await page.getByRole('button', { name: 'Yes, finish' }).click()
     await page.waitForSelector(
       '.controls .form-status >> text=/^Handed back by Carol after \\d+ s: the handoff is over/',
     )

@@ -41,7 +41,7 @@ test('transportFailure looks through wrappers and AggregateErrors', () => {
 })
 
 test('transportFailure: the upload limit is 413, a short body 400, the unknown is ours (500)', () => {
-  const limit = new PayloadTooLarge('10')
+  const limit = new PayloadTooLarge(10)
   assert.equal(transportFailure(Object.assign(new Error('x'), { cause: limit })).error, limit)
   assert.equal(transportFailure(limit).reason, undefined)
   assert.ok(transportFailure(coded('UND_ERR_REQ_CONTENT_LENGTH_MISMATCH')).error instanceof BadRequest)

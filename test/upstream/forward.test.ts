@@ -263,6 +263,8 @@ test('write bodies: 413 over the JSON limit, 400 for non-objects, 415 for other 
     const res = await post(path, type, body)
     assert.equal(res.status, status, `${path} ${type}`)
     assert.equal(JSON.parse(res.text).error, code, `${path} ${type}`)
+    // Over the limit, the answer says the limit (GATEWAY_MAX_JSON_BYTES), so a client can say by how much.
+    if (status === 413) assert.equal(JSON.parse(res.text).limit, 64 * 1024)
   }
   assert.equal(echo.received.length, 0)
 })

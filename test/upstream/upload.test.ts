@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { connect } from 'node:net'
 import { test } from 'node:test'
+import { uploadLimit } from '../../src/upstream/body.ts'
 import { type Echo, MESSAGING_TOKEN, send, startProxy, waitFor, write } from './support.ts'
 
 const MAX = 64 * 1024
@@ -102,6 +103,7 @@ test('a Content-Length over the limit is 413 before anything is sent upstream', 
   })
   assert.equal(res.status, 413)
   assert.equal(JSON.parse(res.text).error, 'payload_too_large')
+  assert.equal(JSON.parse(res.text).limit, uploadLimit(MAX))
   assert.equal(echo.received.length, 0)
 })
 

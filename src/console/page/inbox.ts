@@ -2,12 +2,14 @@ import type { SessionSummary } from '../../summary/types.ts'
 import type { RunActivity } from './activity.ts'
 import { ApiError, newKey, post, upload } from './api.ts'
 import { AttachmentNames } from './attachments.ts'
+import { Confirm } from './confirm.ts'
 import { countdown } from './countdown.ts'
 import { announce, h, replace, setText } from './dom.ts'
 import { bytes, clock } from './format.ts'
 import { deliveryText, runState } from './labels.ts'
-import { errorText, labelledValues, QuestionView } from './questions.ts'
+import { labelledValues, QuestionView } from './questions.ts'
 import type { ActionRecord, InboxState, MessageRecord, RequestRecord, UploadedAttachment } from './records.ts'
+import { errorText, notSentText } from './refusals.ts'
 
 /** A message shown in the inbox: the runtime's record, or one being sent (keyed by its idempotency key). */
 interface Shown {
@@ -34,7 +36,7 @@ export interface InboxOptions {
  * The inbox of the session on screen: every message with who sent it and its live delivery state, the
  * compose box (Attach, Ctrl/Cmd+Enter to send), Stop while the agent's loop runs (confirmed first, then
  * "Stopping…" until the loop has exited, then who stopped it), "I'm done, finish" during a handoff pause
- * with the Kasm viewer's link, and the run's questions. A viewer sees no write control at all. Messages,
+ * with the Kasm viewer's link (confirmed first too), and the run's questions. A viewer sees no write control at all. Messages,
  * questions and controls are keyed and updated in place (a refresh never adds a second copy); every status
  * comes from the run's events, so it is the same for everyone who watches.
  */
@@ -55,10 +57,12 @@ export class InboxView {
   readonly #controls: HTMLElement
   readonly #controlStatus: HTMLElement
   readonly #stop: HTMLButtonElement
-  readonly #confirm: HTMLElement
-  readonly #keepRunning: HTMLButtonElement
+  readonly #confirmStop: Confirm
   readonly #finish: HTMLButtonElement
+  readonly #confirmFinish: Confirm
   readonly #handoff: HTMLElement
+  /** What the previous run's controls said at its end (stopped, handed back), until the person dismisses it. */
+  readonly #previous: HTMLElement
   /** The pause the handoff note shows (reason and end), so a render that changes nothing leaves it be. */
   #handoffShown: string | null = null
   readonly #viewerLink: HTMLAnchorElement | null
@@ -93,42 +97,33 @@ export class InboxView {
     this.#controlStatus = h('p', { class: 'form-status', role: 'status', tabindex: '-1' })
     this.#stop = h(
       'button',
-      { type: 'button', class: 'danger', hidden: true, onclick: () => this.#askStop() },
+      { type: 'button', class: 'danger', hidden: true, onclick: () => this.#ask(this.#confirmStop) },
       'Stop the agent',
     )
-    this.#keepRunning = h(
-      'button',
-      { type: 'button', class: 'secondary', onclick: () => this.#cancelStop() },
-      'Keep it running',
-    )
-    this.#confirm = h(
-      'div',
-      { class: 'confirm', role: 'group', 'aria-labelledby': 'stop-confirm-text', hidden: true },
-      h(
-        'p',
-        { id: 'stop-confirm-text' },
-        h('strong', {}, 'Stop the agent? '),
+    this.#confirmStop = new Confirm({
+      question: 'Stop the agent?',
+      detail:
         'It makes no further model request: the tool call in flight finishes, then its loop exits and the run ends with its verdict. This cannot be undone.',
-      ),
-      h(
-        'div',
-        { class: 'actions' },
-        this.#keepRunning,
-        h(
-          'button',
-          { type: 'button', class: 'danger', onclick: () => void this.#action('stop') },
-          'Yes, stop the agent',
-        ),
-      ),
-    )
-    this.#confirm.addEventListener('keydown', (e) => {
-      if (e.key === 'Escape') this.#cancelStop()
+      keep: 'Keep it running',
+      go: 'Yes, stop the agent',
+      danger: true,
+      onGo: () => void this.#action('stop'),
+      onKeep: () => this.#keep(this.#confirmStop, this.#stop),
     })
     this.#finish = h(
       'button',
-      { type: 'button', hidden: true, onclick: () => void this.#action('finish_handoff') },
+      { type: 'button', hidden: true, onclick: () => this.#ask(this.#confirmFinish) },
       'I’m done, finish',
     )
+    this.#confirmFinish = new Confirm({
+      question: 'Finish the handoff?',
+      detail:
+        'The pause ends now and the run finishes with the verdict fixed at the handoff: the agent does not resume. Press it once you are done in the Kasm viewer. This cannot be undone.',
+      keep: 'Not yet',
+      go: 'Yes, finish',
+      onGo: () => void this.#action('finish_handoff'),
+      onKeep: () => this.#keep(this.#confirmFinish, this.#finish),
+    })
     this.#viewerLink =
       options.kasmViewer === null
         ? null
@@ -138,12 +133,15 @@ export class InboxView {
             'Open the session in the Kasm viewer',
           )
     this.#handoff = h('p', { class: 'handoff-note', hidden: true })
+    this.#previous = h('div', { class: 'previous-run', hidden: true })
     this.#controls = h(
       'div',
       { class: 'controls' },
+      this.#previous,
       this.#handoff,
       h('div', { class: 'actions' }, this.#stop, this.#finish),
-      this.#confirm,
+      this.#confirmStop.el,
+      this.#confirmFinish.el,
       this.#controlStatus,
     )
     const first: (HTMLElement | null)[] = [
@@ -180,7 +178,9 @@ export class InboxView {
         h(
           'p',
           { id: 'compose-hint', class: 'hint' },
-          'Ctrl+Enter (⌘+Enter on a Mac) sends. The agent reads it before its next model call.',
+          // Only where there is a keyboard to press it on (console.css hides it on a phone).
+          h('span', { class: 'keys-hint' }, 'Ctrl+Enter (⌘+Enter on a Mac) sends. '),
+          'The agent reads it before its next model call.',
         ),
         this.#chips,
         h(
@@ -199,18 +199,24 @@ export class InboxView {
       parts.push(compose)
     }
     parts.push(h('h2', {}, 'Messages'), this.#noMessage, this.#messageList)
-    first.push(this.#closedTitle, this.#closedList)
-    // Two columns on a wide screen: what waits for a person, and the conversation.
+    // Two columns on a wide screen: what waits for a person with the earlier questions under it, and the
+    // conversation. One column on a narrow one, in this order: the message box comes right after what waits
+    // (above every earlier question, which only grow), and the keyboard goes the same way.
     this.el = h(
       'div',
       { class: 'inbox' },
-      h('div', { class: 'inbox-col' }, ...first),
-      h('div', { class: 'inbox-col' }, ...parts),
+      h('div', { class: 'inbox-col inbox-now' }, ...first),
+      h('div', { class: 'inbox-col inbox-talk' }, ...parts),
+      h('div', { class: 'inbox-col inbox-earlier' }, this.#closedTitle, this.#closedList),
     )
   }
 
-  /** A new run: what the old one held is gone (its messages and questions stay in its own report). */
-  startRun(run: string): void {
+  /**
+   * A new run: what the old one held is gone (its messages and questions stay in its own report), except what
+   * its controls said at its end (`ended`: its last state), kept until the person dismisses it.
+   */
+  startRun(run: string, ended: SessionSummary | null): void {
+    this.#showPrevious(this.#run === null || ended === null ? null : this.#outcome(ended))
     this.#run = run
     this.#stopSent = false
     this.#finishing = false
@@ -218,7 +224,8 @@ export class InboxView {
     this.#finishAction = null
     this.#refusal = null
     this.#pendingKey = null
-    this.#confirm.hidden = true
+    this.#confirmStop.hide()
+    this.#confirmFinish.hide()
     for (const q of this.#questions.values()) q.el.remove()
     this.#questions.clear()
     this.#messages.clear()
@@ -415,19 +422,25 @@ export class InboxView {
       !stopped &&
       (this.#stopSent || loop === 'stopping' || inbox?.stopping === true || this.#stopAction !== null)
     const running = loop === 'running' && summary.ended === null && inbox?.closed !== true
-    const confirming = !this.#confirm.hidden
-    if (!running || stopping) this.#confirm.hidden = true
-    this.#stop.hidden = !(running || stopping) || (!this.#confirm.hidden && !stopping)
+    const confirming = this.#confirmStop.asking
+    if (!running || stopping) this.#confirmStop.hide()
+    this.#stop.hidden = !(running || stopping) || (this.#confirmStop.asking && !stopping)
     this.#stop.disabled = stopping
     setText(this.#stop, stopping ? 'Stopping…' : 'Stop the agent')
     if (stopping) this.#stop.setAttribute('aria-busy', 'true')
     else this.#stop.removeAttribute('aria-busy')
-    if (confirming && this.#confirm.hidden && document.activeElement === document.body) this.#stop.focus()
+    // A question that went away under the keyboard (the loop exited meanwhile) hands it back to its trigger.
+    if (confirming && !this.#confirmStop.asking && document.activeElement === document.body)
+      this.#stop.focus()
     const pause = summary.escalation
     if (pause === null) this.#finishing = false
-    this.#finish.hidden = pause === null
+    const confirmingFinish = this.#confirmFinish.asking
+    if (pause === null || this.#finishing) this.#confirmFinish.hide()
+    this.#finish.hidden = pause === null || this.#confirmFinish.asking
     this.#finish.disabled = this.#finishing
     setText(this.#finish, this.#finishing ? 'Finishing…' : 'I’m done, finish')
+    if (confirmingFinish && !this.#confirmFinish.asking && document.activeElement === document.body)
+      this.#controlStatus.focus()
     this.#handoff.hidden = pause === null
     const shown = pause === null ? null : `${pause.reason}\u0000${pause.endsAt}`
     // Rebuilding the note would take the keyboard focus off its viewer link (where a handoff lands).
@@ -450,7 +463,12 @@ export class InboxView {
     setText(this.#controlStatus, status ?? '')
     // Nothing to control (no loop, no pause) and nothing to say: no empty box.
     this.#controls.hidden =
-      this.#stop.hidden && this.#finish.hidden && this.#confirm.hidden && status === null
+      this.#previous.hidden &&
+      this.#stop.hidden &&
+      this.#finish.hidden &&
+      !this.#confirmStop.asking &&
+      !this.#confirmFinish.asking &&
+      status === null
   }
 
   /** What the controls say of the run's stop or handoff, from its events (the same for everyone). */
@@ -476,6 +494,43 @@ export class InboxView {
       if (last.endedBy === 'timeout') return `The handoff pause ended by itself${after}.${ended}`
     }
     return null
+  }
+
+  /**
+   * How a run that has been replaced ended, as its controls said it (who stopped it or handed it back, and
+   * its verdict); null when they said nothing. A stop the run accepted is over: its loop is gone with it.
+   */
+  #outcome(ended: SessionSummary): string | null {
+    return this.#statusText(ended, false, this.#stopAction !== null)
+  }
+
+  /** Shows the previous run's outcome (null: none) with a way to dismiss it. */
+  #showPrevious(outcome: string | null): void {
+    this.#previous.hidden = outcome === null
+    if (outcome === null) {
+      replace(this.#previous)
+      return
+    }
+    replace(
+      this.#previous,
+      h('p', {}, h('strong', {}, 'The previous run: '), outcome),
+      h(
+        'button',
+        {
+          type: 'button',
+          class: 'secondary',
+          onclick: () => {
+            this.#showPrevious(null)
+            this.#renderControls()
+            // The button is gone: the keyboard goes to what the controls offer now, else the Inbox itself.
+            const next = [this.#stop, this.#finish].find((b) => !b.hidden)
+            if (next !== undefined) next.focus()
+            else this.el.closest<HTMLElement>('[tabindex]')?.focus()
+          },
+        },
+        'Dismiss',
+      ),
+    )
   }
 
   #emptyNotes(): void {
@@ -619,13 +674,14 @@ export class InboxView {
     send.disabled = true
     send.setAttribute('aria-busy', 'true')
     setText(send, 'Sending…')
+    const sent = {
+      run,
+      key,
+      ...(body === '' ? {} : { text: body }),
+      ...(attachments.length === 0 ? {} : { attachments }),
+    }
     try {
-      const record = await post<MessageRecord>(`${this.#o.sessionPath}messages`, {
-        run,
-        key,
-        ...(body === '' ? {} : { text: body }),
-        ...(attachments.length === 0 ? {} : { attachments }),
-      })
+      const record = await post<MessageRecord>(`${this.#o.sessionPath}messages`, sent)
       this.#pendingKey = null
       this.setMessage(record)
       text.value = ''
@@ -647,7 +703,7 @@ export class InboxView {
         status,
         moved
           ? 'Not sent: the session has moved on to a new run. Send it again to reach the new run.'
-          : `Not sent: ${errorText(err)}`,
+          : notSentText(err, 'message', { body: sent, text: body }),
         true,
       )
     } finally {
@@ -658,18 +714,22 @@ export class InboxView {
     }
   }
 
-  /** Stop cannot be undone: it asks first, saying what it does, with "Keep it running" where the keyboard is. */
-  #askStop(): void {
+  /**
+   * Stop and "I'm done, finish" cannot be undone: each asks first, saying what it does, with the answer that
+   * changes nothing where the keyboard is.
+   */
+  #ask(confirm: Confirm): void {
     this.#refusal = null
-    this.#confirm.hidden = false
+    confirm.ask()
     this.#renderControls()
-    this.#keepRunning.focus()
   }
 
-  #cancelStop(): void {
-    this.#confirm.hidden = true
+  /** The person kept things as they were: the keyboard goes back to the button that asked. */
+  #keep(confirm: Confirm, trigger: HTMLButtonElement): void {
+    confirm.hide()
     this.#renderControls()
-    this.#stop.focus()
+    if (!trigger.hidden) trigger.focus()
+    else this.#controlStatus.focus()
   }
 
   async #action(action: 'stop' | 'finish_handoff'): Promise<void> {
@@ -678,9 +738,12 @@ export class InboxView {
     this.#refusal = null
     const button = action === 'stop' ? this.#stop : this.#finish
     if (action === 'stop') {
-      this.#confirm.hidden = true
+      this.#confirmStop.hide()
       this.#stopSent = true
-    } else this.#finishing = true
+    } else {
+      this.#confirmFinish.hide()
+      this.#finishing = true
+    }
     this.#renderControls()
     // The button is disabled while in flight: the status (where the outcome is said) keeps the keyboard.
     this.#controlStatus.focus()

@@ -1,5 +1,6 @@
 import { type AttachmentInfo, checkReply, type FieldDef, isFieldType } from '../../protocol/fields.ts'
 import { ApiError, api, base, newKey, post, upload } from './api.ts'
+import { Confirm } from './confirm.ts'
 import { countdown } from './countdown.ts'
 import { announce, h, replace, setText, uid } from './dom.ts'
 import { bytes, clock } from './format.ts'
@@ -11,6 +12,7 @@ import {
   type RequestRecord,
   type UploadedAttachment,
 } from './records.ts'
+import { errorText, notSentText } from './refusals.ts'
 
 /** A free-text field limited to this many characters or fewer is one line; anything longer a textarea. */
 const SHORT_TEXT = 80
@@ -47,7 +49,8 @@ interface FieldInput {
 
 function describe(def: AnyField): string {
   const parts: string[] = []
-  if (def.required) parts.push('required')
+  // Every field says whether it may be left empty: a new user cannot know the run's default.
+  parts.push(def.required ? 'required' : 'optional')
   if (def.type === 'string' && def.max_length !== undefined)
     parts.push(`at most ${def.max_length} characters`)
   if (def.type === 'string' && def.pattern !== undefined) parts.push(`must match ${def.pattern}`)
@@ -57,7 +60,12 @@ function describe(def: AnyField): string {
     parts.push(`at most ${def.maximum}`)
   if (def.type === 'integer') parts.push('a whole number')
   if (def.type === 'number') parts.push('a number, decimals allowed')
-  if (def.type === 'string[]' && def.min_items !== undefined) parts.push(`choose at least ${def.min_items}`)
+  // An optional list left empty is no answer for the field, and min_items is checked only on a list given:
+  // the hint must not promise the check refuses none (src/protocol/fields.ts, checkReply).
+  if (def.type === 'string[]' && def.min_items !== undefined)
+    parts.push(
+      def.required ? `choose at least ${def.min_items}` : `choose none, or at least ${def.min_items}`,
+    )
   if (def.type === 'string[]' && def.max_items !== undefined) parts.push(`choose at most ${def.max_items}`)
   if (def.type === 'attachment' && def.accept !== undefined) parts.push(`type ${def.accept.join(', ')}`)
   if (def.type === 'attachment' && def.max_bytes !== undefined) parts.push(`up to ${bytes(def.max_bytes)}`)
@@ -284,10 +292,6 @@ function attachmentInput(def: FieldDef, ctx: QuestionContext, id: string): Field
   }
 }
 
-export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err)
-}
-
 /** What a field asks for, in words: a viewer's list of a question's fields (never the raw type). */
 export function fieldSummary(def: AnyField): string {
   const what =
@@ -376,6 +380,8 @@ export class QuestionView {
   readonly #claimButton: HTMLButtonElement | null
   #inputs: FieldInput[] = []
   #submit: HTMLButtonElement | null = null
+  /** "Send an empty answer?", asked when every field is left empty. */
+  #confirmEmpty: Confirm | null = null
   #key: { values: string; key: string } | null = null
   #holder: string | null = null
   #rendered: 'open' | 'closed' | null = null
@@ -572,13 +578,40 @@ export class QuestionView {
     }
     this.#inputs = r.fields.map((f) => fieldInput(f as FieldDef, this.#ctx))
     this.#submit = h('button', { type: 'submit' }, 'Answer')
+    const submit = this.#submit
+    const empty = new Confirm({
+      question: 'Send an empty answer?',
+      detail:
+        'Every field is left empty: the run gets an answer without any value, and the question closes for everyone.',
+      keep: 'Go back',
+      go: 'Yes, send it empty',
+      onGo: () => {
+        empty.hide()
+        submit.hidden = false
+        void this.#answer(true)
+      },
+      onKeep: () => {
+        empty.hide()
+        submit.hidden = false
+        this.#say('', false)
+        submit.focus()
+      },
+    })
+    this.#confirmEmpty = empty
     const form = h(
       'form',
       { class: 'q-form', novalidate: true },
       help,
       ...this.#inputs.map((i) => i.el),
       h('div', { class: 'actions' }, this.#submit),
+      empty.el,
     )
+    // Filling a field in answers the question the confirmation asked: the Answer button is back.
+    form.addEventListener('input', (e) => {
+      if (!empty.asking || empty.el.contains(e.target as Node)) return
+      empty.hide()
+      submit.hidden = false
+    })
     form.addEventListener('submit', (e) => {
       e.preventDefault()
       void this.#answer()
@@ -597,6 +630,7 @@ export class QuestionView {
     this.#rendered = 'closed'
     this.#inputs = []
     this.#submit = null
+    this.#confirmEmpty = null
     const r = this.#request
     const answer = h('div', { class: 'answer' })
     replace(this.#body, answer)
@@ -639,9 +673,12 @@ export class QuestionView {
         ? null
         : h('dl', { class: 'values' }, ...values.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])),
     )
+    // The answer came in above the result the keyboard is on (the card grew): keep that result in view.
+    if (document.activeElement === this.#status) this.#status.scrollIntoView({ block: 'nearest' })
   }
 
-  async #answer(): Promise<void> {
+  /** Checks and sends the answer; one that leaves every field empty is sent only once `empty` is confirmed. */
+  async #answer(empty = false): Promise<void> {
     if (this.#submit === null || this.#submit.disabled) return
     const values: Record<string, unknown> = {}
     const uploads = new Map<string, AttachmentInfo>()
@@ -677,6 +714,12 @@ export class QuestionView {
       first.focus()
       return
     }
+    if (!empty && Object.keys(values).length === 0 && this.#confirmEmpty !== null) {
+      this.#submit.hidden = true
+      this.#say('', false)
+      this.#confirmEmpty.ask()
+      return
+    }
     const content = JSON.stringify(values)
     if (this.#key?.values !== content) this.#key = { values: content, key: newKey() }
     const r = this.#request
@@ -684,14 +727,9 @@ export class QuestionView {
     this.#say('Sending the answer…', false)
     this.#status.focus()
     this.#busy(true)
+    const sent = { run: r.run, key: this.#key.key, reply_to: r.request_id, revision: r.revision, values }
     try {
-      const stored = await post<MessageRecord>(`${this.#ctx.sessionPath}messages`, {
-        run: r.run,
-        key: this.#key.key,
-        reply_to: r.request_id,
-        revision: r.revision,
-        values,
-      })
+      const stored = await post<MessageRecord>(`${this.#ctx.sessionPath}messages`, sent)
       // The delivery events may have come first: keep the latest record.
       this.#mine = this.#mine !== null && (this.#mine.rev ?? 0) > (stored.rev ?? 0) ? this.#mine : stored
       const seen = this.#ctx.message(stored.id)
@@ -699,13 +737,13 @@ export class QuestionView {
       this.#say(sentText(this.#mine), false)
       this.#ctx.answered(this)
     } catch (err) {
-      await this.#refused(err)
+      await this.#refused(err, sent)
     } finally {
       this.#busy(false)
     }
   }
 
-  async #refused(err: unknown): Promise<void> {
+  async #refused(err: unknown, sent: unknown): Promise<void> {
     if (!(err instanceof ApiError)) {
       this.#say(errorText(err), true)
       return
@@ -745,7 +783,7 @@ export class QuestionView {
       this.#say('The session has moved on to a new run; this question belongs to the previous one.', true)
       return
     }
-    this.#say(`Not sent: ${err.message}`, true)
+    this.#say(notSentText(err, 'answer', { body: sent }), true)
   }
 
   #busy(on: boolean): void {

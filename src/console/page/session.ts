@@ -312,7 +312,8 @@ export class SessionView {
     if (this.#closedPoll !== null) window.clearInterval(this.#closedPoll)
     this.#closedPoll = null
     this.#timeline.startRun(run)
-    this.#inbox.startRun(run)
+    // The fold has not seen the new run yet: its snapshot is how the previous one ended.
+    this.#inbox.startRun(run, this.#fold.snapshot())
     this.#activity.startRun(run)
     void this.#reconcile(run)
   }
