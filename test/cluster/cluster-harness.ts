@@ -118,7 +118,8 @@ export async function startReplica(
         if (exitedFlag) throw new Error(`replica ${index} exited:\n${output.join('\n')}`)
         return (await getStatus(`${url}/readyz`)) === 200
       },
-      30_000,
+      // A boot through tsx takes 20 s on a loaded 2-core machine.
+      90_000,
     )
   } catch (err) {
     child.kill('SIGKILL')

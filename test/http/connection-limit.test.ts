@@ -99,7 +99,7 @@ test('idle viewers past the cap are refused 503 with Retry-After; the viewers in
   await waitFor(
     'every viewer in to get the new event',
     () => viewers.every((v, i) => v.events.length > (before[i] ?? 0) && !v.isEnded),
-    30_000,
+    60_000,
   )
   assert.ok(r.alive(), r.output.join('\n'))
 
@@ -113,7 +113,7 @@ test('idle viewers past the cap are refused 503 with Retry-After; the viewers in
       v.close()
       return null
     },
-    30_000,
+    60_000,
   )
   viewers.push(again)
   assert.equal(await metric(r, 'krg_connections_limit'), CAP, 'derived from the descriptor limit at boot')
@@ -165,7 +165,7 @@ test('a replica whose descriptors are all taken lives on: the pressure sample an
   const exhaustedAt = await waitFor(
     'every descriptor of the replica to be taken',
     () => (readdirSync(fds).length >= MAX_OPEN_FILES - 1 ? Date.now() : null),
-    30_000,
+    60_000,
   )
   // The pressure is sampled once a second, and @fastify/under-pressure's sample threw EMFILE out of its
   // timer at the first one: the replica must outlive a few samples with no descriptor free. Nothing inside
@@ -176,7 +176,7 @@ test('a replica whose descriptors are all taken lives on: the pressure sample an
   await waitFor(
     'the replica to answer again',
     async () => (await request(`${r.url}/healthz`).catch(() => null))?.status === 200,
-    30_000,
+    60_000,
   )
   assert.ok(r.alive())
 })
