@@ -103,7 +103,7 @@ export const connectionLimitPlugin = fp(
       if (count === null) return
       app.log.warn(
         { reason, count, open: openConnections(server), cap: limits.cap, ...(err ? { err } : {}) },
-        'connections refused or closed at the connection limit',
+        'connections refused or closed to stay under the connection limits',
       )
     }
 
