@@ -11,6 +11,7 @@ import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
 import { clientErrorAnswer, RouteNotFound, toErrorBody } from './errors.ts'
 import { eventsPlugin } from './events/plugin.ts'
+import { connectionLimitPlugin } from './http/connection-limit.ts'
 import { drainConnectionsPlugin } from './http/drain-connections.ts'
 import { lingeringClosePlugin } from './http/lingering-close.ts'
 import { loadSheddingPlugin } from './http/load-shedding.ts'
@@ -111,6 +112,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(readinessPlugin)
   await app.register(pagesPlugin, { prefix: config.routePrefix })
   await app.register(metricsPlugin)
+  // Before load shedding: a connection over the cap is refused before anything else is looked at.
+  await app.register(connectionLimitPlugin)
   await app.register(loadSheddingPlugin)
   await app.register(lingeringClosePlugin)
   await app.register(drainConnectionsPlugin)

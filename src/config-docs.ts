@@ -227,6 +227,14 @@ export const configDocs: { readonly [Name in keyof Env]-?: VariableDoc } = {
     topic: 'sessions',
     text: 'comma list of extra read-only routes a newer runtime serves',
   },
+  GATEWAY_MAX_CONNECTIONS: {
+    topic: 'limits',
+    text: "client connections a replica serves; past it 503 `too_many_connections` with `Retry-After` (the health probes and metrics excepted), and 64 past it new connections are dropped unanswered; unset: the process's descriptor limit (read at boot) less a tenth, at least 128",
+  },
+  GATEWAY_MAX_HALF_OPEN_CONNECTIONS: {
+    topic: 'limits',
+    text: 'connections without a whole request (new, or idle between requests) kept open; past it the one waiting longest is closed; unset: a quarter of the connection cap',
+  },
   GATEWAY_RATE_LIMIT_MAX: {
     topic: 'limits',
     text: 'requests per operator per window (per IP before sign-in); in cluster mode shared by every replica, each leasing up to a fiftieth of it at a time (so with R replicas up to R × max / 50 may lapse unused)',

@@ -347,6 +347,10 @@ export const envSchema = z.object({
   GATEWAY_SHUTDOWN_GRACE_MS: int(0).default(30_000),
   GATEWAY_OVERLOAD_LOOP_DELAY_MS: int(0).default(1000),
   GATEWAY_OVERLOAD_HEAP_USED_BYTES: int(0).optional(),
+  // Unset: derived at boot from the descriptor limit (http/connection-limits.ts).
+  GATEWAY_MAX_CONNECTIONS: int(1).optional(),
+  // Unset: a quarter of the connection cap.
+  GATEWAY_MAX_HALF_OPEN_CONNECTIONS: int(1).optional(),
   GATEWAY_REDIS_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9:_.-]{1,64}$/, 'letters, digits, `:`, `_`, `.`, `-` (e.g. krg: or prod:krg:)')

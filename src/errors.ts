@@ -208,8 +208,14 @@ export const RegistryUnreadable = gatewayError(
   503,
 )
 export const ShuttingDown = gatewayError('shutting_down', 'this replica is shutting down; retry', 503)
-/** Load shedding (@fastify/under-pressure): event-loop delay or heap over its threshold. */
+/** Load shedding (http/load-shedding): event-loop delay or heap over its threshold. */
 export const Overloaded = gatewayError('overloaded', 'this replica is overloaded; retry shortly', 503)
+/** A connection accepted past the replica's cap (http/connection-limit): answered, then closed. */
+export const TooManyConnections = gatewayError(
+  'too_many_connections',
+  'this replica has as many connections as it takes; retry shortly',
+  503,
+)
 
 /** The code and message of every gateway-made error. */
 export interface ErrorBody {

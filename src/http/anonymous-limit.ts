@@ -3,6 +3,7 @@ import { Counter } from 'prom-client'
 import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import { AnonymousRateLimited } from '../errors.ts'
 import { PROBE_PATHS } from '../routes/health.ts'
+import { LogThrottle } from './log-throttle.ts'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -44,19 +45,15 @@ export function registerAnonymousLimit(app: FastifyInstance, options: AnonymousL
     help: 'Requests without a credential answered 429 anonymous_rate_limited: their address was over GATEWAY_ANONYMOUS_RATE_LIMIT_MAX',
     registers: [app.metrics.registry],
   })
-  let loggedAt = 0
-  let unlogged = 0
+  const throttle = new LogThrottle(LOG_EVERY_MS)
   const note = (request: FastifyRequest): void => {
     limited.inc()
-    unlogged++
-    const now = Date.now()
-    if (now - loggedAt < LOG_EVERY_MS) return
+    const count = throttle.count()
+    if (count === null) return
     request.log.warn(
-      { address: request.ip, limited: unlogged, max, windowMs },
+      { address: request.ip, limited: count, max, windowMs },
       'requests without a credential limited per address',
     )
-    loggedAt = now
-    unlogged = 0
   }
   // Callback-style, as every hook each request passes; a credential costs one header and one cookie lookup.
   app.addHook('onRequest', (request, reply, done) => {

@@ -11,7 +11,7 @@ const RESPONSE_FINISH = 'http.server.response.finish'
 /**
  * Keeps connections from holding the shutdown's drain once the server stops accepting.
  *
- * - Connections that never sent a whole request are closed. Browsers open such sockets ahead of need
+ * - Connections that never sent a whole request (connection-limit.ts keeps them) are closed. Browsers open such sockets ahead of need
  *   (Chromium's preconnect), and node:http counts a connection as busy from its first moment, so neither
  *   `server.close()` nor `closeIdleConnections()` closes it: the drain waited for the headers timeout (up to
  *   a minute), past a short grace period, and then the exit skipped what `onClose` does last (the audit
@@ -22,15 +22,6 @@ const RESPONSE_FINISH = 'http.server.response.finish'
  */
 export const drainConnectionsPlugin = fp(
   async (app) => {
-    /** Connections accepted that have not delivered a request yet. */
-    const silent = new Set<Socket>()
-    app.server.on('connection', (socket: Socket) => {
-      silent.add(socket)
-      socket.once('close', () => silent.delete(socket))
-    })
-    app.server.on('request', (req: { socket: Socket }) => {
-      silent.delete(req.socket)
-    })
     const endAfterResponse = (message: unknown): void => {
       const { server, socket } = message as { server: unknown; socket: Socket }
       if (server === app.server) socket.end()
@@ -50,8 +41,7 @@ export const drainConnectionsPlugin = fp(
         setTimeout(sweep, SWEEP_RETRY_MS)
         return
       }
-      for (const socket of silent) socket.destroy()
-      silent.clear()
+      app.connections.closeWaiting()
       diagnostics.subscribe(RESPONSE_FINISH, endAfterResponse)
     }
     app.addHook('preClose', (done) => {
@@ -59,5 +49,5 @@ export const drainConnectionsPlugin = fp(
       done()
     })
   },
-  { name: 'drain-connections' },
+  { name: 'drain-connections', dependencies: ['connection-limit'] },
 )

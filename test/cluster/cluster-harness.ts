@@ -70,10 +70,22 @@ export interface Cluster {
   logs(): string
 }
 
-/** Spawns one replica with `env` on a free port and waits until `/readyz` answers 200. */
-export async function startReplica(index: number, env: Record<string, string>): Promise<Replica> {
+/**
+ * Spawns one replica with `env` on a free port and waits until `/readyz` answers 200. `maxOpenFiles`: under that
+ * descriptor limit (the shell's `ulimit -n`, soft and hard, before it execs node).
+ */
+export async function startReplica(
+  index: number,
+  env: Record<string, string>,
+  options: { maxOpenFiles?: number } = {},
+): Promise<Replica> {
   const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const node = [process.execPath, '--import', 'tsx', 'src/server.ts']
+  const argv =
+    options.maxOpenFiles === undefined
+      ? node
+      : ['/bin/sh', '-c', `ulimit -n ${options.maxOpenFiles} && exec "$@"`, 'sh', ...node]
+  const child = spawn(argv[0] as string, argv.slice(1), {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -106,7 +118,8 @@ export async function startReplica(index: number, env: Record<string, string>): 
         if (exitedFlag) throw new Error(`replica ${index} exited:\n${output.join('\n')}`)
         return (await getStatus(`${url}/readyz`)) === 200
       },
-      30_000,
+      // A boot through tsx takes 20 s on a loaded 2-core machine.
+      90_000,
     )
   } catch (err) {
     child.kill('SIGKILL')

@@ -55,6 +55,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
         'KasmGatewayQuestionsTimingOut',
         'KasmGatewaySlowAnswers',
         'KasmGatewayManyWatchedSessions',
+        'KasmGatewayConnectionsNearLimit',
         'KasmGatewayDown',
       ],
     )
@@ -83,6 +84,11 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
       byName.get('KasmGatewayManyWatchedSessions')?.expr ?? '',
       /krg_cluster_watched_streams\{.*\}\) > 1600$/,
     )
+    // How close a replica is to its connection cap, against the share.
+    assert.match(
+      byName.get('KasmGatewayConnectionsNearLimit')?.expr ?? '',
+      /krg_connections_open\{.*\} \/ krg_connections_limit\{.*\}\) > 0\.9$/,
+    )
     // Prometheus' own templating in the descriptions survives helm's.
     assert.match(
       byName.get('KasmGateway5xxRate')?.annotations.description ?? '',
@@ -105,6 +111,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
         'metrics.prometheusRule.questionTimeoutShare=0.4',
         'metrics.prometheusRule.questionTimeoutsMin=9',
         'metrics.prometheusRule.slowAnswerDeadlineShare=0.75',
+        'metrics.prometheusRule.connectionLimitShare=0.8',
       ],
     })
     const exprs = (
@@ -114,6 +121,7 @@ describe('monitoring: PrometheusRule, Grafana dashboard, NetworkPolicy', {
     assert.ok(exprs.some((e) => e.endsWith('> 7')))
     assert.ok(exprs.some((e) => e.includes('> 0.4') && e.endsWith('>= 9')))
     assert.ok(exprs.some((e) => e.includes('> 0.75 * (')))
+    assert.ok(exprs.some((e) => e.includes('krg_connections_limit') && e.endsWith('> 0.8')))
   })
 
   test('the Grafana dashboard: a sidecar ConfigMap holding files/grafana-dashboard.json, every query valid', async () => {

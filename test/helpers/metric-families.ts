@@ -20,6 +20,11 @@ export const gatewayFamilies: Record<string, string> = {
   krg_event_gaps_unfilled_total: 'counter',
   krg_event_deliveries_total: 'counter',
   krg_socket_takeovers_total: 'counter',
+  // How close the replica is to its connection cap (src/http/connection-limit.ts).
+  krg_connections_open: 'gauge',
+  krg_connections_limit: 'gauge',
+  krg_connections_half_open: 'gauge',
+  krg_connections_refused_total: 'counter',
   // The team report (src/report): a team's series appear with its first session.
   krg_questions_opened_total: 'counter',
   krg_questions_closed_total: 'counter',
