@@ -2,11 +2,12 @@ import { inTime, waitedS } from './stats.ts'
 import type { ReportRecord } from './types.ts'
 
 /**
- * The report's records as CSV (RFC 4180: comma-separated, CRLF, a field quoted when it holds a quote, a
- * comma, a line break or surrounding spaces, quotes doubled), one row per closed question or ended handoff,
- * with a UTF-8 byte order mark so a spreadsheet reads names in any script. A text cell that a spreadsheet
- * would run as a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return: CSV injection) gets
- * a leading `'`, so titles and names from a runtime or an IdP are only ever shown.
+ * The report's records as CSV (RFC 4180: comma-separated, CRLF, quotes doubled), one row per closed question
+ * or ended handoff, with a UTF-8 byte order mark so a spreadsheet reads names in any script. Against CSV
+ * injection (titles and names come from a runtime or an IdP), every text cell is quoted, and each part of it
+ * that a spreadsheet could run as a formula gets a leading `'`: the cell's start and whatever follows a `,` or
+ * a `;` (a spreadsheet in a locale whose separator is `;` splits `x;=1+1` into two cells), when it starts,
+ * after spaces or quotes, with `=`, `+`, `-`, `@`, a tab or a carriage return. A person still reads the text.
  */
 
 export const CSV_COLUMNS = [
@@ -29,15 +30,17 @@ export const CSV_COLUMNS = [
 
 type Cell = string | number | null
 
-const FORMULA = /^[=+\-@\t\r]/
-const NEEDS_QUOTES = /[",\r\n]|^\s|\s$/
+/**
+ * A formula start: the start of a part a spreadsheet may read as a cell of its own (after a separator, or a
+ * line break for a reader that ignores quotes), then any spaces or quotes (which a lenient reader skips) before `=`, `+`, `-`, `@`, a tab or a carriage return.
+ */
+const FORMULA = /(^|[,;\r\n])([ "]*)(?=[=+\-@\t\r])/g
 
-/** One cell: numbers as they are, text guarded against formulas and quoted when it must be. */
+/** One cell: a number as it is; text with every formula start guarded, always quoted. */
 export function csvCell(value: Cell): string {
   if (value === null) return ''
   if (typeof value === 'number') return String(value)
-  const text = FORMULA.test(value) ? `'${value}` : value
-  return NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text
+  return `"${value.replace(FORMULA, "$1$2'").replaceAll('"', '""')}"`
 }
 
 function row(record: ReportRecord): Cell[] {

@@ -161,6 +161,9 @@ test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralise
   assert.equal(col(eve, 'sub'), "'-eve")
   const q1 = byRequest.get('q1') as string[]
   assert.deepEqual([col(q1, 'in_time'), col(q1, 'seconds'), col(q1, 'via')], ['yes', '60', 'console'])
+  const q1Line = lines.find((l) => l.includes('"q1"')) ?? ''
+  assert.match(q1Line, /^"question","blue","k1","run-1","q1","Question q1",/, 'every text cell quoted')
+  assert.match(q1Line, /,"yes",60,"console","dan","Dan"$/, 'a number is not')
   const handoff = byRequest.get('handoff') as string[]
   assert.deepEqual(
     [col(handoff, 'closed_by'), col(handoff, 'seconds'), col(handoff, 'title')],
@@ -171,15 +174,25 @@ test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralise
   assert.equal(day.length, 4)
 })
 
-test('csvCell: quotes what must be quoted, guards formula starts, leaves numbers alone', () => {
-  assert.equal(csvCell('plain'), 'plain')
+test('csvCell: quotes every text cell, guards a formula start in every part, leaves numbers alone', () => {
+  assert.equal(csvCell('plain'), '"plain"')
   assert.equal(csvCell('a,b'), '"a,b"')
   assert.equal(csvCell('say "hi"'), '"say ""hi"""')
   assert.equal(csvCell('two\r\nlines'), '"two\r\nlines"')
   assert.equal(csvCell(' padded'), '" padded"')
+  assert.equal(csvCell('=cmd'), `"'=cmd"`)
+  // A spreadsheet whose separator is `;` (or that splits on `,` inside the quotes) runs each part on its own.
+  assert.equal(csvCell('x;=1+1'), `"x;'=1+1"`)
+  assert.equal(csvCell('a,@SUM(1)'), `"a,'@SUM(1)"`)
+  assert.equal(csvCell('x; +1;  -2'), `"x; '+1;  '-2"`)
+  assert.equal(csvCell('x;"=1+1'), `"x;""'=1+1"`, 'a quote before the formula does not hide it')
+  assert.equal(csvCell('a\n=1'), `"a\n'=1"`, 'nor a line break, for a reader that ignores quotes')
+  assert.equal(csvCell('2026-01-02T03:04:05.000Z'), '"2026-01-02T03:04:05.000Z"', 'a hyphen inside stays')
+  assert.equal(csvCell('a - b, c-d'), '"a - b, c-d"')
   for (const start of ['=', '+', '-', '@', '\t', '\r'])
-    assert.ok(csvCell(`${start}1+1`).replace(/^"/, '').startsWith(`'${start}`), JSON.stringify(start))
+    assert.equal(csvCell(`${start}1+1`), `"'${start}1+1"`, JSON.stringify(start))
   assert.equal(csvCell(-5), '-5')
+  assert.equal(csvCell(12.5), '12.5')
   assert.equal(csvCell(null), '')
 })
 
