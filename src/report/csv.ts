@@ -26,6 +26,7 @@ export const CSV_COLUMNS = [
   'via',
   'sub',
   'name',
+  'runtime_ended_by',
 ] as const
 
 type Cell = string | number | null
@@ -60,6 +61,7 @@ function row(record: ReportRecord): Cell[] {
       null,
       seconds,
       ...who,
+      record.runtimeEndedBy ?? null,
     ]
   }
   const answered = record.closedBy === 'reply'
@@ -75,6 +77,7 @@ function row(record: ReportRecord): Cell[] {
     answered ? (inTime(record) ? 'yes' : 'no') : null,
     seconds,
     ...who,
+    null,
   ]
 }
 

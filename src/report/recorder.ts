@@ -50,6 +50,7 @@ const MAX_TEAMS = 10_000
 const TITLE_CHARS = 200
 const NAME_CHARS = 100
 const SUB_CHARS = 200
+const ENDED_BY_CHARS = 40
 
 /** `value` clipped to `max` characters (an ellipsis says so). */
 function clip(value: string, max: number): string {
@@ -212,7 +213,7 @@ export class ReportRecorder {
         metrics.deadlineLeft.observe({ team }, Math.max(0, Date.parse(record.deadline) - answered) / 1000)
       return
     }
-    const endedBy = handoffEnd(t.endedBy)
+    const endedBy = handoffEnd(t.endedBy, t.fromRecord)
     const ender =
       endedBy === 'operator'
         ? await this.#lookUp(() => handoffEndOf(this.#o.audit, { kasmId, run: t.run }))
@@ -220,7 +221,8 @@ export class ReportRecorder {
     const openedAt = isoOr(t.startedAt, closedAt)
     const record: HandoffRecord = {
       kind: 'handoff',
-      id: JSON.stringify(['handoff', kasmId, t.run]),
+      // Per pause: a run may escalate more than once.
+      id: JSON.stringify(['handoff', kasmId, t.run, t.startSeq]),
       team,
       kasmId,
       run: t.run,
@@ -228,6 +230,7 @@ export class ReportRecorder {
       openedAt,
       closedAt,
       endedBy,
+      runtimeEndedBy: t.fromRecord ? clip(t.endedBy, ENDED_BY_CHARS) : null,
       waitS: t.pausedS ?? Math.max(0, Date.parse(closedAt) - Date.parse(openedAt)) / 1000,
       ...this.#who(ender, endedBy === 'operator'),
     }

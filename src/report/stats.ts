@@ -44,8 +44,10 @@ export interface HandoffStats {
   readonly handoffs: number
   /** Ended by a person ("I'm done, finish"). */
   readonly byPerson: number
-  /** The pause ran out with nobody finishing it. */
+  /** The pause ran out with nobody finishing it (the runtime ended it with a word other than `operator`). */
   readonly ranOut: number
+  /** The run ended first, as the gateway saw it. */
+  readonly runEnded: number
   readonly medianWaitS: number | null
   readonly p90WaitS: number | null
 }
@@ -178,6 +180,7 @@ function handoffStats(records: readonly HandoffRecord[]): HandoffStats {
     handoffs: records.length,
     byPerson: records.filter((r) => r.endedBy === 'operator').length,
     ranOut: records.filter((r) => r.endedBy === 'timeout').length,
+    runEnded: records.filter((r) => r.endedBy === 'run_end').length,
     medianWaitS: round(percentile(waits, 0.5)),
     p90WaitS: round(percentile(waits, 0.9)),
   }

@@ -9,14 +9,19 @@ import type { Via } from '../audit/types.ts'
 /** How a question closed, in the metrics' words (the protocol's `cancelled` and `run_ended` shortened). */
 export type QuestionEnd = 'reply' | 'timeout' | 'cancel' | 'run_end' | 'other'
 
-/** How a handoff pause ended: a person (`operator`), its time ran out, the run ended, or a word we do not know. */
-export type HandoffEnd = 'operator' | 'timeout' | 'run_end' | 'other'
+/**
+ * How a handoff pause ended: a person finished it (`operator`, the one word the spec names), the gateway saw
+ * the run end first (`run_end`), or it ran out (`timeout`): the runtime ended it with any other word, as its
+ * pause lasts until the run's deadline or `runner.escalation_pause_s` (ours writes `timeout`, another
+ * `deadline`).
+ */
+export type HandoffEnd = 'operator' | 'timeout' | 'run_end'
 
 /** Through what an answer came: an audited channel, or `unknown` when no reply of the gateway's closed it. */
 export type Channel = Via | 'unknown'
 
 export const QUESTION_ENDS: readonly QuestionEnd[] = ['reply', 'timeout', 'cancel', 'run_end', 'other']
-export const HANDOFF_ENDS: readonly HandoffEnd[] = ['operator', 'timeout', 'run_end', 'other']
+export const HANDOFF_ENDS: readonly HandoffEnd[] = ['operator', 'timeout', 'run_end']
 
 /** What both kinds of record carry. */
 interface RecordBase {
@@ -53,6 +58,11 @@ export interface HandoffRecord extends RecordBase {
   /** Why the agent escalated, clipped. */
   readonly reason: string
   readonly endedBy: HandoffEnd
+  /**
+   * The runtime's own `ended_by`, clipped (`unknown` when its record had none); null when the gateway saw the
+   * run end first. Absent from records written before it was kept.
+   */
+  readonly runtimeEndedBy?: string | null
   /** How long the pause lasted (the runtime's `paused_s`, or from the times). */
   readonly waitS: number
 }

@@ -159,7 +159,6 @@ const ENDED_BY: Record<string, string> = {
   operator: 'a person finished it',
   timeout: 'ran out',
   run_end: 'the run ended',
-  other: 'other',
 }
 
 function chartSection(report: Report, observers: ResizeObserver[]): HTMLElement {
