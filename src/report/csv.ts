@@ -1,9 +1,9 @@
-import { inTime, waitedS } from './stats.ts'
+import { inTime, stillOpen, waitedS } from './stats.ts'
 import type { ReportRecord } from './types.ts'
 
 /**
- * The report's records as CSV (RFC 4180: comma-separated, CRLF, quotes doubled), one row per closed question
- * or ended handoff, with a UTF-8 byte order mark so a spreadsheet reads names in any script. Against CSV
+ * The report's records as CSV (RFC 4180: comma-separated, CRLF, quotes doubled), one row per question (closed
+ * or still open) or ended handoff, with a UTF-8 byte order mark so a spreadsheet reads names in any script. Against CSV
  * injection (titles and names come from a runtime or an IdP), every text cell is quoted, and each part of it
  * that a spreadsheet could run as a formula gets a leading `'`: the cell's start and whatever follows a `,` or
  * a `;` (a spreadsheet in a locale whose separator is `;` splits `x;=1+1` into two cells), when it starts,
@@ -45,8 +45,13 @@ export function csvCell(value: Cell): string {
 }
 
 function row(record: ReportRecord): Cell[] {
-  const seconds = Math.round((record.kind === 'handoff' ? record.waitS : waitedS(record)) * 10) / 10
   const common = [record.team, record.kasmId, record.run] as const
+  if (record.kind === 'opened') {
+    // Still open: nothing closed it, nobody answered it, yet.
+    const question = [record.requestId, record.title, record.openedAt, null, record.deadline] as const
+    return ['question', ...common, ...question, 'open', null, null, null, null, null, null]
+  }
+  const seconds = Math.round((record.kind === 'handoff' ? record.waitS : waitedS(record)) * 10) / 10
   const who = [record.via, record.sub, record.name] as const
   if (record.kind === 'handoff') {
     return [
@@ -81,8 +86,13 @@ function row(record: ReportRecord): Cell[] {
   ]
 }
 
-/** The CSV file of `records`, header first. */
-export function reportCsv(records: readonly ReportRecord[]): string {
-  const lines = [CSV_COLUMNS.join(','), ...records.map((r) => row(r).map(csvCell).join(','))]
+/**
+ * The CSV file of `records` (the store's answer for a window), header first: every closing and ending, and a
+ * row (`closed_by` `open`) for each question asked and still open in a session `live` says is registered.
+ */
+export function reportCsv(records: readonly ReportRecord[], live: (kasmId: string) => boolean): string {
+  const open = new Set(stillOpen(records, live))
+  const rows = records.filter((r) => r.kind !== 'opened' || open.has(r))
+  const lines = [CSV_COLUMNS.join(','), ...rows.map((r) => row(r).map(csvCell).join(','))]
   return `\uFEFF${lines.join('\r\n')}\r\n`
 }

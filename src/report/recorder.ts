@@ -6,7 +6,7 @@ import { VIAS, type Via } from '../audit/types.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { Transition } from '../summary/types.ts'
 import { handoffEnd, questionEnd, type ReportMetrics } from './metrics.ts'
-import type { HandoffRecord, QuestionRecord, ReportStore } from './types.ts'
+import type { HandoffRecord, OpenedRecord, QuestionRecord, ReportStore } from './types.ts'
 
 /** What {@link ReportRecorder} works with. */
 export interface ReportRecorderOptions {
@@ -174,10 +174,22 @@ export class ReportRecorder {
     const { metrics, store } = this.#o
     metrics.initialise(team)
     const { kasmId, t } = job
-    const closedAt = new Date(job.when).toISOString()
+    // When the transition happened: the question's opening, or the closing or end of what it closes.
+    const at = new Date(job.when).toISOString()
     if (t.type === 'request.opened') {
-      const key = JSON.stringify(['opened', kasmId, t.run, t.request.requestId])
-      if (await this.#stored(() => store.claim(team, key))) metrics.opened.inc({ team })
+      const requestId = t.request.requestId
+      const opened: OpenedRecord = {
+        kind: 'opened',
+        id: JSON.stringify(['opened', kasmId, t.run, requestId]),
+        team,
+        kasmId,
+        run: t.run,
+        requestId,
+        title: clip(t.request.title, TITLE_CHARS),
+        openedAt: at,
+        deadline: t.request.deadline,
+      }
+      if (await this.#stored(() => store.add(opened))) metrics.opened.inc({ team })
       return
     }
     if (t.type === 'request.closed') {
@@ -195,8 +207,8 @@ export class ReportRecorder {
         run: t.run,
         requestId,
         title: clip(t.request.title, TITLE_CHARS),
-        openedAt: isoOr(t.openedAt, closedAt),
-        closedAt,
+        openedAt: isoOr(t.openedAt, at),
+        closedAt: at,
         deadline: t.request.deadline,
         closedBy,
         ...this.#who(answer, closedBy === 'reply'),
@@ -218,7 +230,7 @@ export class ReportRecorder {
       endedBy === 'operator'
         ? await this.#lookUp(() => handoffEndOf(this.#o.audit, { kasmId, run: t.run }))
         : undefined
-    const openedAt = isoOr(t.startedAt, closedAt)
+    const openedAt = isoOr(t.startedAt, at)
     const record: HandoffRecord = {
       kind: 'handoff',
       // Per pause: a run may escalate more than once.
@@ -228,10 +240,10 @@ export class ReportRecorder {
       run: t.run,
       reason: clip(t.reason, TITLE_CHARS),
       openedAt,
-      closedAt,
+      closedAt: at,
       endedBy,
       runtimeEndedBy: t.fromRecord ? clip(t.endedBy, ENDED_BY_CHARS) : null,
-      waitS: t.pausedS ?? Math.max(0, Date.parse(closedAt) - Date.parse(openedAt)) / 1000,
+      waitS: t.pausedS ?? Math.max(0, Date.parse(at) - Date.parse(openedAt)) / 1000,
       ...this.#who(ender, endedBy === 'operator'),
     }
     if (!(await this.#stored(() => store.add(record)))) return

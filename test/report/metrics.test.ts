@@ -193,8 +193,11 @@ test('a restart: the runtime replays its run to the new process, which counts no
   assert.equal(counts.answers.api, 1)
   const records = await second.app.teamReport.store.list(null, 0)
   assert.deepEqual(
-    records.map((r: ReportRecord) => (r.kind === 'question' ? r.requestId : r.kind)),
-    [q2.request_id],
+    records.map((r: ReportRecord) => (r.kind === 'handoff' ? r.kind : [r.kind, r.requestId])),
+    [
+      ['opened', q2.request_id],
+      ['question', q2.request_id],
+    ],
   )
 })
 
