@@ -4,7 +4,7 @@ import { answerOf, handoffEndOf } from '../audit/answers.ts'
 import type { AuditLog, AuditRecord } from '../audit/types.ts'
 import { VIAS, type Via } from '../audit/types.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
-import type { Transition } from '../summary/types.ts'
+import type { OpenRequest, Transition } from '../summary/types.ts'
 import { handoffEnd, questionEnd, type ReportMetrics } from './metrics.ts'
 import type { HandoffRecord, OpenedRecord, QuestionRecord, ReportStore } from './types.ts'
 
@@ -61,6 +61,19 @@ function clip(value: string, max: number): string {
 function isoOr(value: string | null, fallback: string): string {
   const ms = Date.parse(value ?? '')
   return Number.isNaN(ms) ? fallback : new Date(ms).toISOString()
+}
+
+/** What the records of a question's opening and of its closing share; `word` starts the record's id. */
+function questionOf(
+  word: 'opened' | 'question',
+  team: string,
+  kasmId: string,
+  run: string,
+  request: OpenRequest,
+) {
+  const { requestId, title, deadline } = request
+  const id = JSON.stringify([word, kasmId, run, requestId])
+  return { id, team, kasmId, run, requestId, title: clip(title, TITLE_CHARS), deadline }
 }
 
 function viaOfRecord(record: AuditRecord | undefined): Via | 'unknown' {
@@ -177,17 +190,10 @@ export class ReportRecorder {
     // When the transition happened: the question's opening, or the closing or end of what it closes.
     const at = new Date(job.when).toISOString()
     if (t.type === 'request.opened') {
-      const requestId = t.request.requestId
       const opened: OpenedRecord = {
         kind: 'opened',
-        id: JSON.stringify(['opened', kasmId, t.run, requestId]),
-        team,
-        kasmId,
-        run: t.run,
-        requestId,
-        title: clip(t.request.title, TITLE_CHARS),
+        ...questionOf('opened', team, kasmId, t.run, t.request),
         openedAt: at,
-        deadline: t.request.deadline,
       }
       if (await this.#stored(() => store.add(opened))) metrics.opened.inc({ team })
       return
@@ -201,15 +207,9 @@ export class ReportRecorder {
           : undefined
       const record: QuestionRecord = {
         kind: 'question',
-        id: JSON.stringify(['question', kasmId, t.run, requestId]),
-        team,
-        kasmId,
-        run: t.run,
-        requestId,
-        title: clip(t.request.title, TITLE_CHARS),
+        ...questionOf('question', team, kasmId, t.run, t.request),
         openedAt: isoOr(t.openedAt, at),
         closedAt: at,
-        deadline: t.request.deadline,
         closedBy,
         ...this.#who(answer, closedBy === 'reply'),
       }
