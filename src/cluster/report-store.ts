@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { ChainableCommander } from 'ioredis'
-import type { ReportRecord, ReportStore } from '../report/types.ts'
+import { byFiling, filedAt, type ReportRecord, type ReportStore } from '../report/types.ts'
 import { pipelined } from './client.ts'
 import type { RedisClient } from './connections.ts'
 import type { ClusterKeys } from './keys.ts'
@@ -37,8 +37,8 @@ interface AddCommand {
 }
 
 /**
- * The cluster's {@link ReportStore}: a sorted set of JSON records per team scored by closing time, and a
- * claim key per record (and per counted opening) that lives as long as the retention, so the first replica
+ * The cluster's {@link ReportStore}: a sorted set of JSON records per team scored by filing time, and a
+ * claim key per record that lives as long as the retention, so the first replica
  * to write wins and no later one (a takeover, a restarted replica) writes or counts it again.
  */
 export class RedisReportStore implements ReportStore {
@@ -58,18 +58,13 @@ export class RedisReportStore implements ReportStore {
     return this.#keys.reportClaim(team, createHash('sha256').update(key).digest('hex').slice(0, 32))
   }
 
-  async claim(team: string, key: string): Promise<boolean> {
-    const set = await this.#command.set(this.#claimKey(team, key), '1', 'PX', this.#retentionMs, 'NX')
-    return set === 'OK'
-  }
-
   async add(record: ReportRecord): Promise<boolean> {
     const now = Date.now()
     const added = await this.#command.krgReportAdd(
       this.#claimKey(record.team, record.id),
       this.#keys.report(record.team),
       this.#retentionMs,
-      Date.parse(record.closedAt),
+      Date.parse(filedAt(record)),
       JSON.stringify(record),
       now - this.#retentionMs,
       MAX_PER_TEAM,
@@ -101,7 +96,7 @@ export class RedisReportStore implements ReportStore {
         if (record !== null) out.push(record)
       }
     }
-    return out.sort((a, b) => (a.closedAt < b.closedAt ? -1 : a.closedAt > b.closedAt ? 1 : 0))
+    return out.sort(byFiling)
   }
 
   async teams(): Promise<string[]> {

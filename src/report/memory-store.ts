@@ -1,4 +1,4 @@
-import type { ReportRecord, ReportStore } from './types.ts'
+import { byFiling, filedAt, type ReportRecord, type ReportStore } from './types.ts'
 
 /** Records kept in memory over every team; the oldest go first beyond it. */
 const MAX_RECORDS = 100_000
@@ -8,7 +8,7 @@ const MAX_CLAIMS = 400_000
 /** The report's records of this process (embedded mode): lost on a restart, like its metrics. */
 export class MemoryReportStore implements ReportStore {
   readonly #retentionMs: number
-  /** Per team, in closing order (records arrive nearly in order; each is put in its place). */
+  /** Per team, in filing order (records arrive nearly in order; each is put in its place). */
   readonly #byTeam = new Map<string, ReportRecord[]>()
   /** `team \0 key` → when the claim expires (ms), in insertion order. */
   readonly #claims = new Map<string, number>()
@@ -16,10 +16,6 @@ export class MemoryReportStore implements ReportStore {
 
   constructor(retentionMs: number) {
     this.#retentionMs = retentionMs
-  }
-
-  async claim(team: string, key: string): Promise<boolean> {
-    return this.#claim(team, key)
   }
 
   async add(record: ReportRecord): Promise<boolean> {
@@ -30,7 +26,8 @@ export class MemoryReportStore implements ReportStore {
       this.#byTeam.set(record.team, records)
     }
     let at = records.length
-    while (at > 0 && (records[at - 1] as ReportRecord).closedAt > record.closedAt) at--
+    const filed = filedAt(record)
+    while (at > 0 && filedAt(records[at - 1] as ReportRecord) > filed) at--
     records.splice(at, 0, record)
     this.#count++
     this.#trim()
@@ -42,9 +39,9 @@ export class MemoryReportStore implements ReportStore {
     const from = new Date(since).toISOString()
     const out: ReportRecord[] = []
     for (const team of teams ?? [...this.#byTeam.keys()]) {
-      for (const record of this.#byTeam.get(team) ?? []) if (record.closedAt >= from) out.push(record)
+      for (const record of this.#byTeam.get(team) ?? []) if (filedAt(record) >= from) out.push(record)
     }
-    return out.sort((a, b) => (a.closedAt < b.closedAt ? -1 : a.closedAt > b.closedAt ? 1 : 0))
+    return out.sort(byFiling)
   }
 
   async teams(): Promise<string[]> {
@@ -72,7 +69,7 @@ export class MemoryReportStore implements ReportStore {
     const cutoff = new Date(Date.now() - this.#retentionMs).toISOString()
     for (const [team, records] of this.#byTeam) {
       let old = 0
-      while (old < records.length && (records[old] as ReportRecord).closedAt < cutoff) old++
+      while (old < records.length && filedAt(records[old] as ReportRecord) < cutoff) old++
       if (old > 0) {
         records.splice(0, old)
         this.#count -= old
@@ -84,9 +81,9 @@ export class MemoryReportStore implements ReportStore {
       let oldest = ''
       for (const [team, records] of this.#byTeam) {
         const first = records[0]
-        if (first !== undefined && (oldestTeam === null || first.closedAt < oldest)) {
+        if (first !== undefined && (oldestTeam === null || filedAt(first) < oldest)) {
           oldestTeam = team
-          oldest = first.closedAt
+          oldest = filedAt(first)
         }
       }
       if (oldestTeam === null) break

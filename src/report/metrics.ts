@@ -52,7 +52,7 @@ export function createReportMetrics(registry: Registry): ReportMetrics {
     }),
     handoffs: new Counter({
       name: 'krg_handoffs_total',
-      help: 'Handoff pauses ended, by team and how: operator (a person finished), timeout, run_end, other',
+      help: 'Handoff pauses ended, by team and how: operator (a person finished), timeout (it ran out, whatever word the runtime wrote), run_end (the run ended first)',
       labelNames: ['team', 'ended_by'],
       registers,
     }),
@@ -92,15 +92,11 @@ export function questionEnd(closedBy: string): QuestionEnd {
   }
 }
 
-/** The runtime's `ended_by` of a handoff (or the fold's `run_ended`) in the metrics' words. */
-export function handoffEnd(endedBy: string): HandoffEnd {
-  switch (endedBy) {
-    case 'operator':
-    case 'timeout':
-      return endedBy
-    case 'run_ended':
-      return 'run_end'
-    default:
-      return 'other'
-  }
+/**
+ * How a handoff ended in the metrics' words: the run's end as the gateway saw it (`fromRecord` false), or the
+ * runtime's escalation record, where only `operator` is a person and any other word is the pause running out.
+ */
+export function handoffEnd(endedBy: string, fromRecord: boolean): HandoffEnd {
+  if (!fromRecord) return 'run_end'
+  return endedBy === 'operator' ? 'operator' : 'timeout'
 }

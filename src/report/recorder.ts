@@ -4,9 +4,9 @@ import { answerOf, handoffEndOf } from '../audit/answers.ts'
 import type { AuditLog, AuditRecord } from '../audit/types.ts'
 import { VIAS, type Via } from '../audit/types.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
-import type { Transition } from '../summary/types.ts'
+import type { OpenRequest, Transition } from '../summary/types.ts'
 import { handoffEnd, questionEnd, type ReportMetrics } from './metrics.ts'
-import type { HandoffRecord, QuestionRecord, ReportStore } from './types.ts'
+import type { HandoffRecord, OpenedRecord, QuestionRecord, ReportStore } from './types.ts'
 
 /** What {@link ReportRecorder} works with. */
 export interface ReportRecorderOptions {
@@ -50,6 +50,7 @@ const MAX_TEAMS = 10_000
 const TITLE_CHARS = 200
 const NAME_CHARS = 100
 const SUB_CHARS = 200
+const ENDED_BY_CHARS = 40
 
 /** `value` clipped to `max` characters (an ellipsis says so). */
 function clip(value: string, max: number): string {
@@ -60,6 +61,19 @@ function clip(value: string, max: number): string {
 function isoOr(value: string | null, fallback: string): string {
   const ms = Date.parse(value ?? '')
   return Number.isNaN(ms) ? fallback : new Date(ms).toISOString()
+}
+
+/** What the records of a question's opening and of its closing share; `word` starts the record's id. */
+function questionOf(
+  word: 'opened' | 'question',
+  team: string,
+  kasmId: string,
+  run: string,
+  request: OpenRequest,
+) {
+  const { requestId, title, deadline } = request
+  const id = JSON.stringify([word, kasmId, run, requestId])
+  return { id, team, kasmId, run, requestId, title: clip(title, TITLE_CHARS), deadline }
 }
 
 function viaOfRecord(record: AuditRecord | undefined): Via | 'unknown' {
@@ -173,10 +187,15 @@ export class ReportRecorder {
     const { metrics, store } = this.#o
     metrics.initialise(team)
     const { kasmId, t } = job
-    const closedAt = new Date(job.when).toISOString()
+    // When the transition happened: the question's opening, or the closing or end of what it closes.
+    const at = new Date(job.when).toISOString()
     if (t.type === 'request.opened') {
-      const key = JSON.stringify(['opened', kasmId, t.run, t.request.requestId])
-      if (await this.#stored(() => store.claim(team, key))) metrics.opened.inc({ team })
+      const opened: OpenedRecord = {
+        kind: 'opened',
+        ...questionOf('opened', team, kasmId, t.run, t.request),
+        openedAt: at,
+      }
+      if (await this.#stored(() => store.add(opened))) metrics.opened.inc({ team })
       return
     }
     if (t.type === 'request.closed') {
@@ -188,15 +207,9 @@ export class ReportRecorder {
           : undefined
       const record: QuestionRecord = {
         kind: 'question',
-        id: JSON.stringify(['question', kasmId, t.run, requestId]),
-        team,
-        kasmId,
-        run: t.run,
-        requestId,
-        title: clip(t.request.title, TITLE_CHARS),
-        openedAt: isoOr(t.openedAt, closedAt),
-        closedAt,
-        deadline: t.request.deadline,
+        ...questionOf('question', team, kasmId, t.run, t.request),
+        openedAt: isoOr(t.openedAt, at),
+        closedAt: at,
         closedBy,
         ...this.#who(answer, closedBy === 'reply'),
       }
@@ -212,23 +225,25 @@ export class ReportRecorder {
         metrics.deadlineLeft.observe({ team }, Math.max(0, Date.parse(record.deadline) - answered) / 1000)
       return
     }
-    const endedBy = handoffEnd(t.endedBy)
+    const endedBy = handoffEnd(t.endedBy, t.fromRecord)
     const ender =
       endedBy === 'operator'
         ? await this.#lookUp(() => handoffEndOf(this.#o.audit, { kasmId, run: t.run }))
         : undefined
-    const openedAt = isoOr(t.startedAt, closedAt)
+    const openedAt = isoOr(t.startedAt, at)
     const record: HandoffRecord = {
       kind: 'handoff',
-      id: JSON.stringify(['handoff', kasmId, t.run]),
+      // Per pause: a run may escalate more than once.
+      id: JSON.stringify(['handoff', kasmId, t.run, t.startSeq]),
       team,
       kasmId,
       run: t.run,
       reason: clip(t.reason, TITLE_CHARS),
       openedAt,
-      closedAt,
+      closedAt: at,
       endedBy,
-      waitS: t.pausedS ?? Math.max(0, Date.parse(closedAt) - Date.parse(openedAt)) / 1000,
+      runtimeEndedBy: t.fromRecord ? clip(t.endedBy, ENDED_BY_CHARS) : null,
+      waitS: t.pausedS ?? Math.max(0, Date.parse(at) - Date.parse(openedAt)) / 1000,
       ...this.#who(ender, endedBy === 'operator'),
     }
     if (!(await this.#stored(() => store.add(record)))) return

@@ -1,4 +1,12 @@
-import type { Channel, HandoffRecord, QuestionRecord, ReportRecord } from './types.ts'
+import {
+  type Channel,
+  filedAt,
+  type HandoffRecord,
+  type OpenedRecord,
+  type QuestionRecord,
+  questionKey,
+  type ReportRecord,
+} from './types.ts'
 
 /**
  * The report's numbers, computed from the records of a window: per team, per person, over every team shown,
@@ -18,10 +26,14 @@ export function isReportWindow(value: unknown): value is ReportWindow {
   return typeof value === 'string' && Object.hasOwn(WINDOWS, value)
 }
 
-/** Questions of a group (a team, a person, everyone shown). */
+/**
+ * Questions of a group (a team, a person, everyone shown). Every question counts once, in exactly one of
+ * `inTime`, `late`, `timeouts`, `cancelled`, `runEnded`, `other` and `stillOpen`, which add up to `questions`.
+ */
 export interface QuestionStats {
-  /** Questions that closed in the window, however. */
+  /** The questions that closed in the window, and those asked in it that are still open. */
   readonly questions: number
+  /** inTime + late. */
   readonly answered: number
   /** Answered at or before the deadline (or with no deadline). */
   readonly inTime: number
@@ -30,7 +42,13 @@ export interface QuestionStats {
   readonly timeouts: number
   readonly cancelled: number
   readonly runEnded: number
-  /** inTime / (answered + timeouts): the questions that waited for a person until they closed; null: none. */
+  /** Closed in a way this gateway has no word for (a newer runtime's `closed_by`). */
+  readonly other: number
+  /** Asked in the window and not closed yet, in a session still registered. */
+  readonly stillOpen: number
+  /** answered + timeouts: the questions that waited for a person until they closed (the share's denominator). */
+  readonly waited: number
+  /** inTime / waited; null: none waited. */
   readonly inTimeShare: number | null
   /** Time to answer (s), nearest rank; null without answers. */
   readonly medianAnswerS: number | null
@@ -44,8 +62,10 @@ export interface HandoffStats {
   readonly handoffs: number
   /** Ended by a person ("I'm done, finish"). */
   readonly byPerson: number
-  /** The pause ran out with nobody finishing it. */
+  /** The pause ran out with nobody finishing it (the runtime ended it with a word other than `operator`). */
   readonly ranOut: number
+  /** The run ended first, as the gateway saw it. */
+  readonly runEnded: number
   readonly medianWaitS: number | null
   readonly p90WaitS: number | null
 }
@@ -130,8 +150,23 @@ export function inTime(record: QuestionRecord): boolean {
   return record.deadline === null || record.closedAt <= record.deadline
 }
 
+/**
+ * The questions of `records` asked and not closed (no closing among `records`), in a session still registered
+ * (`live`): one whose session was removed never closes here.
+ */
+export function stillOpen(
+  records: readonly ReportRecord[],
+  live: (kasmId: string) => boolean,
+): OpenedRecord[] {
+  const closed = new Set<string>()
+  for (const r of records) if (r.kind === 'question') closed.add(questionKey(r))
+  return records.filter(
+    (r): r is OpenedRecord => r.kind === 'opened' && live(r.kasmId) && !closed.has(questionKey(r)),
+  )
+}
+
 /** Seconds from a record's opening to its closing. */
-export function waitedS(record: ReportRecord): number {
+export function waitedS(record: QuestionRecord | HandoffRecord): number {
   return Math.max(0, Date.parse(record.closedAt) - Date.parse(record.openedAt)) / 1000
 }
 
@@ -139,32 +174,31 @@ function round(value: number | null): number | null {
   return value === null ? null : Math.round(value * 10) / 10
 }
 
-function questionStats(records: readonly QuestionRecord[]): QuestionStats {
+function questionStats(records: readonly QuestionRecord[], open: number): QuestionStats {
   const via = Object.fromEntries(CHANNELS.map((c) => [c, 0])) as Record<Channel, number>
   const times: number[] = []
   let onTime = 0
-  let timeouts = 0
-  let cancelled = 0
-  let runEnded = 0
+  const ends = { timeout: 0, cancel: 0, run_end: 0, other: 0 }
   for (const r of records) {
     if (r.closedBy === 'reply') {
       times.push(waitedS(r))
       if (inTime(r)) onTime++
       via[r.via ?? 'unknown']++
-    } else if (r.closedBy === 'timeout') timeouts++
-    else if (r.closedBy === 'cancel') cancelled++
-    else if (r.closedBy === 'run_end') runEnded++
+    } else ends[r.closedBy]++
   }
   times.sort((a, b) => a - b)
-  const waited = times.length + timeouts
+  const waited = times.length + ends.timeout
   return {
-    questions: records.length,
+    questions: records.length + open,
     answered: times.length,
     inTime: onTime,
     late: times.length - onTime,
-    timeouts,
-    cancelled,
-    runEnded,
+    timeouts: ends.timeout,
+    cancelled: ends.cancel,
+    runEnded: ends.run_end,
+    other: ends.other,
+    stillOpen: open,
+    waited,
     inTimeShare: waited === 0 ? null : Math.round((onTime / waited) * 1000) / 1000,
     medianAnswerS: round(percentile(times, 0.5)),
     p90AnswerS: round(percentile(times, 0.9)),
@@ -178,22 +212,33 @@ function handoffStats(records: readonly HandoffRecord[]): HandoffStats {
     handoffs: records.length,
     byPerson: records.filter((r) => r.endedBy === 'operator').length,
     ranOut: records.filter((r) => r.endedBy === 'timeout').length,
+    runEnded: records.filter((r) => r.endedBy === 'run_end').length,
     medianWaitS: round(percentile(waits, 0.5)),
     p90WaitS: round(percentile(waits, 0.9)),
   }
 }
 
-/** The questions and handoffs among `records`. */
-function ownStats(records: readonly ReportRecord[]): Pick<TeamStats, 'questions' | 'handoffs'> {
+/** The questions and handoffs among `records` (closings and endings), and the `open` questions. */
+function ownStats(
+  records: readonly (QuestionRecord | HandoffRecord)[],
+  open: number,
+): Pick<TeamStats, 'questions' | 'handoffs'> {
   return {
-    questions: questionStats(records.filter((r): r is QuestionRecord => r.kind === 'question')),
+    questions: questionStats(
+      records.filter((r): r is QuestionRecord => r.kind === 'question'),
+      open,
+    ),
     handoffs: handoffStats(records.filter((r): r is HandoffRecord => r.kind === 'handoff')),
   }
 }
 
-/** A group's numbers and each person's in it, the busiest first. */
-function groupStats(team: string, records: readonly ReportRecord[]): TeamStats {
-  const people = new Map<string, { name: string | null; records: ReportRecord[] }>()
+/** A group's numbers (its closings and endings, and its questions still open) and each person's in it, the busiest first. */
+function groupStats(
+  team: string,
+  records: readonly (QuestionRecord | HandoffRecord)[],
+  open: readonly OpenedRecord[],
+): TeamStats {
+  const people = new Map<string, { name: string | null; records: (QuestionRecord | HandoffRecord)[] }>()
   for (const r of records) {
     if (r.sub === null) continue
     const person = people.get(r.sub) ?? { name: null, records: [] }
@@ -204,29 +249,32 @@ function groupStats(team: string, records: readonly ReportRecord[]): TeamStats {
   const busy = (p: PersonStats): number => p.questions.answered + p.handoffs.handoffs
   return {
     team,
-    ...ownStats(records),
+    ...ownStats(records, open.length),
     people: [...people]
-      .map(([sub, p]): PersonStats => ({ sub, name: p.name, ...ownStats(p.records) }))
+      .map(([sub, p]): PersonStats => ({ sub, name: p.name, ...ownStats(p.records, 0) }))
       .sort((a, b) => busy(b) - busy(a) || a.sub.localeCompare(b.sub)),
   }
 }
 
 /**
- * The report of `records` (every one closed in the window; the store's answer) for `teams`, over the window
- * ending `now`.
+ * The report of `records` (every one filed in the window; the store's answer) for `teams`, over the window
+ * ending `now`; `live` says whether a session is still registered (its open questions may still close).
  */
 export function buildReport(
   window: ReportWindow,
   teams: readonly string[],
   records: readonly ReportRecord[],
   now: number,
+  live: (kasmId: string) => boolean,
 ): Report {
   const { ms, bucketMs } = WINDOWS[window]
   // Buckets aligned to whole hours (UTC) so the chart's bars do not shift with every reload.
   const end = Math.ceil(now / bucketMs) * bucketMs
   const start = end - ms
   const since = now - ms
-  const shown = records.filter((r) => Date.parse(r.closedAt) >= since)
+  const filed = records.filter((r) => Date.parse(filedAt(r)) >= since)
+  const open = stillOpen(filed, live)
+  const shown = filed.filter((r): r is QuestionRecord | HandoffRecord => r.kind !== 'opened')
   const series = Array.from({ length: ms / bucketMs }, (_, i) => ({
     start: new Date(start + i * bucketMs).toISOString(),
     inTime: 0,
@@ -265,11 +313,12 @@ export function buildReport(
     from: new Date(since).toISOString(),
     to: new Date(now).toISOString(),
     bucketS: bucketMs / 1000,
-    all: groupStats('', shown),
+    all: groupStats('', shown, open),
     teams: teams.map((team) =>
       groupStats(
         team,
         shown.filter((r) => r.team === team),
+        open.filter((r) => r.team === team),
       ),
     ),
     series,

@@ -1,7 +1,7 @@
 /**
- * The team report's records: one small record per closed question and per ended handoff of a session the
- * gateway watched, with who answered and through what (from the audit log). Never a field value, a message's
- * text or a token: ids, a clipped title or reason, times and fixed words.
+ * The team report's records: one small record per question opened, per question closed and per handoff ended
+ * of a session the gateway watched, with who answered and through what (from the audit log). Never a field
+ * value, a message's text or a token: ids, a clipped title or reason, times and fixed words.
  */
 
 import type { Via } from '../audit/types.ts'
@@ -9,24 +9,33 @@ import type { Via } from '../audit/types.ts'
 /** How a question closed, in the metrics' words (the protocol's `cancelled` and `run_ended` shortened). */
 export type QuestionEnd = 'reply' | 'timeout' | 'cancel' | 'run_end' | 'other'
 
-/** How a handoff pause ended: a person (`operator`), its time ran out, the run ended, or a word we do not know. */
-export type HandoffEnd = 'operator' | 'timeout' | 'run_end' | 'other'
+/**
+ * How a handoff pause ended: a person finished it (`operator`, the one word the spec names), the gateway saw
+ * the run end first (`run_end`), or it ran out (`timeout`): the runtime ended it with any other word, as its
+ * pause lasts until the run's deadline or `runner.escalation_pause_s` (ours writes `timeout`, another
+ * `deadline`).
+ */
+export type HandoffEnd = 'operator' | 'timeout' | 'run_end'
 
 /** Through what an answer came: an audited channel, or `unknown` when no reply of the gateway's closed it. */
 export type Channel = Via | 'unknown'
 
 export const QUESTION_ENDS: readonly QuestionEnd[] = ['reply', 'timeout', 'cancel', 'run_end', 'other']
-export const HANDOFF_ENDS: readonly HandoffEnd[] = ['operator', 'timeout', 'run_end', 'other']
+export const HANDOFF_ENDS: readonly HandoffEnd[] = ['operator', 'timeout', 'run_end']
 
-/** What both kinds of record carry. */
-interface RecordBase {
-  /** Unique per question or handoff, the same on every replica: the idempotency key of the write. */
+/** What every record carries. */
+interface RecordKey {
+  /** Unique per record, the same on every replica: the idempotency key of the write. */
   readonly id: string
   readonly team: string
   readonly kasmId: string
   readonly run: string
   /** ISO 8601: when the question opened or the pause started. */
   readonly openedAt: string
+}
+
+/** What a closed question and an ended handoff carry. */
+interface RecordBase extends RecordKey {
   /** ISO 8601: when it closed or ended. */
   readonly closedAt: string
   /** Who answered or ended it through the gateway; null when nobody did (a timeout, or outside the gateway). */
@@ -53,23 +62,56 @@ export interface HandoffRecord extends RecordBase {
   /** Why the agent escalated, clipped. */
   readonly reason: string
   readonly endedBy: HandoffEnd
+  /**
+   * The runtime's own `ended_by`, clipped (`unknown` when its record had none); null when the gateway saw the
+   * run end first. Absent from records written before it was kept.
+   */
+  readonly runtimeEndedBy?: string | null
   /** How long the pause lasted (the runtime's `paused_s`, or from the times). */
   readonly waitS: number
 }
 
-export type ReportRecord = QuestionRecord | HandoffRecord
+/**
+ * A question, as it opened: filed under its opening, so a report knows the questions asked in its window that
+ * have not closed (no {@link QuestionRecord} of the same session, run and request).
+ */
+export interface OpenedRecord extends RecordKey {
+  readonly kind: 'opened'
+  readonly requestId: string
+  /** The question's title, clipped. */
+  readonly title: string
+  /** ISO 8601, or null when the question had none. */
+  readonly deadline: string | null
+}
+
+export type ReportRecord = QuestionRecord | HandoffRecord | OpenedRecord
+
+/** When a record is filed (what a window and the retention go by): its closing, or an opening's time. */
+export function filedAt(record: ReportRecord): string {
+  return record.kind === 'opened' ? record.openedAt : record.closedAt
+}
+
+/** Oldest filed first (a sort's comparison). */
+export function byFiling(a: ReportRecord, b: ReportRecord): number {
+  const x = filedAt(a)
+  const y = filedAt(b)
+  return x < y ? -1 : x > y ? 1 : 0
+}
+
+/** The same for the opening and the closing of one question: its session, run and request. */
+export function questionKey(record: QuestionRecord | OpenedRecord): string {
+  return JSON.stringify([record.kasmId, record.run, record.requestId])
+}
 
 /**
  * Where report records are kept, for `GATEWAY_REPORT_RETENTION_DAYS`: in memory (embedded) or in Redis, a
- * sorted set per team scored by the closing time. Every write is idempotent by its key, so replicas racing
+ * sorted set per team scored by the filing time. Every write is idempotent by its key, so replicas racing
  * for the same question, or one taking another's session over, write it once.
  */
 export interface ReportStore {
-  /** Claims `key` of `team` for the retention: true for the first caller ever, false for every other. */
-  claim(team: string, key: string): Promise<boolean>
   /** Adds a record unless one with its id was added (claimed and stored at once): true when this call did. */
   add(record: ReportRecord): Promise<boolean>
-  /** The records of `teams` (every team: null) that closed at or after `since` (ms), oldest first. */
+  /** The records of `teams` (every team: null) filed at or after `since` (ms, see {@link filedAt}), oldest first. */
   list(teams: readonly string[] | null, since: number): Promise<ReportRecord[]>
   /** Teams with records still kept. */
   teams(): Promise<string[]>

@@ -20,7 +20,11 @@ export interface ChatLinkView {
   expiresAt: string
 }
 
-function view(record: ChatLinkRecord): ChatLinkView {
+/**
+ * A link as the API shows it; `teams` the person's teams the caller may know of (all: their own links, an
+ * admin of every team; otherwise the admin's teams among them).
+ */
+function view(record: ChatLinkRecord, teams: readonly string[]): ChatLinkView {
   return {
     chat: record.chat,
     workspace: record.workspace,
@@ -30,7 +34,7 @@ function view(record: ChatLinkRecord): ChatLinkView {
     sub: record.sub,
     ...(record.name === undefined ? {} : { name: record.name }),
     roles: [...record.roles],
-    teams: [...record.teams],
+    teams: [...teams],
     state: record.state,
     createdAt: new Date(record.createdAt).toISOString(),
     expiresAt: new Date(record.expiresAt).toISOString(),
@@ -59,6 +63,11 @@ function adminSees(admin: Operator, record: ChatLinkRecord): boolean {
   return !record.teams.includes('*') && record.teams.some((team) => admin.teams.has(team))
 }
 
+/** The person's teams an admin may know of: the admin's own among them (`*`: all of them). */
+function teamsSeenBy(admin: Operator, record: ChatLinkRecord): string[] {
+  return admin.teams.has('*') ? [...record.teams] : record.teams.filter((team) => admin.teams.has(team))
+}
+
 /** Links listed at most by the admin API. */
 const MAX_LISTED = 1000
 
@@ -66,7 +75,8 @@ const MAX_LISTED = 1000
  * Linked chat accounts (src/identity), under the base path:
  * - `GET api/chat-links` (any role): the caller's own links, which the console shows;
  * - `DELETE api/chat-links/:chat/:workspace/:user` (any role, CSRF-checked): removes one of them;
- * - `GET admin/chat-links` (admin): the links of people in the admin's teams (`*`: all);
+ * - `GET admin/chat-links` (admin): the links of people in the admin's teams (`*`: all), each naming only
+ *   those of the person's teams the admin is in (the person's others are not the admin's to know);
  * - `DELETE admin/chat-links/:chat/:workspace/:user` (admin): removes one of those.
  * A link the caller may not see answers 404 `chat_link_not_found`, like one that does not exist. Removals
  * are audited. Without a chat adapter only the first exists, and lists nothing.
@@ -99,7 +109,7 @@ export async function chatLinkRoutes(app: FastifyInstance): Promise<void> {
 
   app.get('/api/chat-links', { onRequest: app.requireAccess('read') }, async (request) => {
     const mine = await shared(() => links.listOf(operatorOf(request).sub))
-    return { links: mine.map(view) }
+    return { links: mine.map((r) => view(r, r.teams)) }
   })
 
   app.delete<LinkRoute>(
@@ -118,7 +128,7 @@ export async function chatLinkRoutes(app: FastifyInstance): Promise<void> {
   app.get('/admin/chat-links', { onRequest: app.requireAccess('admin') }, async (request) => {
     const admin = operatorOf(request)
     const all = await shared(() => links.list(MAX_LISTED))
-    return { links: all.filter((r) => adminSees(admin, r)).map(view) }
+    return { links: all.filter((r) => adminSees(admin, r)).map((r) => view(r, teamsSeenBy(admin, r))) }
   })
 
   app.delete<LinkRoute>(

@@ -33,7 +33,7 @@ interface Scope {
  * as on every route that needs the operator role), of their teams only:
  * - `GET api/report?window=24h|7d&team=` (JSON, see src/report/stats.ts): questions, answered in time, time to
  *   answer, timeouts, handoffs, per team and per person, and answers per hour (24 h) or per six hours (7 d);
- * - `GET api/report.csv?window=&team=`: every record of the window, one row each.
+ * - `GET api/report.csv?window=&team=`: every question and handoff of the window, one row each.
  * `window` defaults to 24h (anything else: 400 `report_window_invalid`); a team the caller does not see
  * answers 404 `team_not_found`, like one that does not exist.
  */
@@ -62,8 +62,18 @@ export async function reportRoutes(app: FastifyInstance): Promise<void> {
     return [...new Set([...views.map((v) => v.team), ...recorded])].sort()
   }
 
-  const records = (s: Scope, now: number): Promise<ReportRecord[]> =>
-    shared('report records', () => app.teamReport.store.list(s.teams, now - WINDOWS[s.window].ms))
+  /** The window's records, and whether a session is still registered (a removed one's questions never close). */
+  const records = async (
+    s: Scope,
+    now: number,
+  ): Promise<{ records: ReportRecord[]; live: (kasmId: string) => boolean }> => {
+    const [found, views] = await Promise.all([
+      shared('report records', () => app.teamReport.store.list(s.teams, now - WINDOWS[s.window].ms)),
+      shared('sessions', () => app.sessions.list()),
+    ])
+    const registered = new Set(views.map((v) => v.kasmId))
+    return { records: found, live: (kasmId) => registered.has(kasmId) }
+  }
 
   app.get<ReportRoute>(
     '/api/report',
@@ -72,7 +82,8 @@ export async function reportRoutes(app: FastifyInstance): Promise<void> {
       const s = await scope(request)
       const now = Date.now()
       reply.header('cache-control', 'no-store')
-      return buildReport(s.window, s.teams, await records(s, now), now)
+      const { records: found, live } = await records(s, now)
+      return buildReport(s.window, s.teams, found, now, live)
     },
   )
 
@@ -82,7 +93,8 @@ export async function reportRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const s = await scope(request)
       const now = Date.now()
-      const body = reportCsv(await records(s, now))
+      const { records: found, live } = await records(s, now)
+      const body = reportCsv(found, live)
       const day = new Date(now).toISOString().slice(0, 10)
       const who = s.team === null ? 'all-teams' : s.team.replace(/[^A-Za-z0-9_-]+/g, '_')
       return reply

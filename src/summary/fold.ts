@@ -99,6 +99,8 @@ export class SummaryFold {
   /** When each open request's `request.opened` came. */
   readonly #openedAt = new Map<string, string | null>()
   #escalation: EscalationPause | null = null
+  /** The seq of the event that started the pause: with the run, the pause's key. */
+  #escalationSeq = 0
   #lastEscalation: EscalationRecord | null = null
   #screenshot: Screenshot | null = null
   #lastActivity: string | null = null
@@ -205,7 +207,7 @@ export class SummaryFold {
     }
     this.#open.clear()
     this.#openedAt.clear()
-    this.#endPause(seq, at, 'run_ended', null, emit)
+    this.#endPause(seq, at, null, null, emit)
     if (this.#loop !== 'none') this.#loop = 'exited'
     if (how !== null) {
       this.#ended = how
@@ -214,16 +216,18 @@ export class SummaryFold {
     this.#changed()
   }
 
+  /** The pause ends: by the runtime's escalation record (its `ended_by`), or (null) with the run. */
   #endPause(
     seq: number,
     at: string | null,
-    endedBy: string,
+    recorded: string | null,
     pausedS: number | null,
     emit: (t: Transition) => void,
   ): void {
     const pause = this.#escalation
     if (pause === null) return
     this.#escalation = null
+    const endedBy = recorded ?? 'run_ended'
     this.#lastEscalation = { reason: pause.reason, pausedS, endedBy }
     emit({
       type: 'escalation.ended',
@@ -232,7 +236,9 @@ export class SummaryFold {
       at,
       reason: pause.reason,
       endedBy,
+      fromRecord: recorded !== null,
       startedAt: pause.startedAt,
+      startSeq: this.#escalationSeq,
       pausedS,
     })
     this.#changed()
@@ -291,7 +297,7 @@ export class SummaryFold {
       this.#outcome = text(status.outcome, 40)
       this.#conclusion = text(status.summary, 500)
       if (this.#loop !== 'none') this.#loop = 'exited'
-      this.#endPause(seq, at, 'run_ended', null, emit)
+      this.#endPause(seq, at, null, null, emit)
     }
     this.#changed()
   }
@@ -358,6 +364,7 @@ export class SummaryFold {
     const endsAt =
       this.#pauseS === null ? null : new Date(Date.parse(startedAt) + this.#pauseS * 1000).toISOString()
     this.#escalation = { reason, startedAt, endsAt }
+    this.#escalationSeq = seq
     if (this.#loop !== 'none') this.#loop = 'exited'
     emit({ type: 'escalation.started', run: this.#run as string, seq, at, reason })
     this.#changed()

@@ -131,9 +131,17 @@ export type Transition =
       readonly seq: number
       readonly at: string | null
       readonly reason: string
+      /**
+       * The runtime's `ended_by` (clipped; `unknown` when its record had none), or `run_ended` when the gateway
+       * saw the run end first.
+       */
       readonly endedBy: string
+      /** Whether the runtime's escalation record ended it (false: the run's end, as the gateway saw it). */
+      readonly fromRecord: boolean
       /** When the pause started (the escalate call), ISO 8601. */
       readonly startedAt: string
+      /** The seq of the event that started it (the escalate call): with the run, the pause's key. */
+      readonly startSeq: number
       /** The pause's length as the runtime's escalation record says; null when it ended without one. */
       readonly pausedS: number | null
     }

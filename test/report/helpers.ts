@@ -176,6 +176,6 @@ export const SEQUENCE_COUNTS: ReportCounts = {
   answers: { api: 1, console: 1, sidebar: 0, slack: 0, unknown: 0 },
   noTimeLeft: 1,
   deadlineLeftCount: 2,
-  handoffs: { operator: 1, timeout: 1, run_end: 0, other: 0 },
+  handoffs: { operator: 1, timeout: 1, run_end: 0 },
   handoffWaits: 2,
 }

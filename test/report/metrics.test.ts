@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { request } from 'undici'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import type { Report } from '../../src/report/stats.ts'
-import type { QuestionRecord, ReportRecord } from '../../src/report/types.ts'
+import type { HandoffRecord, QuestionRecord, ReportRecord } from '../../src/report/types.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { RUNTIME_TOKEN } from '../helpers/runtime-gateway.ts'
@@ -193,9 +193,84 @@ test('a restart: the runtime replays its run to the new process, which counts no
   assert.equal(counts.answers.api, 1)
   const records = await second.app.teamReport.store.list(null, 0)
   assert.deepEqual(
-    records.map((r: ReportRecord) => (r.kind === 'question' ? r.requestId : r.kind)),
-    [q2.request_id],
+    records.map((r: ReportRecord) => (r.kind === 'handoff' ? r.kind : [r.kind, r.requestId])),
+    [
+      ['opened', q2.request_id],
+      ['question', q2.request_id],
+    ],
   )
+})
+
+test('a pause the runtime ends with any word but operator ran out, whatever the word; every pause of a run counts', async (t) => {
+  const runtime = await startSimulatedRuntime({ messagingToken: RUNTIME_TOKEN, sessionToken: SESSION_TOKEN })
+  t.after(() => runtime.close())
+  const gw = await startGateway(env)
+  t.after(() => gw.close())
+  await register(gw.url, runtime.url)
+  const dan = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] })
+  await openOverview(t, gw, dan).then((o) => o.until('k1 shown', (e) => e.has('k1')))
+
+  // One run escalating again and again, as another runtime may: each pause ended by its own escalation record.
+  const long = `ran-${'out'.repeat(30)}`
+  const words: (string | undefined)[] = [
+    'deadline',
+    'timeout',
+    'expired',
+    undefined,
+    'run_ended',
+    long,
+    'operator',
+  ]
+  let n = 0
+  const pause = (reason: string) =>
+    runtime.emit('iteration', { n: ++n, tool_calls: [{ name: 'escalate', args: { reason } }] })
+  for (const [i, word] of words.entries()) {
+    pause(`pause ${i}`)
+    runtime.emit('escalation', {
+      reason: `pause ${i}`,
+      paused_s: i + 1,
+      ...(word === undefined ? {} : { ended_by: word }),
+    })
+  }
+  // And one still paused when the run ends: the gateway saw the run end.
+  pause('the last pause')
+  runtime.closeTrace({ done: true })
+
+  const counts = await waitFor(
+    'every pause counted',
+    async () => {
+      const c = await reportCounts([gw.url], 'blue')
+      return c.handoffWaits === words.length + 1 ? c : null
+    },
+    20_000,
+  )
+  assert.deepEqual(counts.handoffs, { operator: 1, timeout: words.length - 1, run_end: 1 })
+  const handoffs = (await gw.app.teamReport.store.list(['blue'], 0)).filter(
+    (r): r is HandoffRecord => r.kind === 'handoff',
+  )
+  handoffs.sort((a, b) => a.reason.localeCompare(b.reason, 'en', { numeric: true }))
+  assert.deepEqual(
+    handoffs.map((h) => [h.reason, h.endedBy, h.runtimeEndedBy, h.waitS]),
+    [
+      ['pause 0', 'timeout', 'deadline', 1],
+      ['pause 1', 'timeout', 'timeout', 2],
+      ['pause 2', 'timeout', 'expired', 3],
+      ['pause 3', 'timeout', 'unknown', 4],
+      ['pause 4', 'timeout', 'run_ended', 5],
+      ['pause 5', 'timeout', `${long.slice(0, 39)}…`, 6],
+      ['pause 6', 'operator', 'operator', 7],
+      ['the last pause', 'run_end', null, handoffs.at(-1)?.waitS],
+    ],
+  )
+
+  const res = await request(`${gw.url}/api/report`, { headers: { authorization: `Bearer ${dan}` } })
+  const report = (await res.body.json()) as Report
+  const hs = report.all.handoffs
+  assert.deepEqual([hs.handoffs, hs.byPerson, hs.ranOut, hs.runEnded], [8, 1, 6, 1])
+  const csv = await request(`${gw.url}/api/report.csv`, { headers: { authorization: `Bearer ${dan}` } })
+  const text = await csv.body.text()
+  assert.match(text, /,"timeout",,1,,,,"deadline"\r\n/, "a run-out handoff's row keeps the runtime's word")
+  assert.match(text, /,"run_end",,\d+(\.\d)?,,,,\r\n/, 'the run end has none')
 })
 
 function zero(counts: Record<string, number>): Record<string, number> {

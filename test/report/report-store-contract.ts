@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import type { QuestionRecord, ReportStore } from '../../src/report/types.ts'
+import type { OpenedRecord, QuestionRecord, ReportStore } from '../../src/report/types.ts'
 
 /**
  * Every report store keeps the same contract: once per id, per team, in closing order, for the retention. Run
@@ -53,14 +53,30 @@ export async function reportStoreContract(store: ReportStore): Promise<void> {
     [],
   )
   assert.deepEqual((await store.teams()).sort(), ['blue', 'red'])
-  assert.equal(await store.claim('blue', 'opened-1'), true)
-  assert.equal(await store.claim('blue', 'opened-1'), false)
-  assert.equal(await store.claim('red', 'opened-1'), true, 'claims are per team')
+  assert.equal(await store.add(record('r', 'blue', 1000)), true, 'ids are per team')
+  // A question as it opened is filed under its opening.
+  const opened: OpenedRecord = {
+    kind: 'opened',
+    id: 'o',
+    team: 'blue',
+    kasmId: 'k1',
+    run: 'r1',
+    requestId: 'o',
+    title: 'o',
+    openedAt: new Date(Date.now() - 1500).toISOString(),
+    deadline: null,
+  }
+  assert.equal(await store.add(opened), true)
+  assert.equal(await store.add(opened), false)
+  assert.deepEqual(
+    (await store.list(['blue'], Date.now() - 1800)).map((r) => r.id),
+    ['o', 'r'],
+  )
   // Past the retention (2 days here): dropped when the next record of the team is written.
   await store.add(record('old', 'blue', 3 * DAY))
   await store.add(record('c', 'blue', 10))
   assert.deepEqual(
     (await store.list(['blue'], 0)).map((r) => r.id),
-    ['a', 'b', 'c'],
+    ['a', 'b', 'o', 'r', 'c'],
   )
 }

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { request } from 'undici'
 import { csvCell } from '../../src/report/csv.ts'
-import type { Report } from '../../src/report/stats.ts'
-import type { HandoffRecord, QuestionRecord } from '../../src/report/types.ts'
+import type { QuestionStats, Report } from '../../src/report/stats.ts'
+import type { HandoffRecord, OpenedRecord, QuestionRecord } from '../../src/report/types.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
 
@@ -132,6 +132,91 @@ test('an operator sees their teams only; an admin of every team sees all; the wi
   assert.equal(all.all.questions.questions, 4)
 })
 
+test('where the questions went adds up: overall, per team, per person; still open counts a registered session only', async (t) => {
+  const gw = await start(t)
+  const store = gw.app.teamReport.store
+  const opened = (kasmId: string, team: string, requestId: string, agoS: number): OpenedRecord => ({
+    kind: 'opened',
+    id: JSON.stringify(['opened', kasmId, 'run-1', requestId]),
+    team,
+    kasmId,
+    run: 'run-1',
+    requestId,
+    title: `Open ${requestId}`,
+    openedAt: iso(agoS),
+    deadline: null,
+  })
+  await gw.app.sessions.put({
+    kasmId: 'k1',
+    upstream: 'http://127.0.0.1:9/',
+    team: 'blue',
+    messagingToken: 'a-token-for-the-report-tests',
+    source: 'admin',
+  })
+  for (const record of [
+    // q1 opened and closed: counted once, as answered.
+    opened('k1', 'blue', 'q1', 600),
+    opened('k1', 'blue', 'o1', 120),
+    opened('k1', 'blue', 'o2', 60),
+    // Before the window: not asked in it.
+    opened('k1', 'blue', 'o3', 2 * 86_400),
+    // Its session was removed (k2 is not registered): it will never close here.
+    opened('k2', 'red', 'o4', 60),
+    question('c1', 'blue', { closedBy: 'cancel', sub: null, name: null, via: null }),
+    question('e1', 'blue', { closedBy: 'run_end', sub: null, name: null, via: null }),
+    question('x1', 'blue', { closedBy: 'other', sub: null, name: null, via: null }),
+    question('l1', 'blue', { closedAt: iso(200), sub: 'eve', name: 'Eve' }),
+  ])
+    assert.equal(await store.add(record), true)
+  const everyone = await bearer({ sub: 'root', roles: ['admin'], teams: ['*'] })
+  const report = JSON.parse((await get(`${gw.url}/api/report`, everyone)).text) as Report
+  const parts = (q: QuestionStats) => [
+    q.inTime,
+    q.late,
+    q.timeouts,
+    q.cancelled,
+    q.runEnded,
+    q.other,
+    q.stillOpen,
+  ]
+  const sum = (q: QuestionStats) => parts(q).reduce((a, b) => a + b, 0)
+  const all = report.all.questions
+  assert.deepEqual(parts(all), [2, 1, 1, 1, 1, 1, 2], 'in time q1 r1, late l1, q2, c1, e1, x1, open o1 o2')
+  assert.equal(all.questions, 9)
+  for (const group of [
+    report.all,
+    ...report.teams,
+    ...report.all.people,
+    ...report.teams.flatMap((x) => x.people),
+  ]) {
+    const q = group.questions
+    const who = 'team' in group ? `team ${group.team || '(all)'}` : `person ${group.sub}`
+    assert.equal(sum(q), q.questions, `${who}: the parts add up`)
+    assert.equal(q.inTime + q.late, q.answered, `${who}: answered in time or late`)
+    assert.equal(q.answered + q.timeouts, q.waited, `${who}: the in-time share's denominator`)
+  }
+  assert.deepEqual(
+    report.teams.map((x) => [x.team, x.questions.questions, x.questions.stillOpen]),
+    [
+      ['blue', 8, 2],
+      ['red', 1, 0],
+    ],
+  )
+  assert.equal(all.waited, 4)
+  assert.equal(all.inTimeShare, 0.5)
+
+  // The CSV has a row for each question that went somewhere, the open ones too.
+  const csv = parseCsv((await get(`${gw.url}/api/report.csv`, everyone)).text.slice(1))
+  const [header, ...rows] = csv as string[][]
+  const closedBy = (header as string[]).indexOf('closed_by')
+  const kind = (header as string[]).indexOf('kind')
+  assert.equal(rows.filter((r) => r[kind] === 'question').length, all.questions)
+  assert.deepEqual(
+    rows.filter((r) => r[closedBy] === 'open').map((r) => r[(header as string[]).indexOf('request_id')]),
+    ['o1', 'o2'],
+  )
+})
+
 test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralised, a download', async (t) => {
   const gw = await start(t)
   const blue = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] })
@@ -161,6 +246,9 @@ test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralise
   assert.equal(col(eve, 'sub'), "'-eve")
   const q1 = byRequest.get('q1') as string[]
   assert.deepEqual([col(q1, 'in_time'), col(q1, 'seconds'), col(q1, 'via')], ['yes', '60', 'console'])
+  const q1Line = lines.find((l) => l.includes('"q1"')) ?? ''
+  assert.match(q1Line, /^"question","blue","k1","run-1","q1","Question q1",/, 'every text cell quoted')
+  assert.match(q1Line, /,"yes",60,"console","dan","Dan",$/, 'a number is not')
   const handoff = byRequest.get('handoff') as string[]
   assert.deepEqual(
     [col(handoff, 'closed_by'), col(handoff, 'seconds'), col(handoff, 'title')],
@@ -171,15 +259,25 @@ test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralise
   assert.equal(day.length, 4)
 })
 
-test('csvCell: quotes what must be quoted, guards formula starts, leaves numbers alone', () => {
-  assert.equal(csvCell('plain'), 'plain')
+test('csvCell: quotes every text cell, guards a formula start in every part, leaves numbers alone', () => {
+  assert.equal(csvCell('plain'), '"plain"')
   assert.equal(csvCell('a,b'), '"a,b"')
   assert.equal(csvCell('say "hi"'), '"say ""hi"""')
   assert.equal(csvCell('two\r\nlines'), '"two\r\nlines"')
   assert.equal(csvCell(' padded'), '" padded"')
+  assert.equal(csvCell('=cmd'), `"'=cmd"`)
+  // A spreadsheet whose separator is `;` (or that splits on `,` inside the quotes) runs each part on its own.
+  assert.equal(csvCell('x;=1+1'), `"x;'=1+1"`)
+  assert.equal(csvCell('a,@SUM(1)'), `"a,'@SUM(1)"`)
+  assert.equal(csvCell('x; +1;  -2'), `"x; '+1;  '-2"`)
+  assert.equal(csvCell('x;"=1+1'), `"x;""'=1+1"`, 'a quote before the formula does not hide it')
+  assert.equal(csvCell('a\n=1'), `"a\n'=1"`, 'nor a line break, for a reader that ignores quotes')
+  assert.equal(csvCell('2026-01-02T03:04:05.000Z'), '"2026-01-02T03:04:05.000Z"', 'a hyphen inside stays')
+  assert.equal(csvCell('a - b, c-d'), '"a - b, c-d"')
   for (const start of ['=', '+', '-', '@', '\t', '\r'])
-    assert.ok(csvCell(`${start}1+1`).replace(/^"/, '').startsWith(`'${start}`), JSON.stringify(start))
+    assert.equal(csvCell(`${start}1+1`), `"'${start}1+1"`, JSON.stringify(start))
   assert.equal(csvCell(-5), '-5')
+  assert.equal(csvCell(12.5), '12.5')
   assert.equal(csvCell(null), '')
 })
 

@@ -1,9 +1,20 @@
-import type { HandoffRecord, QuestionRecord, ReportStore } from '../../src/report/types.ts'
+import type { HandoffRecord, OpenedRecord, QuestionRecord, ReportStore } from '../../src/report/types.ts'
+
+/** The sessions of {@link seedWeek}, with their teams (register them for their open questions to count). */
+export const SEED_SESSIONS = [
+  { kasmId: 'expenses-7f3a', team: 'finance' },
+  { kasmId: 'crm-merge-21', team: 'finance' },
+  { kasmId: 'billing-export', team: 'support' },
+] as const
+
+/** Questions of {@link seedWeek} asked in the last hour and still open. */
+export const SEED_OPEN = 3
 
 /**
  * A week of a support team as the report's store would hold it (two teams, four people, answers through
- * every channel, some late, timeouts, handoffs finished and run out), for the page's tests and pictures.
- * Times are spread deterministically over the last seven days before `now`.
+ * every channel, some late, timeouts, cancelled, handoffs finished and run out, a few questions still open),
+ * for the page's tests and pictures. Every question's opening is recorded, as the gateway does. Times are
+ * spread deterministically over the last seven days before `now`.
  */
 export async function seedWeek(store: ReportStore, now: number): Promise<void> {
   const people = [
@@ -19,11 +30,7 @@ export async function seedWeek(store: ReportStore, now: number): Promise<void> {
     'The approver field is empty. Who should approve this report?',
     'Submit the invoice batch now or wait for the 17:00 run?',
   ]
-  const sessions = [
-    { kasmId: 'expenses-7f3a', team: 'finance' },
-    { kasmId: 'crm-merge-21', team: 'finance' },
-    { kasmId: 'billing-export', team: 'support' },
-  ]
+  const sessions = SEED_SESSIONS
   for (let i = 0; i < 90; i++) {
     // Denser in the last day, as a busy morning would be.
     const ageS = i < 30 ? (i * 2617) % 86_000 : 86_400 + ((i * 48_611) % (6 * 86_400 - 3600))
@@ -51,7 +58,16 @@ export async function seedWeek(store: ReportStore, now: number): Promise<void> {
       name: kind === 'reply' ? person.name : null,
       via: kind === 'reply' ? person.via : null,
     }
+    await store.add(opened(record))
     await store.add(record)
+  }
+  for (let i = 0; i < SEED_OPEN; i++) {
+    const session = sessions[i % sessions.length] as (typeof sessions)[number]
+    const openedAt = new Date(now - (5 + i * 17) * 60_000).toISOString()
+    const title = titles[i] as string
+    await store.add(
+      opened({ ...session, run: `run-open-${i}`, requestId: 'q1', title, openedAt, deadline: null }),
+    )
   }
   for (let i = 0; i < 8; i++) {
     const session = sessions[(i + 1) % sessions.length] as (typeof sessions)[number]
@@ -76,5 +92,22 @@ export async function seedWeek(store: ReportStore, now: number): Promise<void> {
       via: byPerson ? person.via : null,
     }
     await store.add(record)
+  }
+}
+
+/** The record of a question's opening, as the gateway writes it when the question comes. */
+function opened(
+  q: Pick<QuestionRecord, 'team' | 'kasmId' | 'run' | 'requestId' | 'title' | 'openedAt' | 'deadline'>,
+): OpenedRecord {
+  return {
+    kind: 'opened',
+    id: JSON.stringify(['opened', q.kasmId, q.run, q.requestId]),
+    team: q.team,
+    kasmId: q.kasmId,
+    run: q.run,
+    requestId: q.requestId,
+    title: q.title,
+    openedAt: q.openedAt,
+    deadline: q.deadline,
   }
 }

@@ -4,6 +4,7 @@ import { dirname, join, relative, resolve } from 'node:path'
 import { test } from 'node:test'
 import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
+import type { OpenedRecord } from '../../src/report/types.ts'
 import { TEST_ENCRYPTION_KEY } from '../cluster/cluster-harness.ts'
 import { deletePrefix, REDIS_TEST_URL, uniquePrefix } from '../cluster/redis-harness.ts'
 import { testEnv } from '../helpers/jwt.ts'
@@ -80,6 +81,17 @@ test("cluster: every store is the Redis side, the cluster's own ones shared rath
   await stores.board.set('k', 'probe', '1')
   assert.equal(await cluster.redis.exists(cluster.keys.board('k')), 1)
   assert.equal(app.teamReport.store, stores.report)
-  assert.equal(await stores.report.claim('blue', 'probe'), true)
-  assert.equal(await stores.report.claim('blue', 'probe'), false, 'claimed once, in Redis')
+  const probe: OpenedRecord = {
+    kind: 'opened',
+    id: 'probe',
+    team: 'blue',
+    kasmId: 'k',
+    run: 'r',
+    requestId: 'q',
+    title: 'probe',
+    openedAt: new Date().toISOString(),
+    deadline: null,
+  }
+  assert.equal(await stores.report.add(probe), true)
+  assert.equal(await stores.report.add(probe), false, 'claimed once, in Redis')
 })

@@ -166,7 +166,9 @@ test('a handoff pause: started by the escalate call, with its reason and end, en
       at: '2026-09-16T14:00:04.000Z',
       reason: '2FA on a phone',
       endedBy: 'operator',
+      fromRecord: true,
       startedAt: '2026-09-16T14:00:03.000Z',
+      startSeq: 3,
       pausedS: 42,
     },
   ])

@@ -22,7 +22,8 @@ export const PARTS: readonly Part[] = [
   { key: 'timeouts', label: 'Timed out', cls: 'bar-timeout' },
 ]
 
-function svg<K extends keyof SVGElementTagNameMap>(
+/** An SVG element with its attributes (and text), through DOM calls only. */
+export function svg<K extends keyof SVGElementTagNameMap>(
   tag: K,
   attrs: Record<string, string | number>,
   text?: string,

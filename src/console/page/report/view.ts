@@ -1,13 +1,15 @@
 /**
- * The report's view: what `GET <base>api/report` answered, as headline numbers, the chart of answers over
- * time (with its table), the teams and the people side by side, the timeouts (each linked to its session) and
- * the handoffs. Everything from the gateway becomes text nodes (dom.ts).
+ * The report's view: what `GET <base>api/report` answered, as headline numbers, where the questions went
+ * (parts that add up to the total), the chart of answers over time (with its table), the teams and the people
+ * side by side, the timeouts (each linked to its session) and the handoffs. Everything from the gateway
+ * becomes text nodes (dom.ts).
  */
 
 import type { HandoffStats, PersonStats, QuestionStats, Report, TeamStats } from '../../../report/stats.ts'
 import { base } from '../api.ts'
 import { h, replace } from '../dom.ts'
 import { bucketLabel, drawChart, PARTS } from './chart.ts'
+import { type Outcome, outcomesOf, outcomesSection } from './outcomes.ts'
 
 /** `42 s`, `3 min 05 s`, `1 h 12 min`; an em dash (read as "none") without a value. */
 export function duration(seconds: number | null): string {
@@ -20,6 +22,18 @@ export function duration(seconds: number | null): string {
 
 function percent(share: number | null): string {
   return share === null ? '—' : `${Math.round(share * 100)}%`
+}
+
+/** A share with its count and denominator: `79% (11/14)`; a dash with nothing to count. */
+function shareOf(count: number, of: number): string {
+  return of === 0 ? '—' : `${percent(count / of)} (${count}/${of})`
+}
+
+/** How handoffs ended, in words: `1 finished, 2 ran out` (and those that ended with their run). */
+function handoffEnds(hs: HandoffStats): string {
+  const ends = [`${hs.byPerson} finished`, `${hs.ranOut} ran out`]
+  if (hs.runEnded > 0) ends.push(`${hs.runEnded} ended with the run`)
+  return ends.join(', ')
 }
 
 function when(iso: string): string {
@@ -85,7 +99,7 @@ function headline(all: TeamStats): HTMLElement {
     card(
       'Answered in time',
       percent(q.inTimeShare),
-      `${q.inTime} of ${q.answered + q.timeouts}`,
+      `${q.inTime} of the ${q.waited} answered or timed out`,
       inTimeTone(q),
     ),
     card('Median time to answer', duration(q.medianAnswerS), `p90 ${duration(q.p90AnswerS)}`),
@@ -95,41 +109,42 @@ function headline(all: TeamStats): HTMLElement {
       q.late > 0 ? `${q.late} answered late` : undefined,
       q.timeouts > 0 ? 'bad' : undefined,
     ),
-    card('Handoffs', String(hs.handoffs), `median wait ${duration(hs.medianWaitS)}`),
+    card('Handoffs', String(hs.handoffs), hs.handoffs === 0 ? undefined : handoffEnds(hs)),
   )
 }
 
-function questionCells(q: QuestionStats): string[] {
+/** A team's questions: the total, each outcome (they add up to it), the in-time share, the answer times. */
+function questionCells(q: QuestionStats, outcomes: readonly Outcome[]): string[] {
   return [
     String(q.questions),
-    String(q.answered),
-    percent(q.inTimeShare),
+    ...outcomes.map((o) => String(q[o.key])),
+    shareOf(q.inTime, q.waited),
     duration(q.medianAnswerS),
     duration(q.p90AnswerS),
-    String(q.timeouts),
   ]
 }
 
 function handoffCells(hs: HandoffStats): string[] {
-  return [String(hs.handoffs), duration(hs.medianWaitS), duration(hs.p90WaitS)]
+  return [String(hs.handoffs), String(hs.byPerson), String(hs.ranOut), duration(hs.medianWaitS)]
 }
 
 function teamsTable(teams: readonly TeamStats[]): HTMLElement {
+  const outcomes = outcomesOf(teams.map((t) => t.questions))
   return table(
     'Questions and handoffs by team',
     [
       'Team',
       'Questions',
-      'Answered',
-      'In time',
-      'Median',
-      'p90',
-      'Timeouts',
+      ...outcomes.map((o) => o.label),
+      'In time (of answered or timed out)',
+      'Median answer',
+      'p90 answer',
       'Handoffs',
+      'Finished',
+      'Ran out',
       'Median wait',
-      'p90 wait',
     ],
-    teams.map((t) => [t.team, ...questionCells(t.questions), ...handoffCells(t.handoffs)]),
+    teams.map((t) => [t.team, ...questionCells(t.questions, outcomes), ...handoffCells(t.handoffs)]),
   )
 }
 
@@ -141,11 +156,12 @@ function channels(q: QuestionStats): string {
 function peopleTable(people: readonly PersonStats[]): HTMLElement {
   return table(
     'Answers and handoffs by person',
-    ['Person', 'Answered', 'In time', 'Median', 'p90', 'Through', 'Handoffs finished', 'Median wait'],
+    ['Person', 'Answered', 'In time', 'Late', 'Median', 'p90', 'Through', 'Handoffs finished', 'Median wait'],
     people.map((p) => [
       p.name ?? p.sub,
       String(p.questions.answered),
-      percent(p.questions.answered === 0 ? null : p.questions.inTime / p.questions.answered),
+      shareOf(p.questions.inTime, p.questions.answered),
+      String(p.questions.late),
       duration(p.questions.medianAnswerS),
       duration(p.questions.p90AnswerS),
       channels(p.questions),
@@ -159,7 +175,6 @@ const ENDED_BY: Record<string, string> = {
   operator: 'a person finished it',
   timeout: 'ran out',
   run_end: 'the run ended',
-  other: 'other',
 }
 
 function chartSection(report: Report, observers: ResizeObserver[]): HTMLElement {
@@ -270,6 +285,7 @@ export function reportView(report: Report): { el: HTMLElement; destroy(): void }
     'div',
     { class: 'report' },
     headline(report.all),
+    outcomesSection(report.all.questions, outcomesOf([report.all.questions])),
     chartSection(report, observers),
     report.teams.length > 1
       ? h(
