@@ -150,6 +150,31 @@ test('a handoff a person finished reads “Handed back by Carol”, the verdict 
   }
 })
 
+test('a pause the runtime ends with its own word (deadline) reads “ran out” on Home, in the Inbox and the Timeline', async (t) => {
+  const gw = await startConsoleGateway(t, { people: [carol] })
+  const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
+  const b = await chromiumFor(t)
+  rt.newRun()
+  rt.emit('status', { phase: 'agentic' })
+  rt.escalate('the approval needs a second factor')
+  const page = await signIn(t, b, gw, carol, { path: '/sessions/k1?handoff' })
+  await page.getByRole('button', { name: 'I’m done, finish' }).waitFor()
+  // A second runtime writes `deadline` where ours writes `timeout`: the spec names only `operator`.
+  rt.emit('escalation', { reason: 'the approval needs a second factor', paused_s: 42, ended_by: 'deadline' })
+  await page.waitForSelector(
+    '.controls .form-status >> text=The handoff pause ran out (the runtime wrote “deadline”) after 42 s.',
+  )
+  await page.click('#tab-home')
+  await page.waitForSelector(
+    'dd >> text=the approval needs a second factor, ran out (the runtime wrote “deadline”) after 42 s',
+  )
+  await page.click('#tab-timeline')
+  await page.waitForSelector(
+    '.timeline .escalation >> text=the pause ran out (the runtime wrote “deadline”) after 42 s',
+  )
+  await page.context().close()
+})
+
 test('messages show who sent them, their files by name and size, and answers as the card shows them', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')

@@ -6,7 +6,7 @@ import { Confirm } from './confirm.ts'
 import { countdown } from './countdown.ts'
 import { announce, h, replace, setText } from './dom.ts'
 import { bytes, clock } from './format.ts'
-import { deliveryText, runState } from './labels.ts'
+import { deliveryText, pauseEndText, runState } from './labels.ts'
 import { labelledValues, QuestionView } from './questions.ts'
 import type { ActionRecord, InboxState, MessageRecord, RequestRecord, UploadedAttachment } from './records.ts'
 import { errorText, notSentText } from './refusals.ts'
@@ -491,7 +491,7 @@ export class InboxView {
       const after = last.pausedS === null ? '' : ` after ${Math.round(last.pausedS)} s`
       if (last.endedBy === 'operator')
         return `Handed back${by(this.#finishAction)}${after}: the handoff is over, and a handoff never resumes the agent.${ended}`
-      if (last.endedBy === 'timeout') return `The handoff pause ended by itself${after}.${ended}`
+      return `The handoff pause ${pauseEndText(last.endedBy)}${after}.${ended}`
     }
     return null
   }

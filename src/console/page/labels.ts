@@ -134,3 +134,14 @@ export function closedByText(closedBy: string | undefined): string {
       return closedBy ?? 'closed'
   }
 }
+
+/**
+ * How a handoff pause ended, in words: `operator` is the one word the spec gives (handled by the callers, who
+ * name the person); `run_ended` is the gateway seeing the run end mid-pause; any other word the runtime wrote
+ * (`timeout`, `deadline`, …) means the pause ran out, and a word other than `timeout` is quoted.
+ */
+export function pauseEndText(endedBy: unknown): string {
+  if (endedBy === 'run_ended') return 'ended with the run'
+  const word = typeof endedBy === 'string' ? endedBy.slice(0, 40) : ''
+  return word === '' || word === 'timeout' ? 'ran out' : `ran out (the runtime wrote “${word}”)`
+}

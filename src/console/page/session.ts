@@ -9,7 +9,7 @@ import { countdown } from './countdown.ts'
 import { h, perFrame, replace, setText } from './dom.ts'
 import { ago, clock } from './format.ts'
 import { InboxView } from './inbox.ts'
-import { healthBadge, healthHelp, stateBadge, verdictNote } from './labels.ts'
+import { healthBadge, healthHelp, pauseEndText, stateBadge, verdictNote } from './labels.ts'
 import { needs, type OverviewEntry, type OverviewModel } from './overview-model.ts'
 import {
   type ActionRecord,
@@ -584,9 +584,7 @@ export class SessionView {
         : `${last.reason}, ${
             last.endedBy === 'operator'
               ? `handed back by ${handedBackBy ?? 'a person'} (“I’m done, finish”)`
-              : last.endedBy === 'timeout'
-                ? 'ended by itself'
-                : `ended (${last.endedBy === 'run_ended' ? 'the run ended' : last.endedBy})`
+              : pauseEndText(last.endedBy)
           }${last.pausedS === null ? '' : ` after ${Math.round(last.pausedS)} s`}`
     const note = verdictNote(s)
     // A redraw keeps the keyboard where it was.

@@ -1,7 +1,7 @@
 import type { RunActivity } from './activity.ts'
 import { h, perFrame, setText } from './dom.ts'
 import { timeOf, withTimes } from './format.ts'
-import { closedByText, verdictTone } from './labels.ts'
+import { closedByText, pauseEndText, verdictTone } from './labels.ts'
 import { artifactUrl } from './overview-view.ts'
 import { isObject } from './records.ts'
 
@@ -247,9 +247,7 @@ export class Timeline {
         const how =
           o.ended_by === 'operator'
             ? 'handed back by a person (“I’m done, finish”)'
-            : o.ended_by === 'timeout'
-              ? 'the pause ended by itself'
-              : `ended by ${clip(o.ended_by, 40)}`
+            : `the pause ${pauseEndText(o.ended_by)}`
         return li(
           'escalation',
           h('span', { class: 'kind' }, 'Handoff'),
