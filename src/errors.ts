@@ -347,6 +347,11 @@ export const SlackRequestStale = gatewayError(
   "the request's timestamp is more than 5 minutes from the gateway's clock",
   401,
 )
+export const SlackSignatureRateLimited = gatewayError(
+  'slack_signature_rate_limited',
+  'too many requests from your address were not signed by Slack; retry after %s seconds',
+  429,
+)
 export const SlackRequestReplayed = gatewayError(
   'slack_request_replayed',
   'this signed request was received already',

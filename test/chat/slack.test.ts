@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { FieldDef } from '../../src/protocol/fields.ts'
+import { SIGNATURE_FAILURES_MAX } from '../../src/routes/slack.ts'
 import { interactionBody, postInteraction, SIGNING_SECRET, slackSignature } from '../fixtures/slack-api.ts'
 import { waitFor } from '../helpers/wait.ts'
 import {
@@ -608,4 +609,34 @@ test('Slack’s address is not held to the budget of requests without a credenti
   }
   assert.deepEqual(statuses, [401, 401, 401, 429])
   assert.equal(await metric(stack, 'krg_slack_interactions_total{type="other",outcome="ignored"}'), 8)
+})
+
+test('failed signatures from one address are answered 429 past the limit, and a valid request from it is still handled', async (t) => {
+  const stack = await startSlackStack(t)
+  const forge = () =>
+    postInteraction(stack.interactions, { type: 'view_closed' }, { secret: 'not-the-secret' })
+  const statuses: number[] = []
+  for (let n = 0; n < SIGNATURE_FAILURES_MAX; n++) statuses.push((await forge()).status)
+  assert.deepEqual(new Set(statuses), new Set([401]), 'up to the limit, each one is refused as unsigned')
+  const limited = await fetch(stack.interactions, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: interactionBody({ type: 'view_closed' }),
+  })
+  assert.equal(limited.status, 429)
+  assert.equal(((await limited.json()) as { error: string }).error, 'slack_signature_rate_limited')
+  const wait = Number(limited.headers.get('retry-after'))
+  assert.ok(wait > 0 && wait <= 300, `Retry-After ${wait}`)
+  assert.equal((await forge()).status, 429)
+  // Slack's addresses are shared by every app: a request Slack signed for this app is never refused.
+  const valid = await postInteraction(stack.interactions, { type: 'view_closed' })
+  assert.equal(valid.status, 200, valid.text)
+  assert.equal(
+    await metric(stack, 'krg_slack_interactions_total{type="unverified",outcome="rate_limited"}'),
+    2,
+  )
+  assert.equal(
+    await metric(stack, 'krg_slack_interactions_total{type="unverified",outcome="bad_signature"}'),
+    SIGNATURE_FAILURES_MAX,
+  )
 })

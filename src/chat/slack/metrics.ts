@@ -34,7 +34,7 @@ export function createSlackMetrics(registry: Registry): SlackMetrics {
   for (const type of ['button', 'modal_submit'])
     for (const outcome of ['answered', 'invalid', 'taken', 'closed', 'unlinked', 'viewer', 'failed'])
       interactions.inc({ type, outcome }, 0)
-  for (const outcome of ['bad_signature', 'stale', 'replayed'])
+  for (const outcome of ['bad_signature', 'stale', 'replayed', 'rate_limited'])
     interactions.inc({ type: 'unverified', outcome }, 0)
   const socketConnected = new Gauge({
     name: 'krg_slack_socket_connected',
