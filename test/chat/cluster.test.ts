@@ -15,6 +15,7 @@ import { startReplicaOf, startSignInStack } from '../signin/harness.ts'
 import {
   buttons,
   CHANNEL,
+  confirmWithCode,
   ephemeralAfter,
   linkIn,
   notifyFile,
@@ -64,7 +65,7 @@ test('two replicas: one message per question, and a click on the other replica a
   const toB = `${b.origin}${a.app.config.basePath}slack/interactions`
   assert.equal((await postInteraction(toB, slack.click(OLIVIA, first, 'krg:choose:0'))).status, 200)
   const { browser, page } = await openLink(linkIn(await ephemeralAfter(slack, OLIVIA, 0)), 'olivia')
-  assert.equal((await browser.submit(page, 'auth/slack-link/confirm')).status, 200)
+  assert.equal((await confirmWithCode(slack, OLIVIA, browser, page)).done.status, 200)
   const payload = slack.click(OLIVIA, first, 'krg:choose:0')
   const now = Math.floor(Date.now() / 1000)
   const body = interactionBody(payload)

@@ -8,6 +8,7 @@ import {
   buttons,
   CHANNEL,
   click,
+  confirmWithCode,
   ephemeralAfter,
   link,
   linkIn,
@@ -156,9 +157,9 @@ test('an unlinked user is offered the link; once linked through the IdP, their c
   assert.match(page.text, /Slack user: @olivia \(U0OLIVIA1\)/)
   assert.match(page.text, /Slack workspace: krg-tests \(T0TEST001\)/)
   assert.match(page.text, /will be yours: Olivia Operator \(olivia\)/)
-  assert.match(page.text, /If you did not ask for this link in Slack yourself, do not connect/)
+  assert.match(page.text, /If you did not ask for this link in Slack yourself, do not go on/)
   assert.equal(browser.cookies.has('krg_session'), false, 'linking starts no cookie session')
-  const done = await browser.submit(page, 'auth/slack-link/confirm')
+  const { done } = await confirmWithCode(stack.slack, OLIVIA, browser, page)
   assert.equal(done.status, 200)
   assert.match(done.text, /Your Slack account is connected/)
 

@@ -59,6 +59,8 @@ export const ACTION = {
   answer: 'krg:answer',
   console: 'krg:console',
   connect: 'krg:connect',
+  /** "This is not me", on the direct message with a code to link an account: its value names the link. */
+  notMe: 'krg:link-not-me',
 } as const
 export const MODAL_CALLBACK = 'krg:answer'
 const INPUT_ACTION = 'v'
@@ -428,6 +430,46 @@ export function ephemeral(line: Mrkdwn, button?: { label: string; url: string; p
       ],
     })
   return { text: clip(text.replace(/[*_`]/g, ''), 3000), blocks }
+}
+
+/**
+ * The direct message with the code that links the reader's Slack account to `person` (who signed in to the
+ * gateway to do it), and "This is not me". The code is what proves the reader and the person are the same
+ * human: the message says whom it makes them, and never to give it to anyone.
+ */
+export function linkCodeMessage(options: { person: string; code: string; ref: string }): {
+  text: string
+  blocks: KnownBlock[]
+} {
+  const shown = `${options.code.slice(0, 4)} ${options.code.slice(4)}`
+  const lead = md`*${options.person}* will answer as you in Slack once this code is typed on the gateway's page: *${shown}*`
+  const warning = md`Type it only on the page you opened yourself, within 10 minutes. Never give it to anyone: whoever types it makes you answer as ${options.person}. If you did not ask for this, press “This is not me”.`
+  return {
+    text: clip(lead.text.replace(/\*/g, ''), 3000),
+    blocks: [
+      { type: 'section', text: mrkdwn(lead.text) },
+      { type: 'context', elements: [mrkdwn(warning.text)] },
+      {
+        type: 'actions',
+        block_id: 'krg:link',
+        elements: [
+          {
+            type: 'button',
+            action_id: ACTION.notMe,
+            text: plain('This is not me', BUTTON_TEXT),
+            style: 'danger',
+            value: options.ref,
+          },
+        ],
+      },
+    ],
+  }
+}
+
+/** The code's message once its reader said "This is not me". */
+export function linkDeclinedMessage(person: string): { text: string; blocks: KnownBlock[] } {
+  const line = md`Nothing was linked: you said this was not you, so ${person} will not answer as you. The code no longer works.`
+  return { text: clip(line.text, 3000), blocks: [{ type: 'section', text: mrkdwn(line.text) }] }
 }
 
 /** The option of a list's `index`th entry: its value is the index, so an option of any length fits. */

@@ -24,6 +24,7 @@ import {
   valuesFromState,
 } from './blocks.ts'
 import { slackErrorCode } from './client.ts'
+import type { SlackLinkCodes } from './link-codes.ts'
 import type { SlackMessages } from './messages.ts'
 import type { InteractionType, SlackMetrics } from './metrics.ts'
 
@@ -51,6 +52,8 @@ export interface SlackInteractionsOptions {
   readonly reads: RuntimeReads
   readonly sessions: SessionRegistry
   readonly metrics: SlackMetrics
+  /** "This is not me" on the code that links an account. */
+  readonly linkCodes: SlackLinkCodes
   /** GATEWAY_PUBLIC_ORIGIN + base path: where links to the gateway point. */
   readonly base: string
   readonly log: FastifyBaseLogger
@@ -116,6 +119,10 @@ export class SlackInteractions {
       if (action?.id === ACTION.answer) return { after: () => this.#openModal(payload, person, action.value) }
       if (action?.id === ACTION.console || action?.id === ACTION.connect)
         return this.#count('link', 'ignored')
+      if (action?.id === ACTION.notMe) {
+        const where = { channel: channelOf(payload), ts: messageTsOf(payload), ...origin }
+        return { after: () => this.#o.linkCodes.notMe(person, action.value, where) }
+      }
     }
     if (payload.type === 'view_submission' && payload.view?.callback_id === MODAL_CALLBACK && person !== null)
       return this.#submit(payload, person, origin)

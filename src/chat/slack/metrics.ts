@@ -10,6 +10,8 @@ export type InteractionType =
   | 'modal_submit'
   /** "Open in console", "Connect your Slack account": links, nothing to do. */
   | 'link'
+  /** "This is not me" on the code that links a Slack account. */
+  | 'not_me'
   /** Anything else the app receives (a closed modal, a shortcut): acknowledged and ignored. */
   | 'other'
   /** A request to the Request URL that is not Slack's: refused before it was read. */
