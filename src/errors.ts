@@ -347,6 +347,11 @@ export const SlackRequestStale = gatewayError(
   "the request's timestamp is more than 5 minutes from the gateway's clock",
   401,
 )
+export const SlackSignatureRateLimited = gatewayError(
+  'slack_signature_rate_limited',
+  'too many requests from your address were not signed by Slack; retry after %s seconds',
+  429,
+)
 export const SlackRequestReplayed = gatewayError(
   'slack_request_replayed',
   'this signed request was received already',
@@ -361,6 +366,21 @@ export const ChatLinkMismatch = gatewayError(
   'chat_link_mismatch',
   'you signed in to Slack as another user than the one this link connects: %s',
   403,
+)
+export const ChatLinkDeclined = gatewayError(
+  'chat_link_declined',
+  'the Slack user this link names answered “This is not me” in Slack',
+  409,
+)
+export const ChatLinkCodeWrong = gatewayError(
+  'chat_link_code_wrong',
+  'that is not the code sent in Slack; %s more tries',
+  400,
+)
+export const ChatLinkNotSent = gatewayError(
+  'chat_link_not_sent',
+  'Slack did not take the message with the code (%s)',
+  502,
 )
 export const ChatLinkNotFound = gatewayError('chat_link_not_found', 'no such linked chat account', 404)
 export const ChatSignInUnavailable = gatewayError(

@@ -13,6 +13,7 @@ import {
 } from '../errors.ts'
 import { registerAnonymousLimit } from '../http/anonymous-limit.ts'
 import { People, toOperator } from '../identity/people.ts'
+import { AddressFailures } from './address-failures.ts'
 import { CheckedCookies } from './checked-cookies.ts'
 import { type OperatorClaims, operatorClaims } from './claims.ts'
 import type { CookieRefusalReason, CookieSessions, IdpSignIn } from './cookie-sessions.ts'
@@ -27,7 +28,6 @@ import { SignIn } from './oidc/signin.ts'
 import { type Access, allows, type Operator, type Role } from './operator.ts'
 import { registerRateLimit } from './rate-limit.ts'
 import { resolveAuthSecrets } from './secrets.ts'
-import { SignInFailures } from './signin-failures.ts'
 
 /** Every reason a request is refused by auth: the `reason` label of `krg_auth_failures_total`. */
 export type AuthRefusalReason =
@@ -252,7 +252,7 @@ export const authPlugin = fp(
     })
     const sessions = people.sessions
     const tickets = new LoginTickets()
-    const failures = new SignInFailures({
+    const failures = new AddressFailures({
       counter: stores.signInFailures,
       max: env.GATEWAY_SIGNIN_FAILURES_MAX,
       windowMs: env.GATEWAY_SIGNIN_FAILURES_WINDOW_MS,

@@ -8,6 +8,7 @@ import type { SeenKeys } from './seen-keys.ts'
 import { SlackAdapter } from './slack/adapter.ts'
 import { slackClient } from './slack/client.ts'
 import { SlackInteractions } from './slack/interactions.ts'
+import { SlackLinkCodes } from './slack/link-codes.ts'
 import { SlackMessages } from './slack/messages.ts'
 import { createSlackMetrics, type SlackMetrics } from './slack/metrics.ts'
 import { SlackSignIn, slackOidcClient } from './slack/sign-in.ts'
@@ -21,6 +22,8 @@ export interface SlackApp {
   readonly seen: SeenKeys
   /** Sign in with Slack, when GATEWAY_SLACK_CLIENT_ID/_SECRET are set. */
   readonly signIn: SlackSignIn | null
+  /** Without it, the codes that prove a Slack account (a direct message to its user). */
+  readonly linkCodes: SlackLinkCodes
 }
 
 declare module 'fastify' {
@@ -77,9 +80,18 @@ export const chatPlugin = fp(
       answerable: signingSecret !== null || env.GATEWAY_SLACK_APP_TOKEN !== undefined,
       log,
     })
+    const linking = new ChatLinkFlow(app, {
+      links: app.people.links,
+      store: app.stores.loginAttempts,
+      sealer: app.stores.sealer,
+      seen,
+      confirmPath: `${config.basePath}auth/slack-link/confirm`,
+    })
+    // A trigger lives three seconds and an ephemeral answers a click: no retries that outlast either.
+    const quick = slackClient(env, log, false)
+    const linkCodes = new SlackLinkCodes({ web: quick, flow: linking, audit: app.audit, metrics, log })
     const interactions = new SlackInteractions({
-      // A trigger lives three seconds and an ephemeral answers a click: no retries that outlast either.
-      web: slackClient(env, log, false),
+      web: quick,
       answers,
       people: app.people,
       messages: store,
@@ -87,6 +99,7 @@ export const chatPlugin = fp(
       reads,
       sessions: app.sessions,
       metrics,
+      linkCodes,
       base,
       log,
     })
@@ -107,17 +120,8 @@ export const chatPlugin = fp(
         ? null
         : new SlackSignIn(slackOidc, new LoginAttempts(app.stores.loginAttempts, app.stores.sealer))
     app.decorate('chat', adapter)
-    app.decorate('slack', { adapter, metrics, seen, signIn })
-    app.decorate(
-      'chatLinking',
-      new ChatLinkFlow(app, {
-        links: app.people.links,
-        store: app.stores.loginAttempts,
-        sealer: app.stores.sealer,
-        seen,
-        confirmPath: `${config.basePath}auth/slack-link/confirm`,
-      }),
-    )
+    app.decorate('slack', { adapter, metrics, seen, signIn, linkCodes })
+    app.decorate('chatLinking', linking)
     app.addHook('onReady', () => adapter.start())
     app.addHook('preClose', () => adapter.close())
   },

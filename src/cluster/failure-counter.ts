@@ -1,4 +1,4 @@
-import type { FailureCounter } from '../auth/signin-failures.ts'
+import type { FailureCounter } from '../auth/address-failures.ts'
 import type { RedisClient } from './connections.ts'
 
 /** KEYS: counter. ARGV: window ms. Returns {count, ms until the window ends}. */

@@ -61,6 +61,8 @@ export interface ClusterKeys {
   loginAttempt(stateHash: string): string
   /** Counter of failed sign-ins from one client address in the current window. */
   signInFailures(address: string): string
+  /** Counter of requests to the Slack Request URL whose signature failed, from one address, in the window. */
+  slackSignatureFailures(address: string): string
   /** Sorted set: the replicas whose presence is current, scored by its expiry (ms). */
   readonly presenceReplicas: string
   /** Hash with a TTL: one replica's viewers, kasmId -> JSON counts per operator. */
@@ -141,6 +143,7 @@ export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): Cl
     auditRefused: `${p}audit:refused`,
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,
+    slackSignatureFailures: (address) => `${p}slack-sig-fail:${address}`,
     loginAttempt: (hash) => `${p}login:${hash}`,
     presenceReplicas: `${p}presence:replicas`,
     presenceOf: (replica) => `${p}presence:of:{${replica}}`,

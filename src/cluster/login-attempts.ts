@@ -19,6 +19,10 @@ export class RedisLoginAttemptStore implements LoginAttemptStore {
     return this.redis.getdel(this.keyOf(key))
   }
 
+  peek(key: string): Promise<string | null> {
+    return this.redis.get(this.keyOf(key))
+  }
+
   /** The connection belongs to the cluster plugin. */
   async close(): Promise<void> {}
 }

@@ -164,26 +164,30 @@ function accountLines(account: ChatAccountShown): string[] {
   ]
 }
 
+/** "Olivia Operator (olivia)", or the `sub` alone. */
+function personLine(person: { sub: string; name?: string }): string {
+  return person.name === undefined ? person.sub : `${person.name} (${person.sub})`
+}
+
 /**
  * Linking a chat account, after signing in: the page names the Slack user and workspace and the person, and
- * asks to confirm (a form), or to confirm by signing in to Slack (a link to Sign in with Slack).
+ * asks to prove the Slack account is theirs: by a code sent to it in Slack (a form), or by signing in to
+ * Slack (a link to Sign in with Slack).
  */
 export function chatLinkConfirm(options: {
   account: ChatAccountShown
   person: { sub: string; name?: string }
   withSlack: boolean
 }): Page {
-  const you =
-    options.person.name === undefined ? options.person.sub : `${options.person.name} (${options.person.sub})`
   return {
     status: 200,
     title: 'Connect your Slack account',
-    lead: `Answers this Slack user gives in Slack will be yours: ${you}.`,
+    lead: `Answers this Slack user gives in Slack will be yours: ${personLine(options.person)}.`,
     details: [
       ...accountLines(options.account),
       options.withSlack
         ? 'Is this you? Sign in to Slack as this user to confirm. If you did not ask for this link in Slack yourself, do not go on: someone may have sent you theirs.'
-        : 'Is this you? If you did not ask for this link in Slack yourself, do not connect: someone may have sent you theirs.',
+        : 'Is this you? The gateway sends a code to this Slack user, as a direct message from its app, and you type it here. If you did not ask for this link in Slack yourself, do not go on: someone may have sent you theirs.',
     ],
     ...(options.withSlack
       ? {
@@ -193,9 +197,43 @@ export function chatLinkConfirm(options: {
           ],
         }
       : {
-          form: { action: 'auth/slack-link/confirm', label: 'Connect' },
+          form: { action: 'auth/slack-link/confirm', label: 'Send me the code in Slack' },
           actions: [{ label: 'Cancel', to: '' }],
         }),
+  }
+}
+
+/**
+ * The code was sent to the Slack user: the page asks for it (again, with why, after a wrong one). Only the
+ * person who reads that user's direct messages has it; one who did not get it was sent someone else's link.
+ */
+export function chatLinkCode(options: {
+  account: ChatAccountShown
+  person: { sub: string; name?: string }
+  wrong?: { status: number; code: string; message: string }
+}): Page {
+  return {
+    status: options.wrong?.status ?? 200,
+    title: 'Type the code from Slack',
+    lead: `The gateway's app sent a code to this Slack user in a direct message. Typed here, it lets that Slack user answer as you: ${personLine(options.person)}.`,
+    details: [
+      ...accountLines(options.account),
+      'The code did not reach your own Slack? Then this link is not yours: someone sent you theirs. Do not type a code anyone gives you.',
+    ],
+    form: {
+      action: 'auth/slack-link/code',
+      label: 'Connect',
+      input: {
+        name: 'code',
+        label: 'Code from Slack',
+        autocomplete: 'one-time-code',
+        inputmode: 'numeric',
+        maxLength: 16,
+        ...(options.wrong === undefined ? {} : { error: capitalise(options.wrong.message) }),
+      },
+    },
+    actions: [{ label: 'Cancel', to: '' }],
+    ...(options.wrong === undefined ? {} : { code: options.wrong.code }),
   }
 }
 
@@ -217,6 +255,8 @@ const chatLinkFailures: Record<string, string> = {
   chat_link_invalid: 'Nothing was connected.',
   chat_link_mismatch:
     'Nothing was connected: the Slack account you signed in to is not the one the link names.',
+  chat_link_declined: 'Nothing was connected: the Slack user this link names said it was not them.',
+  chat_link_not_sent: 'Nothing was connected: Slack did not take the message with the code.',
 }
 
 /** Linking a chat account did not happen: say why; a new link comes from Slack. */

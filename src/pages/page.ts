@@ -19,7 +19,7 @@ export interface Page {
    * A form with one button, posted to `action` (relative to the base path) and drawn before the links as the
    * main button: what a page asks the person to confirm. Same-origin, so the gateway's CSRF rule admits it.
    */
-  readonly form?: { readonly action: string; readonly label: string }
+  readonly form?: { readonly action: string; readonly label: string; readonly input?: PageInput }
   /** The stable error code, shown small so a person can quote it to their administrator. */
   readonly code?: string
   /**
@@ -27,6 +27,18 @@ export interface Page {
    * itself starts, so the browser treats it as same-site and sends SameSite=Strict cookies with it.
    */
   readonly continueTo?: string
+}
+
+/** The one text field a page's form may have (a code to type), with what was wrong with the last one. */
+export interface PageInput {
+  readonly name: string
+  readonly label: string
+  /** `one-time-code`, … */
+  readonly autocomplete: string
+  readonly inputmode: 'numeric' | 'text'
+  readonly maxLength: number
+  /** Why the value sent last was refused, shown under the field and tied to it. */
+  readonly error?: string
 }
 
 /**
@@ -52,7 +64,7 @@ export function renderPage(page: Page, basePath: string): string {
   const form =
     page.form === undefined
       ? ''
-      : `<form method="post" action="${escapeHtml(basePath + page.form.action)}"><button type="submit" class="primary">${escapeHtml(page.form.label)}</button></form>${actions === '' ? '' : '\n    '}`
+      : `<form method="post" action="${escapeHtml(basePath + page.form.action)}"${page.form.input === undefined ? '' : ' class="field"'}>${page.form.input === undefined ? '' : inputHtml(page.form.input)}<button type="submit" class="primary">${escapeHtml(page.form.label)}</button></form>${actions === '' ? '' : '\n    '}`
   const nav = form + actions
   return htmlDocument({
     title: `${page.title} · kasm-runtime-gateway`,
@@ -68,6 +80,14 @@ export function renderPage(page: Page, basePath: string): string {
   <p class="lead">${escapeHtml(page.lead)}</p>
 ${paragraphs}${nav === '' ? '' : `  <nav class="actions" aria-label="What you can do">\n    ${nav}\n  </nav>\n`}${page.code === undefined ? '' : `  <p class="code">Error code: <code>${escapeHtml(page.code)}</code></p>\n`}</main>`,
   })
+}
+
+function inputHtml(input: PageInput): string {
+  const id = `field-${escapeHtml(input.name)}`
+  const error =
+    input.error === undefined ? '' : `<p class="field-error" id="${id}-error">${escapeHtml(input.error)}</p>`
+  const described = input.error === undefined ? '' : ` aria-invalid="true" aria-describedby="${id}-error"`
+  return `<label for="${id}">${escapeHtml(input.label)}</label><input id="${id}" name="${escapeHtml(input.name)}" type="text" inputmode="${input.inputmode}" autocomplete="${escapeHtml(input.autocomplete)}" maxlength="${input.maxLength}" required autofocus${described}>${error}`
 }
 
 /**

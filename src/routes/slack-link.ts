@@ -1,9 +1,18 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { signInBinding } from '../auth/oidc/binding.ts'
-import { ChatLinkInvalid, ChatLinkMismatch, RouteNotFound, SignInNotConfigured } from '../errors.ts'
+import {
+  ChatLinkCodeWrong,
+  ChatLinkDeclined,
+  ChatLinkInvalid,
+  ChatLinkMismatch,
+  ChatLinkNotSent,
+  RouteNotFound,
+  SignInNotConfigured,
+  toErrorBody,
+} from '../errors.ts'
 import type { ChatLinkRecord } from '../identity/chat-link-store.ts'
 import type { LinkRefusal } from '../identity/link-flow.ts'
-import { chatLinkConfirm, chatLinked } from '../pages/catalogue.ts'
+import { chatLinkCode, chatLinkConfirm, chatLinked } from '../pages/catalogue.ts'
 
 const GONE = 'is no longer waiting for you here: 10 minutes passed, or it was used'
 
@@ -13,11 +22,15 @@ const GONE = 'is no longer waiting for you here: 10 minutes passed, or it was us
  * - `GET auth/slack-link?t=<token>`: the signed link Slack showed an unlinked user; 302 to the identity
  *   provider (a sign-in of its own, bound to this browser like `auth/login`'s).
  * - `GET auth/slack-link/confirm`: after the sign-in, the page naming the Slack user, the workspace and the
- *   person, asking to confirm; `POST` records the link (without Sign in with Slack).
+ *   person; once the code is sent, the page asking for it (or saying the Slack user declined).
+ * - Without Sign in with Slack: `POST auth/slack-link/confirm` sends a one-time code to the Slack user the
+ *   link names (a direct message from the app, with "This is not me"); `POST auth/slack-link/code` with the
+ *   code typed records the link. Only someone signed in here who reads that Slack user's messages can.
  * - `GET auth/slack-link/slack` and `auth/slack-link/slack-callback`: with GATEWAY_SLACK_CLIENT_ID/_SECRET,
  *   the confirmation is Sign in with Slack as the user the link names, in the same browser.
  *
- * Recording a link (or refusing to) is an audit record (`auth/slack-link`, action `link`).
+ * Each step is an audit record (`auth/slack-link`, actions `send_code`, `link`; "This is not me" in Slack
+ * is `not_me`, chat/slack/link-codes.ts).
  */
 export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   const linking = app.chatLinking
@@ -29,11 +42,11 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store')
   })
-  // The confirmation page's form has no fields: its body is never read.
+  // The pages' forms: none, or the code's one field.
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
     { parseAs: 'string', bodyLimit: 1024 },
-    (_request, _body, done) => done(null, null),
+    (_request, body, done) => done(null, new URLSearchParams(String(body))),
   )
 
   app.get<{ Querystring: { t?: unknown } }>('/auth/slack-link', async (request, reply) => {
@@ -56,6 +69,12 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   app.get('/auth/slack-link/confirm', async (request, reply) => {
     const pending = linking.pending(request)
     if (pending === null) throw new ChatLinkInvalid(GONE)
+    if (pending.codeSent) {
+      const state = await linking.state(pending)
+      if (state === 'expired') throw new ChatLinkInvalid(GONE)
+      if (state === 'declined') throw new ChatLinkDeclined()
+      return app.pages.send(reply, chatLinkCode({ account: pending.account, person: pending.person }))
+    }
     return app.pages.send(
       reply,
       chatLinkConfirm({ account: pending.account, person: pending.person, withSlack: slack.signIn !== null }),
@@ -66,6 +85,7 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     if (result === 'expired') throw new ChatLinkInvalid(GONE)
     if (result === 'used') throw new ChatLinkInvalid('was used already')
     if (result === 'mismatch') throw new ChatLinkMismatch('sign in to Slack as the user the link names')
+    if (result === 'declined') throw new ChatLinkDeclined()
     request.log.info(
       { sub: result.sub, chat: result.chat, workspace: result.workspace },
       'chat account linked',
@@ -73,12 +93,38 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     return app.pages.send(reply, chatLinked({ account: result, expiresAt: result.expiresAt }))
   }
 
+  // A click proves nothing of whose Slack account it is: the code sent to that account in Slack does.
   app.post('/auth/slack-link/confirm', { config: audit }, async (request, reply) => {
+    request.auditDetail.action = 'send_code'
+    app.auth.assertSameOrigin(request)
+    if (slack.signIn !== null) throw new ChatLinkMismatch('confirm by signing in to Slack')
+    const code = await linking.newCode(request, reply)
+    if (code === 'declined') throw new ChatLinkDeclined()
+    if (typeof code === 'string') throw new ChatLinkInvalid(GONE)
+    const refused = await slack.linkCodes.send(code)
+    if (refused !== null) throw new ChatLinkNotSent(refused)
+    return reply.redirect(`${app.config.basePath}auth/slack-link/confirm`, 303)
+  })
+
+  app.post('/auth/slack-link/code', { config: audit }, async (request, reply) => {
     request.auditDetail.action = 'link'
     app.auth.assertSameOrigin(request)
-    // With Sign in with Slack configured, a click alone does not prove whose Slack account it is.
     if (slack.signIn !== null) throw new ChatLinkMismatch('confirm by signing in to Slack')
-    return recorded(request, reply, await linking.record(request, reply))
+    const pending = linking.pending(request)
+    if (pending === null) throw new ChatLinkInvalid(GONE)
+    const form = request.body instanceof URLSearchParams ? request.body : new URLSearchParams()
+    const result = await linking.confirmCode(request, reply, (form.get('code') ?? '').slice(0, 64))
+    if (typeof result === 'object' && 'triesLeft' in result) {
+      // Shown on the page that asks again, never thrown: the link still waits for the right code.
+      const { status, body } = toErrorBody(new ChatLinkCodeWrong(String(result.triesLeft)))
+      request.auditDetail.error = body.error
+      const shown = { status, code: body.error, message: body.message }
+      return app.pages.send(
+        reply,
+        chatLinkCode({ account: pending.account, person: pending.person, wrong: shown }),
+      )
+    }
+    return recorded(request, reply, result)
   })
 
   app.get('/auth/slack-link/slack', async (request, reply) => {

@@ -1,11 +1,25 @@
 import type { FastifyInstance } from 'fastify'
+import { AddressFailures } from '../auth/address-failures.ts'
 import { checkSlackSignature } from '../chat/slack/signature.ts'
-import { BadRequest, SlackRequestReplayed, SlackRequestStale, SlackSignatureInvalid } from '../errors.ts'
+import {
+  BadRequest,
+  SlackRequestReplayed,
+  SlackRequestStale,
+  SlackSignatureInvalid,
+  SlackSignatureRateLimited,
+} from '../errors.ts'
 
 /** A signed request is remembered this long: longer than the five minutes its timestamp is accepted. */
 const REPLAY_WINDOW_MS = 10 * 60_000
 /** Slack's interaction payloads are far smaller (a modal's state included). */
 const MAX_BODY_BYTES = 256 * 1024
+/**
+ * Requests that fail the signature check from one address, in {@link FAILURE_WINDOW_MS}, before its further
+ * failures are answered 429: generous, since Slack's few addresses are shared by every app (another app's
+ * Request URL pointed here fails every time) and a valid request is never refused for them.
+ */
+export const SIGNATURE_FAILURES_MAX = 100
+const FAILURE_WINDOW_MS = 5 * 60_000
 
 /**
  * `POST <base>slack/interactions`, the Slack app's Request URL (with GATEWAY_SLACK_SIGNING_SECRET). The body
@@ -28,8 +42,18 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
     (_request, body, done) => done(null, body),
   )
 
+  const failures = new AddressFailures({
+    counter: app.stores.slackSignatureFailures,
+    max: SIGNATURE_FAILURES_MAX,
+    windowMs: FAILURE_WINDOW_MS,
+    onCounterError: (err) => app.log.warn({ err }, 'failed Slack signatures cannot be counted; not limiting'),
+  })
+
   // Slack's few addresses send every team's clicks: the signature (checked first, in constant time), not a
-  // per-address budget, guards this; a forged one costs one HMAC and is refused.
+  // per-address budget of requests, guards this. Failed signatures are counted per address (across replicas):
+  // past the limit they are answered 429, but every request is still checked, so a valid one from a limited
+  // address (Slack's own, shared by every app) is never refused; only the cheap refusals (no, a malformed
+  // or a stale signature) skip the HMAC.
   const config = { rateLimit: false, anonymousLimit: false } as const
   app.post('/slack/interactions', { config }, async (request, reply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0)
@@ -44,6 +68,15 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
       signature,
       body,
     })
+    if (refusal !== undefined) {
+      const wait = failures.retryAfter(request.ip)
+      if (wait > 0) {
+        counted.inc({ type: 'unverified', outcome: 'rate_limited' })
+        reply.header('retry-after', String(wait))
+        throw new SlackSignatureRateLimited(String(wait))
+      }
+      await failures.failed(request.ip)
+    }
     if (refusal === 'stale') {
       counted.inc({ type: 'unverified', outcome: 'stale' })
       throw new SlackRequestStale()

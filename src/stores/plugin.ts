@@ -3,12 +3,12 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { MemoryAuditLog } from '../audit/memory-log.ts'
 import { AuditStreams } from '../audit/streams.ts'
+import { MemoryFailureCounter } from '../auth/address-failures.ts'
 import { MemoryCookieStore } from '../auth/cookie-store.ts'
 import { MemoryLoginAttemptStore } from '../auth/oidc/login-attempts.ts'
 import { MemoryUsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import { MemoryRateLimitStore } from '../auth/rate-limit-store.ts'
 import { inProcess } from '../auth/sealer.ts'
-import { MemoryFailureCounter } from '../auth/signin-failures.ts'
 import { MemoryChatMessageStore } from '../chat/messages.ts'
 import { MemorySeenKeys } from '../chat/seen-keys.ts'
 import { RedisAuditLog } from '../cluster/audit-log.ts'
@@ -95,6 +95,7 @@ function memoryStores(app: FastifyInstance): Stores {
     usedLogoutTokens: new MemoryUsedLogoutTokens(),
     sealer: inProcess,
     signInFailures: new MemoryFailureCounter(),
+    slackSignatureFailures: new MemoryFailureCounter(),
     audit: new AuditStreams(
       new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
       new MemoryAuditLog(env.GATEWAY_AUDIT_REFUSED_RECORDS),
@@ -148,6 +149,7 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     usedLogoutTokens: new RedisUsedLogoutTokens(command, keys.usedLogoutToken),
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
+    slackSignatureFailures: new RedisFailureCounter(command, keys.slackSignatureFailures),
     audit: new AuditStreams(audit, auditRefused),
     // A hash per session, changes published to every replica.
     board: new RedisBoard({ command, feed, keys }),

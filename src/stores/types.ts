@@ -1,10 +1,10 @@
 import type { AuditStreams } from '../audit/streams.ts'
+import type { FailureCounter } from '../auth/address-failures.ts'
 import type { CookieSessionStore } from '../auth/cookie-store.ts'
 import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
 import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import type { Sealer } from '../auth/sealer.ts'
-import type { FailureCounter } from '../auth/signin-failures.ts'
 import type { ChatMessageStore } from '../chat/messages.ts'
 import type { SeenKeys } from '../chat/seen-keys.ts'
 import type { LeasedJob, LeasedJobOptions } from '../cluster/job-lease.ts'
@@ -47,6 +47,8 @@ export interface Stores {
   readonly sealer: Sealer
   /** Failed sign-ins per client address. */
   readonly signInFailures: FailureCounter
+  /** Requests to the Slack Request URL whose signature failed, per client address. */
+  readonly slackSignatureFailures: FailureCounter
   /**
    * The audit log: the trail of authenticated actions and, bounded apart, the records of refused, aborted and
    * anonymous requests (two ring buffers, or two capped Redis streams).

@@ -231,18 +231,18 @@ test('the closing line says who, where and what, or how else it closed', () => {
   ]
   const olivia = { name: 'Olivia Operator', sub: 'olivia', via: 'slack' as const, at: '' }
   assert.equal(
-    closingLine({ by: 'reply', answerer: olivia, values: { nights: 2, ok: false } }, fields),
+    closingLine({ by: 'reply', answerer: olivia, values: { nights: 2, ok: false } }, fields).text,
     'Answered by Olivia Operator in Slack · Nights: 2 · ok: No',
   )
   assert.equal(
-    closingLine({ by: 'reply', answerer: { name: '<b>', sub: 'x', at: '' }, values: null }, fields),
+    closingLine({ by: 'reply', answerer: { name: '<b>', sub: 'x', at: '' }, values: null }, fields).text,
     'Answered by &lt;b&gt;',
   )
-  assert.equal(closingLine({ by: 'reply', answerer: null, values: {} }, fields), 'Answered')
-  assert.equal(closingLine({ by: 'timeout' }, fields), 'Timed out: nobody answered in time')
-  assert.equal(closingLine({ by: 'cancelled' }, fields), 'Cancelled')
-  assert.equal(closingLine({ by: 'run_ended' }, fields), 'Run ended before an answer')
-  assert.equal(closingLine({ by: 'revoked<>' }, fields), 'Closed (revoked&lt;&gt;)')
+  assert.equal(closingLine({ by: 'reply', answerer: null, values: {} }, fields).text, 'Answered')
+  assert.equal(closingLine({ by: 'timeout' }, fields).text, 'Timed out: nobody answered in time')
+  assert.equal(closingLine({ by: 'cancelled' }, fields).text, 'Cancelled')
+  assert.equal(closingLine({ by: 'run_ended' }, fields).text, 'Run ended before an answer')
+  assert.equal(closingLine({ by: 'revoked<>' }, fields).text, 'Closed (revoked&lt;&gt;)')
 })
 
 test('escaping, clipping and dates', () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { SIGNATURE_FAILURES_MAX } from '../../src/routes/slack.ts'
 import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
 import {
   interactionBody,
@@ -14,6 +15,7 @@ import { startReplicaOf, startSignInStack } from '../signin/harness.ts'
 import {
   buttons,
   CHANNEL,
+  confirmWithCode,
   ephemeralAfter,
   linkIn,
   notifyFile,
@@ -28,7 +30,7 @@ import {
 /**
  * Two replicas on a real Redis, one Slack app: the replica reading the session posts (once), an interaction
  * reaching the other replica is answered there (its link, its message and the audit record are shared), and
- * a signed request replayed to the other replica is refused.
+ * a signed request replayed to the other replica is refused; failed signatures are counted for both.
  */
 
 test('two replicas: one message per question, and a click on the other replica answers it', async (t) => {
@@ -63,7 +65,7 @@ test('two replicas: one message per question, and a click on the other replica a
   const toB = `${b.origin}${a.app.config.basePath}slack/interactions`
   assert.equal((await postInteraction(toB, slack.click(OLIVIA, first, 'krg:choose:0'))).status, 200)
   const { browser, page } = await openLink(linkIn(await ephemeralAfter(slack, OLIVIA, 0)), 'olivia')
-  assert.equal((await browser.submit(page, 'auth/slack-link/confirm')).status, 200)
+  assert.equal((await confirmWithCode(slack, OLIVIA, browser, page)).done.status, 200)
   const payload = slack.click(OLIVIA, first, 'krg:choose:0')
   const now = Math.floor(Date.now() / 1000)
   const body = interactionBody(payload)
@@ -77,4 +79,25 @@ test('two replicas: one message per question, and a click on the other replica a
   assert.equal(replay.status, 409)
   assert.equal((replay.json as { error: string }).error, 'slack_request_replayed')
   assert.equal(slack.of('chat.update').length, 1)
+})
+
+test('two replicas count failed Slack signatures together: the limit is the cluster’s, and valid requests pass both', async (t) => {
+  const slack = await startSlackStandIn()
+  t.after(() => slack.close())
+  const env = { ...slackEnv(slack, await notifyFile()), ...sharedRedisEnv(t) }
+  const a = await startSignInStack(t, { env, idp: { people: PEOPLE } })
+  const b = await startReplicaOf(t, a, env)
+  const urls = [`${a.base}slack/interactions`, `${b.origin}${a.app.config.basePath}slack/interactions`]
+  const forge = (url: string) => postInteraction(url, { type: 'view_closed' }, { secret: 'not-the-secret' })
+  // Half the limit on each replica: each is 401, and the last on B reaches the shared count.
+  const half = SIGNATURE_FAILURES_MAX / 2
+  const statuses: number[] = []
+  for (let n = 0; n < SIGNATURE_FAILURES_MAX; n++)
+    statuses.push((await forge(urls[n < half ? 0 : 1] ?? '')).status)
+  assert.deepEqual(new Set(statuses), new Set([401]))
+  assert.equal((await forge(urls[1] ?? '')).status, 429, 'B saw only half the limit itself')
+  // A learns the count at its next failure (refused 401 as it is counted), and limits from then on.
+  assert.equal((await forge(urls[0] ?? '')).status, 401)
+  assert.equal((await forge(urls[0] ?? '')).status, 429)
+  for (const url of urls) assert.equal((await postInteraction(url, { type: 'view_closed', url })).status, 200)
 })

@@ -173,7 +173,27 @@ export async function openLink(url: string, username: string, browser = new Brow
   return { browser, page }
 }
 
-/** Links `user` to the gateway person `username`: a click, the ephemeral link, the IdP, the confirmation. */
+/** The code of a direct message that links a Slack account ("… *1234 5678*"). */
+export function codeIn(message: SlackMessage): string {
+  const code = /\*(\d{4}) (\d{4})\*/.exec(textOf(message))
+  assert.ok(code, `no code in ${textOf(message)}`)
+  return `${code[1]}${code[2]}`
+}
+
+/**
+ * On the confirmation page `page`: asks for the code, reads it in `user`'s direct messages (the stand-in),
+ * and types it; resolves the page that follows, and the message with the code.
+ */
+export async function confirmWithCode(slack: SlackStandIn, user: SlackUser, browser: Browser, page: Visit) {
+  const before = slack.posts(user.id).length
+  const asked = await browser.submit(page, 'auth/slack-link/confirm')
+  assert.equal(asked.status, 200, asked.text)
+  assert.match(asked.text, /Type the code from Slack/)
+  const dm = await waitFor(`the code sent to ${user.username}`, () => slack.posts(user.id)[before])
+  return { done: await browser.submit(asked, 'auth/slack-link/code', { code: codeIn(dm) }), dm, asked }
+}
+
+/** Links `user` to the gateway person `username`: a click, the ephemeral link, the IdP, the code from Slack. */
 export async function link(
   stack: SlackStack,
   user: SlackUser,
@@ -186,7 +206,7 @@ export async function link(
   const prompt = await ephemeralAfter(stack.slack, user, before)
   const { browser, page } = await openLink(linkIn(prompt), username)
   assert.equal(page.status, 200, page.text)
-  const done: Visit = await browser.submit(page, 'auth/slack-link/confirm')
+  const { done } = await confirmWithCode(stack.slack, user, browser, page)
   assert.equal(done.status, 200, done.text)
   assert.match(done.text, /Your Slack account is connected/)
   return { browser }

@@ -3,16 +3,20 @@ import { hkdfSync, randomBytes } from 'node:crypto'
 import { test } from 'node:test'
 import { SignJWT } from 'jose'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
+import { postInteraction } from '../fixtures/slack-api.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { Browser, PASSWORD, sessionCookie, signInAt } from '../signin/harness.ts'
 import {
   click,
+  codeIn,
+  confirmWithCode,
   ephemeralAfter,
   link,
   linkIn,
   messageAbout,
   OLIVIA,
+  OSCAR,
   openLink,
   repliesSent,
   type SlackStack,
@@ -120,6 +124,105 @@ test('with Sign in with Slack, the link is recorded only once the same browser s
   assert.deepEqual([record?.sub, record?.state, record?.userName], ['olivia', 'active', 'olivia'])
 })
 
+test('a forwarded link binds nothing: the code goes to the Slack user who asked, and the operator who opened it cannot type it', async (t) => {
+  const stack = await startSlackStack(t)
+  // Victor, a viewer in Slack, sends his link to Olivia, an operator.
+  const { url, message } = await linkFor(stack, VICTOR)
+  const { browser, page } = await openLink(url, 'olivia')
+  assert.match(page.text, /Slack user: @victor \(U0VICTOR1\)/)
+  assert.match(page.text, /will be yours: Olivia Operator \(olivia\)/)
+  const asked = await browser.submit(page, 'auth/slack-link/confirm')
+  assert.equal(await stack.app.people.links?.get(chatKey(VICTOR)), null, 'her click alone binds nothing')
+  assert.equal(asked.status, 200, asked.text)
+  assert.match(asked.text, /Type the code from Slack/)
+  assert.match(asked.text, /autocomplete="one-time-code"/)
+  // The code went to Victor alone, saying who would answer as him; Olivia's own Slack got nothing.
+  const dm = await waitFor('the code', () => stack.slack.posts(VICTOR.id)[0])
+  assert.match(dm.text, /Olivia Operator \(olivia\) will answer as you/)
+  assert.equal(stack.slack.posts(OLIVIA.id).length, 0)
+  assert.equal(JSON.stringify(stack.slack.calls).includes(`"channel":"${OLIVIA.id}"`), false)
+  // Guessing: each wrong code says how many tries are left, then the link is gone, the right code too.
+  const right = codeIn(dm)
+  const wrong = right === '00000000' ? '11111111' : '00000000'
+  let last = asked
+  for (const left of [4, 3, 2, 1]) {
+    last = await browser.submit(last, 'auth/slack-link/code', { code: wrong })
+    assert.equal(last.status, 400)
+    assert.match(last.text, new RegExp(`${left} more tries`))
+    assert.match(last.text, /chat_link_code_wrong/)
+  }
+  const fifth = await browser.submit(last, 'auth/slack-link/code', { code: wrong })
+  assert.match(fifth.text, /chat_link_invalid/)
+  const late = await browser.request(`${stack.base}auth/slack-link/code`, { form: { code: right } })
+  assert.equal(late.status, 400)
+  assert.equal(await stack.app.people.links?.get(chatKey(VICTOR)), null)
+  // Victor's click still gets the offer to connect his own account.
+  const before = stack.slack.ephemerals(VICTOR.id).length
+  await click(stack, VICTOR, message, 'krg:choose:0')
+  assert.match(
+    String((await ephemeralAfter(stack.slack, VICTOR, before)).args.text),
+    /^Connect your Slack account/,
+  )
+  assert.equal(repliesSent(stack.rt), 0)
+  const records = (await stack.app.audit.recent({ limit: 50 })).filter((r) => r.route === 'auth/slack-link')
+  assert.deepEqual(records.map((r) => [r.action, r.status, r.error ?? null, r.sub]).slice(0, 3), [
+    ['link', 400, 'chat_link_invalid', null],
+    ['link', 400, 'chat_link_invalid', 'olivia'],
+    ['link', 400, 'chat_link_code_wrong', 'olivia'],
+  ])
+})
+
+test('“This is not me” in Slack ends the link for the page that asked; the same button from another Slack user changes nothing', async (t) => {
+  const stack = await startSlackStack(t)
+  const notMe = (user: typeof OLIVIA, dm: Parameters<typeof stack.slack.click>[1]) =>
+    postInteraction(stack.interactions, stack.slack.click(user, dm, 'krg:link-not-me'))
+
+  // Oscar presses it on Olivia's message (Slack says who clicked): nothing changes, her code still works.
+  const first = await linkFor(stack)
+  const mine = await openLink(first.url, 'olivia')
+  const asked = await mine.browser.submit(mine.page, 'auth/slack-link/confirm')
+  const dm = await waitFor('the code', () => stack.slack.posts(OLIVIA.id)[0])
+  assert.equal((await notMe(OSCAR, dm)).status, 200)
+  await waitFor('counted', async () =>
+    (await stack.app.audit.recent({ limit: 50 })).some((r) => r.action === 'not_me'),
+  )
+  const reload = await mine.browser.navigate(`${stack.base}auth/slack-link/confirm`)
+  assert.match(reload.text, /Type the code from Slack/)
+  const done = await mine.browser.submit(asked, 'auth/slack-link/code', { code: codeIn(dm) })
+  assert.match(done.text, /Your Slack account is connected/)
+  assert.equal((await stack.app.people.links?.get(chatKey()))?.sub, 'olivia')
+  await stack.app.people.links?.remove(chatKey())
+
+  // Olivia herself says it is not her: the message says nothing was linked, the page says she declined.
+  const second = await linkFor(stack)
+  const again = await openLink(second.url, 'olivia')
+  const waiting = await again.browser.submit(again.page, 'auth/slack-link/confirm')
+  const dm2 = await waitFor('the second code', () => stack.slack.posts(OLIVIA.id)[1])
+  const code2 = codeIn(dm2)
+  assert.equal((await notMe(OLIVIA, dm2)).status, 200)
+  await waitFor('the message updated', () => dm2.updates === 1)
+  assert.match(dm2.text, /Nothing was linked/)
+  assert.deepEqual(
+    dm2.blocks.filter((b) => b.type === 'actions'),
+    [],
+    'no button left',
+  )
+  const told = await again.browser.navigate(`${stack.base}auth/slack-link/confirm`)
+  assert.equal(told.status, 409)
+  assert.match(told.text, /chat_link_declined/)
+  const typed = await again.browser.submit(waiting, 'auth/slack-link/code', { code: code2 })
+  assert.equal(typed.status, 409)
+  assert.equal(await stack.app.people.links?.get(chatKey()), null)
+  const trail = (await stack.app.audit.recent({ limit: 50 })).filter((r) => r.action === 'not_me')
+  assert.deepEqual(
+    trail.map((r) => [r.status, r.error ?? null, r.sub, r.via]),
+    [
+      [200, null, 'olivia', 'slack'],
+      [403, 'chat_link_mismatch', null, 'slack'],
+    ],
+  )
+})
+
 test('every refusal of the link flow: no token, a forged, expired or used one, no pending sign-in, a cross-site confirmation', async (t) => {
   const stack = await startSlackStack(t)
   const page = async (url: string) => {
@@ -177,25 +280,27 @@ test('every refusal of the link flow: no token, a forged, expired or used one, n
   assert.equal(crossSite.status, 403)
   assert.equal(((await crossSite.json()) as { error: string }).error, 'csrf_refused')
   assert.equal(await stack.app.people.links?.get(chatKey()), null)
-  // The page's own form: recorded; a second confirmation finds nothing waiting.
-  assert.equal((await browser.submit(confirm, 'auth/slack-link/confirm')).status, 200)
+  // The page's own forms and the code: recorded; a second confirmation finds nothing waiting.
+  assert.equal((await confirmWithCode(stack.slack, OLIVIA, browser, confirm)).done.status, 200)
   const twice = await browser.request(`${stack.base}auth/slack-link/confirm`, { method: 'POST', form: {} })
   assert.equal(twice.status, 400)
   assert.match(twice.text, /chat_link_invalid/)
 
   // The same link opened again after it was used: signed in, confirmed, refused.
   const reuse = await openLink(url, 'olivia')
-  const used = await reuse.browser.submit(reuse.page, 'auth/slack-link/confirm')
+  const { done: used } = await confirmWithCode(stack.slack, OLIVIA, reuse.browser, reuse.page)
   assert.equal(used.status, 400)
   assert.match(used.text, /was used already/)
   const records = (await stack.app.audit.recent({ limit: 50 })).filter((r) => r.route === 'auth/slack-link')
   assert.deepEqual(
-    records.map((r) => [r.status, r.error ?? null, r.sub]),
+    records.map((r) => [r.action, r.status, r.error ?? null, r.sub]),
     [
-      [400, 'chat_link_invalid', 'olivia'],
-      [400, 'chat_link_invalid', null],
-      [200, null, 'olivia'],
-      [403, 'csrf_refused', null],
+      ['link', 400, 'chat_link_invalid', 'olivia'],
+      ['send_code', 303, null, 'olivia'],
+      ['send_code', 400, 'chat_link_invalid', null],
+      ['link', 200, null, 'olivia'],
+      ['send_code', 303, null, 'olivia'],
+      ['send_code', 403, 'csrf_refused', null],
     ],
   )
 })
@@ -236,7 +341,7 @@ test('a refused refresh suspends the link; a refreshed role is what answers; a b
   // Linked again (enabled), then she signs out at the IdP itself in that browser: the IdP tells the gateway.
   stack.idp.updatePerson('olivia', { disabled: false })
   const { page } = await openLink(linkIn(suspended), 'olivia', browser)
-  await browser.submit(page, 'auth/slack-link/confirm')
+  await confirmWithCode(stack.slack, OLIVIA, browser, page)
   assert.equal((await links.get(chatKey()))?.state, 'active')
   const end = await browser.navigate(`${stack.idp.issuer}/session/end`)
   await browser.submit(end, '/session/end/confirm', { logout: 'yes' })

@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { FieldDef } from '../../src/protocol/fields.ts'
+import { SIGNATURE_FAILURES_MAX } from '../../src/routes/slack.ts'
 import { interactionBody, postInteraction, SIGNING_SECRET, slackSignature } from '../fixtures/slack-api.ts'
 import { waitFor } from '../helpers/wait.ts'
 import {
   buttons,
   CHANNEL,
   click,
+  confirmWithCode,
   ephemeralAfter,
   link,
   linkIn,
@@ -155,9 +157,9 @@ test('an unlinked user is offered the link; once linked through the IdP, their c
   assert.match(page.text, /Slack user: @olivia \(U0OLIVIA1\)/)
   assert.match(page.text, /Slack workspace: krg-tests \(T0TEST001\)/)
   assert.match(page.text, /will be yours: Olivia Operator \(olivia\)/)
-  assert.match(page.text, /If you did not ask for this link in Slack yourself, do not connect/)
+  assert.match(page.text, /If you did not ask for this link in Slack yourself, do not go on/)
   assert.equal(browser.cookies.has('krg_session'), false, 'linking starts no cookie session')
-  const done = await browser.submit(page, 'auth/slack-link/confirm')
+  const { done } = await confirmWithCode(stack.slack, OLIVIA, browser, page)
   assert.equal(done.status, 200)
   assert.match(done.text, /Your Slack account is connected/)
 
@@ -608,4 +610,34 @@ test('Slack’s address is not held to the budget of requests without a credenti
   }
   assert.deepEqual(statuses, [401, 401, 401, 429])
   assert.equal(await metric(stack, 'krg_slack_interactions_total{type="other",outcome="ignored"}'), 8)
+})
+
+test('failed signatures from one address are answered 429 past the limit, and a valid request from it is still handled', async (t) => {
+  const stack = await startSlackStack(t)
+  const forge = () =>
+    postInteraction(stack.interactions, { type: 'view_closed' }, { secret: 'not-the-secret' })
+  const statuses: number[] = []
+  for (let n = 0; n < SIGNATURE_FAILURES_MAX; n++) statuses.push((await forge()).status)
+  assert.deepEqual(new Set(statuses), new Set([401]), 'up to the limit, each one is refused as unsigned')
+  const limited = await fetch(stack.interactions, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: interactionBody({ type: 'view_closed' }),
+  })
+  assert.equal(limited.status, 429)
+  assert.equal(((await limited.json()) as { error: string }).error, 'slack_signature_rate_limited')
+  const wait = Number(limited.headers.get('retry-after'))
+  assert.ok(wait > 0 && wait <= 300, `Retry-After ${wait}`)
+  assert.equal((await forge()).status, 429)
+  // Slack's addresses are shared by every app: a request Slack signed for this app is never refused.
+  const valid = await postInteraction(stack.interactions, { type: 'view_closed' })
+  assert.equal(valid.status, 200, valid.text)
+  assert.equal(
+    await metric(stack, 'krg_slack_interactions_total{type="unverified",outcome="rate_limited"}'),
+    2,
+  )
+  assert.equal(
+    await metric(stack, 'krg_slack_interactions_total{type="unverified",outcome="bad_signature"}'),
+    SIGNATURE_FAILURES_MAX,
+  )
 })

@@ -4,6 +4,7 @@ import { APP_TOKEN } from '../fixtures/slack-api.ts'
 import { waitFor } from '../helpers/wait.ts'
 import {
   buttons,
+  confirmWithCode,
   linkIn,
   messageAbout,
   OLIVIA,
@@ -47,7 +48,7 @@ test('Socket Mode: interactions arrive over the WebSocket and are acknowledged o
   assert.deepEqual(await stack.slack.sendOverSocket(stack.slack.click(OLIVIA, message, 'krg:choose:1')), {})
   const prompt = await waitFor('the link', () => stack.slack.ephemerals(OLIVIA.id)[0])
   const { browser, page } = await openLink(linkIn(prompt), 'olivia')
-  assert.equal((await browser.submit(page, 'auth/slack-link/confirm')).status, 200)
+  assert.equal((await confirmWithCode(stack.slack, OLIVIA, browser, page)).done.status, 200)
 
   await stack.slack.sendOverSocket(stack.slack.click(OLIVIA, message, 'krg:choose:1'))
   await waitFor('the message updated', () => message.updates === 1)
@@ -80,7 +81,7 @@ test('Socket Mode connects again after the connection drops, after Slack asks it
     linkIn(await waitFor('link', () => stack.slack.ephemerals(OLIVIA.id)[0])),
     'olivia',
   )
-  await browser.submit(page, 'auth/slack-link/confirm')
+  await confirmWithCode(stack.slack, OLIVIA, browser, page)
 
   // A lost network: no close frame. The first apps.connections.open after it fails too.
   stack.slack.failNext('apps.connections.open', 'internal_error')

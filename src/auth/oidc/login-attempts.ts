@@ -21,6 +21,8 @@ export interface LoginAttemptStore {
   put(key: string, value: string, ttlMs: number): Promise<void>
   /** The value, removed in the same step (so a callback can be used once), or null. */
   take(key: string): Promise<string | null>
+  /** The value, left in place, or null (what a page shows of an entry another step will take). */
+  peek(key: string): Promise<string | null>
   close(): Promise<void>
 }
 
@@ -78,6 +80,11 @@ export class MemoryLoginAttemptStore implements LoginAttemptStore {
   async take(key: string): Promise<string | null> {
     const entry = this.#entries.get(key)
     this.#entries.delete(key)
+    return entry !== undefined && entry.expiresAt > Date.now() ? entry.value : null
+  }
+
+  async peek(key: string): Promise<string | null> {
+    const entry = this.#entries.get(key)
     return entry !== undefined && entry.expiresAt > Date.now() ? entry.value : null
   }
 

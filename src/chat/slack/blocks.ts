@@ -59,6 +59,8 @@ export const ACTION = {
   answer: 'krg:answer',
   console: 'krg:console',
   connect: 'krg:connect',
+  /** "This is not me", on the direct message with a code to link an account: its value names the link. */
+  notMe: 'krg:link-not-me',
 } as const
 export const MODAL_CALLBACK = 'krg:answer'
 const INPUT_ACTION = 'v'
@@ -80,6 +82,42 @@ const MULTILINE_OVER = 200
 /** Escapes text for mrkdwn as Slack documents it. */
 export function escapeMrkdwn(text: string): string {
   return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')
+}
+
+/**
+ * Text in mrkdwn whose formatting is the gateway's own: the fixed parts of an {@link md} template, with every
+ * value in it escaped. What renders the gateway's replies (ephemeral messages, notice modals) takes only
+ * this, so a runtime's string (a field's label, `pattern` or `enum`, a 422's messages, an error code) reaches
+ * Slack escaped, whichever way it travels.
+ */
+export class Mrkdwn {
+  readonly text: string
+
+  /**
+   * Only for text already mrkdwn with every value escaped: a closing line as the message store kept it
+   * ({@link closingLine} made it). Everything else is built with {@link md}.
+   */
+  constructor(text: string) {
+    this.text = text
+  }
+
+  /** `parts` joined by the fixed `separator`. */
+  static join(parts: readonly Mrkdwn[], separator: string): Mrkdwn {
+    return new Mrkdwn(parts.map((p) => p.text).join(separator))
+  }
+}
+
+/** A value in an {@link md} template: a string or number is escaped, a {@link Mrkdwn} kept as it is. */
+export type MrkdwnValue = string | number | Mrkdwn
+
+/** mrkdwn from a template: its fixed parts as written, every value escaped (see {@link Mrkdwn}). */
+export function md(strings: TemplateStringsArray, ...values: readonly MrkdwnValue[]): Mrkdwn {
+  let text = strings[0] ?? ''
+  values.forEach((value, i) => {
+    text += value instanceof Mrkdwn ? value.text : escapeMrkdwn(String(value))
+    text += strings[i + 1] ?? ''
+  })
+  return new Mrkdwn(text)
 }
 
 /** `text` cut to `max` characters (code points), with an ellipsis when cut. */
@@ -293,35 +331,36 @@ function shown(field: FieldDef | undefined, value: unknown): string {
 
 /**
  * "Answered by Olivia Operator in Slack · Nights: 2", "Timed out", "Cancelled", "Run ended before an
- * answer"; mrkdwn.
+ * answer".
  */
-export function closingLine(closing: Closing, fields: readonly FieldDef[]): string {
+export function closingLine(closing: Closing, fields: readonly FieldDef[]): Mrkdwn {
   if (closing.by !== 'reply') {
     const how: Record<string, string> = {
       timeout: 'Timed out: nobody answered in time',
       cancelled: 'Cancelled',
       run_ended: 'Run ended before an answer',
     }
-    return how[closing.by] ?? `Closed (${escapeMrkdwn(clip(closing.by, 40))})`
+    const fixed = how[closing.by]
+    return fixed === undefined ? md`Closed (${clip(closing.by, 40)})` : md`${fixed}`
   }
   const { answerer, values } = closing as ReplyClosing
   const who =
     answerer === null
-      ? 'Answered'
-      : `Answered by ${escapeMrkdwn(clip(answerer.name, 100))}${answerer.via === 'slack' ? ' in Slack' : ''}`
+      ? md`Answered`
+      : md`Answered by ${clip(answerer.name, 100)}${answerer.via === 'slack' ? ' in Slack' : ''}`
   if (values === null) return who
   const parts = Object.entries(values).map(([id, value]) => {
     const field = fields.find((f) => f.id === id)
-    return `${escapeMrkdwn(clip(field === undefined ? id : labelOf(field), 60))}: ${escapeMrkdwn(clip(shown(field, value), 200))}`
+    return md`${clip(field === undefined ? id : labelOf(field), 60)}: ${clip(shown(field, value), 200)}`
   })
-  return parts.length === 0 ? who : clip(`${who} · ${parts.join(' · ')}`, 1500)
+  return parts.length === 0 ? who : md`${who} · ${Mrkdwn.join(parts, ' · ')}`
 }
 
 /** The message once the question closed: as posted, with how it closed, and only the console's button. */
 export function closedMessage(view: QuestionView, closing: Closing): { text: string; blocks: KnownBlock[] } {
   const line = closingLine(closing, view.fields)
   const blocks = questionBlocks(view, '*Question closed*')
-  blocks.push({ type: 'section', text: mrkdwn(`:white_check_mark: ${line}`) })
+  blocks.push({ type: 'section', text: mrkdwn(`:white_check_mark: ${line.text}`) })
   blocks.push(contextLine(view))
   blocks.push({ type: 'actions', block_id: 'krg:question', elements: [consoleButton(view.url)] })
   return {
@@ -374,7 +413,8 @@ export function runEndedMessage(view: {
 }
 
 /** An ephemeral reply: one line, and a button when there is somewhere to go. */
-export function ephemeral(text: string, button?: { label: string; url: string; primary?: boolean }) {
+export function ephemeral(line: Mrkdwn, button?: { label: string; url: string; primary?: boolean }) {
+  const text = line.text
   const blocks: KnownBlock[] = [{ type: 'section', text: mrkdwn(text) }]
   if (button !== undefined)
     blocks.push({
@@ -390,6 +430,46 @@ export function ephemeral(text: string, button?: { label: string; url: string; p
       ],
     })
   return { text: clip(text.replace(/[*_`]/g, ''), 3000), blocks }
+}
+
+/**
+ * The direct message with the code that links the reader's Slack account to `person` (who signed in to the
+ * gateway to do it), and "This is not me". The code is what proves the reader and the person are the same
+ * human: the message says whom it makes them, and never to give it to anyone.
+ */
+export function linkCodeMessage(options: { person: string; code: string; ref: string }): {
+  text: string
+  blocks: KnownBlock[]
+} {
+  const shown = `${options.code.slice(0, 4)} ${options.code.slice(4)}`
+  const lead = md`*${options.person}* will answer as you in Slack once this code is typed on the gateway's page: *${shown}*`
+  const warning = md`Type it only on the page you opened yourself, within 10 minutes. Never give it to anyone: whoever types it makes you answer as ${options.person}. If you did not ask for this, press “This is not me”.`
+  return {
+    text: clip(lead.text.replace(/\*/g, ''), 3000),
+    blocks: [
+      { type: 'section', text: mrkdwn(lead.text) },
+      { type: 'context', elements: [mrkdwn(warning.text)] },
+      {
+        type: 'actions',
+        block_id: 'krg:link',
+        elements: [
+          {
+            type: 'button',
+            action_id: ACTION.notMe,
+            text: plain('This is not me', BUTTON_TEXT),
+            style: 'danger',
+            value: options.ref,
+          },
+        ],
+      },
+    ],
+  }
+}
+
+/** The code's message once its reader said "This is not me". */
+export function linkDeclinedMessage(person: string): { text: string; blocks: KnownBlock[] } {
+  const line = md`Nothing was linked: you said this was not you, so ${person} will not answer as you. The code no longer works.`
+  return { text: clip(line.text, 3000), blocks: [{ type: 'section', text: mrkdwn(line.text) }] }
 }
 
 /** The option of a list's `index`th entry: its value is the index, so an option of any length fits. */
@@ -481,7 +561,7 @@ function inputBlock(field: FieldDef): InputBlock {
 export function answerModal(view: QuestionView, origin: { channel: string; ts: string }): ModalView {
   const form = formFor(view.fields)
   if (form.kind === 'console')
-    return noticeModal('Answer in the console', `This question needs the console: ${form.why}.`, view.url)
+    return noticeModal('Answer in the console', md`This question needs the console: ${form.why}.`, view.url)
   return {
     type: 'modal',
     callback_id: MODAL_CALLBACK,
@@ -502,8 +582,8 @@ export function answerModal(view: QuestionView, origin: { channel: string; ts: s
 }
 
 /** A modal that only says something (the result of an answer, or why it cannot be given here). */
-export function noticeModal(title: string, text: string, url?: string): ModalView {
-  const blocks: KnownBlock[] = [{ type: 'section', text: mrkdwn(escapeMrkdwn(text)) }]
+export function noticeModal(title: string, text: Mrkdwn, url?: string): ModalView {
+  const blocks: KnownBlock[] = [{ type: 'section', text: mrkdwn(text.text) }]
   if (url !== undefined) blocks.push({ type: 'actions', elements: [consoleButton(url)] })
   return { type: 'modal', title: plain(title, 24), close: plain('Close', 24), blocks }
 }

@@ -15,6 +15,8 @@ import {
   ephemeral,
   formFor,
   MODAL_CALLBACK,
+  Mrkdwn,
+  md,
   modalErrors,
   noticeModal,
   type QuestionRef,
@@ -22,6 +24,7 @@ import {
   valuesFromState,
 } from './blocks.ts'
 import { slackErrorCode } from './client.ts'
+import type { SlackLinkCodes } from './link-codes.ts'
 import type { SlackMessages } from './messages.ts'
 import type { InteractionType, SlackMetrics } from './metrics.ts'
 
@@ -49,6 +52,8 @@ export interface SlackInteractionsOptions {
   readonly reads: RuntimeReads
   readonly sessions: SessionRegistry
   readonly metrics: SlackMetrics
+  /** "This is not me" on the code that links an account. */
+  readonly linkCodes: SlackLinkCodes
   /** GATEWAY_PUBLIC_ORIGIN + base path: where links to the gateway point. */
   readonly base: string
   readonly log: FastifyBaseLogger
@@ -114,6 +119,10 @@ export class SlackInteractions {
       if (action?.id === ACTION.answer) return { after: () => this.#openModal(payload, person, action.value) }
       if (action?.id === ACTION.console || action?.id === ACTION.connect)
         return this.#count('link', 'ignored')
+      if (action?.id === ACTION.notMe) {
+        const where = { channel: channelOf(payload), ts: messageTsOf(payload), ...origin }
+        return { after: () => this.#o.linkCodes.notMe(person, action.value, where) }
+      }
     }
     if (payload.type === 'view_submission' && payload.view?.callback_id === MODAL_CALLBACK && person !== null)
       return this.#submit(payload, person, origin)
@@ -130,13 +139,13 @@ export class SlackInteractions {
     const channel = channelOf(payload)
     const ref = decodeRef(action.value)
     const index = ref === null ? -1 : Number(ref.extra.c)
-    const closing: { line?: string } = {}
+    const closing: { line?: Mrkdwn } = {}
     const question = ref === null ? null : await this.#question(ref, channel, closing)
     const form = question === null ? null : formFor(question.fields)
     const choice = form?.kind === 'buttons' ? form.choices[index] : undefined
     if (ref === null || question === null || form?.kind !== 'buttons' || choice === undefined) {
       this.#count('button', 'closed')
-      return this.#tell(channel, person, closing.line ?? 'This question is no longer open.')
+      return this.#tell(channel, person, closing.line ?? md`This question is no longer open.`)
     }
     const auth = await this.#o.answers.authorise(person, ref.kasmId)
     if (!auth.ok) return this.#deny('button', channel, person, auth.reason, auth.team)
@@ -162,11 +171,11 @@ export class SlackInteractions {
       return void this.#count('modal_open', 'ignored')
     const auth = await this.#o.answers.authorise(person, ref.kasmId, OPEN_REFRESH_MS)
     if (!auth.ok) return this.#deny('modal_open', channel, person, auth.reason, auth.team)
-    const closing: { line?: string } = {}
+    const closing: { line?: Mrkdwn } = {}
     const question = await this.#question(ref, channel, closing)
     if (question === null) {
       this.#count('modal_open', 'closed')
-      return this.#tell(channel, person, closing.line ?? 'This question is no longer open.')
+      return this.#tell(channel, person, closing.line ?? md`This question is no longer open.`)
     }
     try {
       await this.#o.web.views.open({
@@ -182,7 +191,7 @@ export class SlackInteractions {
       await this.#tell(
         channel,
         person,
-        `The form did not open (${code}). Click “Answer…” again, or answer in the console.`,
+        md`The form did not open (${code}). Click “Answer…” again, or answer in the console.`,
       )
     }
   }
@@ -207,13 +216,13 @@ export class SlackInteractions {
     if (read === null) {
       this.#count('modal_submit', 'failed')
       return update(
-        noticeModal('Not sent', 'The gateway could not read the question in time: click “Answer…” again.'),
+        noticeModal('Not sent', md`The gateway could not read the question in time: click “Answer…” again.`),
       )
     }
     const question = read.q
     if (question === null) {
       this.#count('modal_submit', 'closed')
-      return update(noticeModal('Not sent', 'This question is no longer open.'))
+      return update(noticeModal('Not sent', md`This question is no longer open.`))
     }
     const { values, issues } = valuesFromState(question.fields, view.state?.values)
     if (issues.length > 0) {
@@ -239,7 +248,7 @@ export class SlackInteractions {
     // Not answered in time for the acknowledgement: the modal says so, and is updated once it is.
     const viewId = typeof view.id === 'string' ? view.id : undefined
     return {
-      ...update(noticeModal('Sending…', 'Your answer is on its way to the run.')),
+      ...update(noticeModal('Sending…', md`Your answer is on its way to the run.`)),
       after: async () => {
         const done = await sending
         this.#count('modal_submit', outcomeLabel(done))
@@ -261,7 +270,7 @@ export class SlackInteractions {
   async #question(
     ref: QuestionRef,
     channel: string | undefined,
-    closing: { line?: string } = {},
+    closing: { line?: Mrkdwn } = {},
   ): Promise<PostedQuestion | null> {
     if (channel !== undefined) {
       const posted = await this.#o.messages
@@ -270,11 +279,14 @@ export class SlackInteractions {
       if (posted?.question !== undefined && posted.question.revision === ref.revision) {
         if (posted.state === 'open') return posted.question
         const how = posted.closing
-        if (how !== undefined)
+        if (how !== undefined) {
+          // The line closingLine made when the message closed, escaped then.
+          const line = new Mrkdwn(how.line)
           closing.line =
             how.by === 'reply'
-              ? `Someone answered first. ${how.line}`
-              : `This question is no longer open: ${how.line}.`
+              ? md`Someone answered first. ${line}`
+              : md`This question is no longer open: ${line}.`
+        }
         return null
       }
     }
@@ -295,17 +307,19 @@ export class SlackInteractions {
     ref: QuestionRef,
     fields: readonly FieldDef[],
     sub: string,
-  ): Promise<string> {
+  ): Promise<Mrkdwn> {
     switch (outcome.kind) {
       case 'accepted':
-        return 'Your answer was sent.'
-      case 'invalid':
-        return `The run did not accept the answer: ${outcome.fields.map((f) => `${f.field || 'answer'}: ${f.error}`).join('; ')}`
+        return md`Your answer was sent.`
+      case 'invalid': {
+        const issues = outcome.fields.map((f) => md`${f.field || 'answer'}: ${f.error}`)
+        return md`The run did not accept the answer: ${Mrkdwn.join(issues, '; ')}`
+      }
       case 'taken': {
-        if (outcome.by?.sub === sub) return 'You answered this question already.'
+        if (outcome.by?.sub === sub) return md`You answered this question already.`
         const closing = await this.#o.slackMessages.answered(ref.kasmId, ref.run, ref.requestId)
         const line = closingLine(outcome.by === null ? closing : { ...closing, answerer: outcome.by }, fields)
-        return `Someone answered first. ${line}`
+        return md`Someone answered first. ${line}`
       }
       case 'closed': {
         const how: Record<string, string> = {
@@ -314,14 +328,16 @@ export class SlackInteractions {
           run_ended: 'the run ended',
         }
         const why = outcome.closedBy === null ? undefined : how[outcome.closedBy]
-        return `This question is no longer open${why === undefined ? '' : `: ${why}`}.`
+        return why === undefined
+          ? md`This question is no longer open.`
+          : md`This question is no longer open: ${why}.`
       }
       case 'moved_on':
-        return 'The run has moved on: this is not the question it asks now.'
+        return md`The run has moved on: this is not the question it asks now.`
       case 'denied':
         return this.#denialText(outcome.reason)
       case 'failed':
-        return `Your answer could not be sent (${outcome.code}). Try again, or answer in the console.`
+        return md`Your answer could not be sent (${outcome.code}). Try again, or answer in the console.`
     }
   }
 
@@ -337,8 +353,8 @@ export class SlackInteractions {
       const link = await this.#linkUrl(person)
       const text =
         reason === 'unlinked'
-          ? '*Connect your Slack account* to answer from Slack: sign in to the gateway once, and your answers carry your name. The link is for you alone and works for 10 minutes.'
-          : '*Connect your Slack account again*: your identity provider did not renew the sign-in your Slack account was linked with.'
+          ? md`*Connect your Slack account* to answer from Slack: sign in to the gateway once, and your answers carry your name. The link is for you alone and works for 10 minutes.`
+          : md`*Connect your Slack account again*: your identity provider did not renew the sign-in your Slack account was linked with.`
       return this.#tell(channel, person, text, {
         label: 'Connect your Slack account',
         url: link,
@@ -349,24 +365,26 @@ export class SlackInteractions {
   }
 
   /** A denial for a modal, with the link as text (a modal cannot hold a sign-in). */
-  async #denial(person: Person, reason: Denial, team?: string): Promise<string> {
+  async #denial(person: Person, reason: Denial, team?: string): Promise<Mrkdwn> {
     if (reason === 'unlinked' || reason === 'suspended')
-      return `Connect your Slack account first: ${await this.#linkUrl(person)}`
+      return md`Connect your Slack account first: ${await this.#linkUrl(person)}`
     return this.#denialText(reason, team)
   }
 
-  #denialText(reason: Denial, team?: string): string {
+  #denialText(reason: Denial, team?: string): Mrkdwn {
     switch (reason) {
       case 'viewer':
-        return `You may only watch this session: answering needs the operator role${team === undefined ? '' : ` in team ${team}`}.`
+        return team === undefined
+          ? md`You may only watch this session: answering needs the operator role.`
+          : md`You may only watch this session: answering needs the operator role in team ${team}.`
       case 'team':
-        return 'You may not answer questions of this session: it is not one of your teams.'
+        return md`You may not answer questions of this session: it is not one of your teams.`
       case 'rate_limited':
-        return 'Too many requests from you just now: try again in a minute.'
+        return md`Too many requests from you just now: try again in a minute.`
       case 'unavailable':
-        return 'The gateway cannot check who you are right now: try again shortly, or answer in the console.'
+        return md`The gateway cannot check who you are right now: try again shortly, or answer in the console.`
       default:
-        return 'Connect your Slack account to answer from Slack.'
+        return md`Connect your Slack account to answer from Slack.`
     }
   }
 
@@ -379,7 +397,7 @@ export class SlackInteractions {
   async #tell(
     channel: string | undefined,
     person: Person,
-    text: string,
+    text: Mrkdwn,
     button?: { label: string; url: string; primary?: boolean },
   ): Promise<void> {
     if (channel === undefined) return

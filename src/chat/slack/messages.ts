@@ -123,7 +123,7 @@ export class SlackMessages {
     const closing: Closing =
       closedBy === 'reply' ? await this.answered(n.kasmId, n.run, requestIdOf(n)) : { by: closedBy }
     const view = this.#view(job, question)
-    const line = closingLine(closing, question.fields)
+    const line = closingLine(closing, question.fields).text
     await this.#o.web.chat.update({
       channel: message.channel,
       ts: message.ts,

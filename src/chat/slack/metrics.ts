@@ -10,6 +10,8 @@ export type InteractionType =
   | 'modal_submit'
   /** "Open in console", "Connect your Slack account": links, nothing to do. */
   | 'link'
+  /** "This is not me" on the code that links a Slack account. */
+  | 'not_me'
   /** Anything else the app receives (a closed modal, a shortcut): acknowledged and ignored. */
   | 'other'
   /** A request to the Request URL that is not Slack's: refused before it was read. */
@@ -34,7 +36,7 @@ export function createSlackMetrics(registry: Registry): SlackMetrics {
   for (const type of ['button', 'modal_submit'])
     for (const outcome of ['answered', 'invalid', 'taken', 'closed', 'unlinked', 'viewer', 'failed'])
       interactions.inc({ type, outcome }, 0)
-  for (const outcome of ['bad_signature', 'stale', 'replayed'])
+  for (const outcome of ['bad_signature', 'stale', 'replayed', 'rate_limited'])
     interactions.inc({ type: 'unverified', outcome }, 0)
   const socketConnected = new Gauge({
     name: 'krg_slack_socket_connected',

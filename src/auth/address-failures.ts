@@ -34,30 +34,31 @@ export class MemoryFailureCounter implements FailureCounter {
   }
 }
 
-/** Options of {@link SignInFailures}. */
-export interface SignInFailuresOptions {
+/** Options of {@link AddressFailures}. */
+export interface AddressFailuresOptions {
   readonly counter: FailureCounter
-  /** GATEWAY_SIGNIN_FAILURES_MAX: failures per address per window before it is refused. */
+  /** Failures per address per window before it is refused (GATEWAY_SIGNIN_FAILURES_MAX for sign-ins). */
   readonly max: number
-  /** GATEWAY_SIGNIN_FAILURES_WINDOW_MS. */
+  /** The window, ms (GATEWAY_SIGNIN_FAILURES_WINDOW_MS for sign-ins). */
   readonly windowMs: number
-  /** A counter that cannot count (Redis down) lets sign-ins through: the limit protects, it does not authenticate. */
+  /** A counter that cannot count (Redis down) lets requests through: the limit protects, it does not authenticate. */
   readonly onCounterError: (err: unknown) => void
 }
 
 /**
- * Failed sign-ins per client address (the address GATEWAY_TRUST_PROXY makes of the request). Once an address
- * has failed `max` times in a window, every credential it presents is refused with 429 until the window
- * ends, before the credential is even looked at. Counting is shared across replicas in cluster mode; the
- * refusal is decided locally from what the shared count said at this replica's last failure, so a request
- * with a good credential costs nothing, and an attacker spreading guesses over N replicas gets at most N-1
- * guesses more than `max`.
+ * Failed credentials per client address (the address GATEWAY_TRUST_PROXY makes of the request): sign-ins
+ * (auth/plugin.ts, which refuses a limited address before its credential is even looked at) and Slack's
+ * request signatures (routes/slack.ts, which still accepts a valid one). Once an address has failed `max`
+ * times in a window, {@link retryAfter} says how long it must wait. Counting is shared across replicas in
+ * cluster mode; the refusal is decided locally from what the shared count said at this replica's last
+ * failure, so a request with a good credential costs nothing, and an attacker spreading guesses over N
+ * replicas gets at most N-1 guesses more than `max`.
  */
-export class SignInFailures {
-  readonly #o: SignInFailuresOptions
+export class AddressFailures {
+  readonly #o: AddressFailuresOptions
   readonly #blocked = new Map<string, number>()
 
-  constructor(options: SignInFailuresOptions) {
+  constructor(options: AddressFailuresOptions) {
     this.#o = options
   }
 
@@ -73,7 +74,7 @@ export class SignInFailures {
     return Math.ceil(left / 1000)
   }
 
-  /** Counts one failed sign-in from `address`. */
+  /** Counts one failure from `address`. */
   async failed(address: string): Promise<void> {
     let result: { count: number; resetInMs: number }
     try {
