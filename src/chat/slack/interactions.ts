@@ -1,5 +1,6 @@
 import type { WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
+import { sessionPath } from '../../console/links.ts'
 import type { ChatAccount } from '../../identity/chat-link-store.ts'
 import type { People } from '../../identity/people.ts'
 import type { FieldDef } from '../../protocol/fields.ts'
@@ -297,7 +298,8 @@ export class SlackInteractions {
   }
 
   #view(ref: QuestionRef, team: string, question: PostedQuestion): QuestionView {
-    const url = `${this.#o.base}sessions/${encodeURIComponent(ref.kasmId)}`
+    // The same link as the card first posted: the question and its run.
+    const url = sessionPath(this.#o.base, ref.kasmId, { request: ref.requestId, run: ref.run })
     return { ...question, ...ref, team, url, answerable: true }
   }
 
