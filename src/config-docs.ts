@@ -229,7 +229,7 @@ export const configDocs: { readonly [Name in keyof Env]-?: VariableDoc } = {
   },
   GATEWAY_MAX_CONNECTIONS: {
     topic: 'limits',
-    text: "client connections a replica serves; past it 503 `too_many_connections` with `Retry-After` (the health probes and metrics excepted), and 64 past it new connections are dropped unanswered; unset: the process's descriptor limit (read at boot) less a tenth, at least 128",
+    text: "client connections a replica serves; past it 503 `too_many_connections` with `Retry-After` (the health probes and metrics excepted), and 64 past it new connections are dropped unanswered; unset: the process's descriptor limit (its soft limit, read at boot from /proc/self/limits) less a reserve of a tenth of it or 128, whichever is more (for upstreams, Redis and files); 1024 where that limit cannot be read",
   },
   GATEWAY_MAX_HALF_OPEN_CONNECTIONS: {
     topic: 'limits',
