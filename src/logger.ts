@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import type { FastifyServerOptions } from 'fastify'
-import { stdTimeFunctions } from 'pino'
+import { type DestinationStream, stdTimeFunctions } from 'pino'
 import type { Config } from './config.ts'
 import { serviceName, version } from './version.ts'
 
@@ -27,11 +27,15 @@ export const redactPaths: string[] = [
 /**
  * Logger options for the app: JSON lines with an ISO-8601 `time` and the `service` and `version` of the
  * process on every line (a shared log index tells services and rollouts apart), credentials redacted, URLs
- * logged without their query.
+ * logged without their query. Written to stdout, or to `destination` (the demo's readable lines).
  */
-export function loggerOptions(config: Config): FastifyServerOptions['logger'] {
+export function loggerOptions(
+  config: Config,
+  destination?: DestinationStream,
+): FastifyServerOptions['logger'] {
   return {
     level: config.env.LOG_LEVEL,
+    ...(destination === undefined ? {} : { stream: destination }),
     timestamp: stdTimeFunctions.isoTime,
     base: { service: serviceName, version, pid: process.pid, hostname: hostname() },
     redact: { paths: redactPaths, censor: '[redacted]' },

@@ -3,6 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { type DemoSignIn, startDemo, startDemoSignIn } from './dev/demo.ts'
+import { readableLog } from './dev/readable-log.ts'
+import { loggerOptions } from './logger.ts'
 import type { TracingSdk } from './tracing/sdk.ts'
 
 /**
@@ -68,8 +70,11 @@ async function main(): Promise<void> {
     // The demo's identity provider first: the app is built as its client.
     if (config.demo) demoSignIn = await startDemoSignIn(config)
     // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
-    // The demo's terminal is where a person reads how to sign in: request lines go to debug there.
-    app = await buildApp(demoSignIn?.config ?? config, config.demo ? { requestLog: 'debug' } : {})
+    // The demo's terminal is where a person reads how to sign in: readable lines, request lines at debug.
+    app = await buildApp(
+      demoSignIn?.config ?? config,
+      config.demo ? { requestLog: 'debug', logger: loggerOptions(config, readableLog(process.stdout)) } : {},
+    )
   } catch (err) {
     refuseBoot(err)
   }

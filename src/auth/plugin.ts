@@ -187,7 +187,8 @@ export const authPlugin = fp(
     const { config } = app
     const { env } = config
     const secrets = resolveAuthSecrets(config)
-    if (secrets.generated.length > 0) {
+    // The demo's banner says how to sign in, and everything of a demo ends with its process anyway.
+    if (secrets.generated.length > 0 && !config.demo) {
       app.log.warn(
         { generated: secrets.generated },
         'auth secrets not configured: using random ones for this process (sign in with a login ticket; cookie sessions end on restart)',

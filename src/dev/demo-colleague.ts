@@ -7,16 +7,35 @@ import type { Transition } from '../summary/types.ts'
  * runs ask (20 to 50 s after they open, from the console) and finishes every other handoff (after 30 s),
  * through the gateway as anyone does (signed in with a one-time ticket, its writes checked, audited and
  * forwarded), so the team report has answers, a person, timeouts and handoffs of both kinds from the first
- * minutes. What the colleague leaves times out (90 s) or runs out (the 90 s pause), unless someone trying the
- * demo answers first. Watching the demo sessions' summaries also keeps them read and counted with nobody
- * looking.
+ * minutes. He says "I'm on it" before he answers, as a team does, and leaves a question someone else has
+ * taken: he looks again now and then, and answers it only if they give it back. What the colleague leaves
+ * times out (90 s) or runs out (the 90 s pause), unless someone trying the demo answers first. Watching the
+ * demo sessions' summaries also keeps them read and counted with nobody looking.
  */
 
 const NAME = 'Sam (demo colleague)'
 /** One question in this many is left to time out. */
 const LEAVE_EVERY = 3
-const ANSWER_AFTER_MS = [20_000, 50_000] as const
-const FINISH_AFTER_MS = 30_000
+
+/** The colleague's timing. */
+export interface ColleaguePace {
+  /** When he looks at a question after it opens: a time between the two, at random. */
+  readonly answerAfterMs: readonly [number, number]
+  /** From his "I'm on it" to his answer: long enough to see his mark in the console. */
+  readonly typingMs: number
+  /** When he looks again at a question someone else holds. */
+  readonly recheckMs: number
+  /** When he finishes a handoff he takes, after it starts. */
+  readonly finishAfterMs: number
+}
+
+/** The demo's pace (tests pass a quicker one). */
+export const DEMO_PACE: ColleaguePace = {
+  answerAfterMs: [20_000, 50_000],
+  typingMs: 8000,
+  recheckMs: 15_000,
+  finishAfterMs: 30_000,
+}
 
 type Field = Record<string, unknown>
 
@@ -46,7 +65,11 @@ function valueFor(field: Field): unknown {
 }
 
 /** Starts the colleague on the demo's sessions; the returned function stops it. */
-export function startDemoColleague(app: FastifyInstance, kasmIds: readonly string[]): () => void {
+export function startDemoColleague(
+  app: FastifyInstance,
+  kasmIds: readonly string[],
+  pace: ColleaguePace = DEMO_PACE,
+): () => void {
   const base = app.config.basePath
   const timers = new Set<NodeJS.Timeout>()
   let cookie: string | null = null
@@ -77,7 +100,7 @@ export function startDemoColleague(app: FastifyInstance, kasmIds: readonly strin
   }
 
   /** A call as the console page makes it, signing in again once should the cookie session have ended. */
-  const call = async (method: 'GET' | 'POST', url: string, body?: unknown) => {
+  const call = async (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, body?: unknown) => {
     for (let attempt = 0; attempt < 2; attempt++) {
       cookie ??= await signIn()
       const res = await app.inject({
@@ -111,12 +134,28 @@ export function startDemoColleague(app: FastifyInstance, kasmIds: readonly strin
       if (value !== undefined && typeof field.id === 'string') values[field.id] = value
       else if (field.required === true) return
     }
-    await call('POST', `${session}messages`, {
-      run: t.run,
-      key: randomUUID(),
-      reply_to: t.request.requestId,
-      revision: request.revision ?? 1,
-      values,
+    // "I'm on it" first, as the console's button says it: a question someone else holds stays theirs.
+    const mark = `${base}api/sessions/${encodeURIComponent(kasmId)}/requests/${encodeURIComponent(t.request.requestId)}/claim?run=${encodeURIComponent(t.run)}`
+    const claim = await call('PUT', mark)
+    if (claim.statusCode === 409 && (claim.json() as { error?: string }).error === 'question_taken') {
+      app.log.debug(
+        { kasmId, requestId: t.request.requestId },
+        'demo colleague: someone else is on it; looking again later',
+      )
+      later(pace.recheckMs, () => answer(kasmId, t))
+      return
+    }
+    if (claim.statusCode !== 200) return
+    later(pace.typingMs, async () => {
+      const sent = await call('POST', `${session}messages`, {
+        run: t.run,
+        key: randomUUID(),
+        reply_to: t.request.requestId,
+        revision: request.revision ?? 1,
+        values,
+      })
+      // Refused (it changed or closed meanwhile): the mark goes, so it does not stay his with nobody on it.
+      if (sent.statusCode !== 202) await call('DELETE', mark)
     })
   }
 
@@ -131,10 +170,10 @@ export function startDemoColleague(app: FastifyInstance, kasmIds: readonly strin
   const seen = (kasmId: string, t: Transition, replay: boolean): void => {
     if (replay || closed) return
     if (t.type === 'request.opened' && ++asked % LEAVE_EVERY !== 0) {
-      const [from, to] = ANSWER_AFTER_MS
+      const [from, to] = pace.answerAfterMs
       later(from + Math.random() * (to - from), () => answer(kasmId, t))
     } else if (t.type === 'escalation.started' && ++handoffs % 2 === 1) {
-      later(FINISH_AFTER_MS, () => finish(kasmId, t.run))
+      later(pace.finishAfterMs, () => finish(kasmId, t.run))
     }
   }
   const unwatch = kasmIds.map((kasmId) =>

@@ -163,6 +163,11 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
       res.writeHead(200, { 'content-type': 'text/css; charset=utf-8', 'cache-control': 'max-age=3600' })
       return void res.end(STYLESHEET)
     }
+    // favicon.ico too: where a browser looks when a document names no icon (the provider's JSON answers).
+    if (path === '/favicon.svg' || path === '/favicon.ico') {
+      res.writeHead(200, { 'content-type': 'image/svg+xml', 'cache-control': 'max-age=3600' })
+      return void res.end(ICON)
+    }
     if (provider === null)
       return page(res, 503, 'Not ready', '<p>The relying party is not registered yet.</p>')
     const interaction = /^\/interaction\/([A-Za-z0-9_-]+)(\/login|\/consent|\/deny)?$/.exec(path)
@@ -343,7 +348,10 @@ export async function startDemoIdp(options: DemoIdpOptions = {}): Promise<DemoId
   function document(title: string, body: string): string {
     return htmlDocument({
       title: `${title} · Demo identity provider`,
-      head: [`<link rel="stylesheet" href="${mountPath}/demo-idp.css">`],
+      head: [
+        `<link rel="icon" href="${mountPath}/favicon.svg" type="image/svg+xml">`,
+        `<link rel="stylesheet" href="${mountPath}/demo-idp.css">`,
+      ],
       body: `<main>
 <p class="brand">Demo identity provider</p>
 <h1>${escapeHtml(title)}</h1>
@@ -403,6 +411,9 @@ main{max-width:24rem;margin:2rem auto;padding:1.5rem;background:var(--card);bord
 label{display:block;margin-top:.75rem}input{width:100%;box-sizing:border-box;padding:.5rem;font:inherit}
 button{margin-top:1rem;padding:.6rem 1rem;font:inherit;font-weight:600;border:1px solid var(--accent);border-radius:6px;background:var(--accent);color:var(--card);cursor:pointer}
 button.secondary{background:transparent;color:var(--accent)}.error{color:#b3261e;font-weight:600}.hint,.code{color:var(--muted);font-size:.875rem}`
+
+/** The IdP's icon: a person, in its own colour (it stands for a team's identity provider, not the gateway). */
+const ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><title>Demo identity provider</title><rect width="32" height="32" rx="6" fill="#6b3fd4"/><circle cx="16" cy="12" r="5" fill="#fff"/><path d="M7 26.5c0-5 4-8 9-8s9 3 9 8z" fill="#fff"/></svg>`
 
 /**
  * The IdP's storage (sessions, grants, codes, tokens): this process's memory, one map per IdP, entries

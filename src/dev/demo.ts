@@ -70,10 +70,6 @@ export async function startDemoSignIn(config: Config): Promise<DemoSignIn | null
         GATEWAY_OIDC_CLIENT_ID: clientId,
         GATEWAY_OIDC_CLIENT_SECRET: clientSecret,
         GATEWAY_OIDC_REDIRECT_URI: `${base}auth/callback`,
-        // People sign in through the IdP here, not with a login ticket: secrets of this process only, made
-        // here rather than by the auth plugin, whose warning would tell them to use a ticket.
-        GATEWAY_JWT_SECRET: env.GATEWAY_JWT_SECRET ?? randomBytes(32).toString('base64url'),
-        GATEWAY_COOKIE_SECRET: env.GATEWAY_COOKIE_SECRET ?? [randomBytes(32).toString('base64url')],
       },
     },
   }

@@ -72,6 +72,8 @@ export function renderPage(page: Page, basePath: string): string {
       ...(page.continueTo === undefined
         ? []
         : [`<meta http-equiv="refresh" content="0; url=${escapeHtml(page.continueTo)}">`]),
+      // Named, so a browser does not look for one at the origin's root, which is not the gateway's under a base path.
+      `<link rel="icon" href="${escapeHtml(basePath)}favicon.ico" sizes="32x32">`,
       `<link rel="stylesheet" href="${escapeHtml(basePath)}pages/pages.css">`,
     ],
     body: `<header class="bar"><span class="brand">kasm-runtime-gateway</span></header>

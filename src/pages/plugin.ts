@@ -25,15 +25,19 @@ declare module 'fastify' {
 
 /** The pages' stylesheet: the gateway's theme (shared with the console), then the pages' own rules. */
 const stylesheets = [new URL('./theme.css', import.meta.url), new URL('./pages.css', import.meta.url)]
+/** The console's icon as an ICO (rendered from its SVG by `npm run favicon`). */
+const favicon = new URL('./favicon.ico', import.meta.url)
 
 /**
- * The gateway's human pages (sign-in, signed out, errors for navigations) and their stylesheet at
- * `<base>pages/pages.css`. Register with the base path's prefix.
+ * The gateway's human pages (sign-in, signed out, errors for navigations), their stylesheet at
+ * `<base>pages/pages.css` and the gateway's icon at `<base>favicon.ico` (where a browser looks for one when a
+ * document names none, a JSON answer included). Register with the base path's prefix.
  */
 export const pagesPlugin = fp(
   async (app, options: { prefix?: string }) => {
     const basePath = app.config.basePath
     const css = Buffer.concat(await Promise.all(stylesheets.map((file) => readFile(file))))
+    const icon = await readFile(favicon)
     const pages: Pages = {
       send(reply, page) {
         return reply
@@ -61,6 +65,13 @@ export const pagesPlugin = fp(
         .header('x-content-type-options', 'nosniff')
         .header('cache-control', 'public, max-age=3600')
         .send(css),
+    )
+    app.get(`${options.prefix ?? ''}/favicon.ico`, async (_request, reply) =>
+      reply
+        .header('content-type', 'image/x-icon')
+        .header('x-content-type-options', 'nosniff')
+        .header('cache-control', 'public, max-age=86400')
+        .send(icon),
     )
   },
   { name: 'pages' },

@@ -55,7 +55,7 @@ test('plain node runs src/server.ts (the demo) and answers /healthz, where Node 
   const url = await new Promise<string>((resolveUrl, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       output += chunk.toString()
-      const listening = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(output)
+      const listening = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
       if (listening?.[1]) resolveUrl(listening[1])
     })
     void exited.then((code) => reject(new Error(`exited with ${code} before listening:\n${output}`)))
