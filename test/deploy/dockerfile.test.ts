@@ -392,7 +392,7 @@ function healthcheck(cwd: string, path: string, env: Record<string, string>): Pr
 function firstMatch(child: ChildProcess, re: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
     let seen = ''
-    const timer = setTimeout(() => reject(new Error(`no ${re} within 15 s; output:\n${seen}`)), 15_000)
+    const timer = setTimeout(() => reject(new Error(`no ${re} within 90 s; output:\n${seen}`)), 90_000)
     timer.unref()
     const onData = (chunk: Buffer) => {
       seen += chunk.toString()
