@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { extraReadRoutes, SESSION_PREFIX, V1_ROUTES } from '../upstream/routes.ts'
 import { version } from '../version.ts'
-import { object, SHARED_SCHEMAS } from './schemas.ts'
-import { SECURITY, v1Paths } from './v1-paths.ts'
+import { ERRORS, object, SECURITY, SHARED_SCHEMAS } from './schemas.ts'
+import { v1Paths } from './v1-paths.ts'
 
 /**
  * Routes left out of the document, by URL after the base path, and why: the console's bundled files
@@ -85,6 +85,7 @@ export async function openapiRoutes(app: FastifyInstance): Promise<void> {
             description: 'the OpenAPI document',
             content: { 'application/json': { schema: OPENAPI_DOCUMENT } },
           },
+          ...ERRORS,
         },
       },
     },

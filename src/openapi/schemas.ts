@@ -23,6 +23,9 @@ export const ERROR_ANSWER = {
   additionalProperties: false,
 } as const
 
+/** A bearer JWT or the cookie session, as every gateway route that needs a person takes them. */
+export const SECURITY: { [scheme: string]: string[] }[] = [{ bearer: [] }, { cookie: [] }]
+
 /** Every shared schema, added once to the app (`app.addSchema`) before any route. */
 export const SHARED_SCHEMAS = [ERROR_ANSWER] as const
 
@@ -87,3 +90,16 @@ export const TIME = { type: 'string', format: 'date-time' } as const
 
 /** A session id (sessions/types.ts KASM_ID). */
 export const KASM_ID_SCHEMA = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' } as const
+
+/**
+ * Route `config` that puts `parts` (a body, a query string) in the document without giving them to Fastify's
+ * validator: for routes that check them with zod (messages of their own, no type coercion, nothing stripped).
+ */
+export function documented(parts: { body?: unknown; querystring?: unknown }) {
+  return {
+    swaggerTransform: ({ schema, url }: { schema: object; url: string }) => ({
+      schema: { ...schema, ...parts },
+      url,
+    }),
+  }
+}

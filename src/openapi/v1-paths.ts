@@ -1,4 +1,4 @@
-import { ERROR_ANSWER } from './schemas.ts'
+import { ERROR_ANSWER, SECURITY } from './schemas.ts'
 
 /**
  * The Sidebar protocol v1 routes in the OpenAPI document, described from the protocol
@@ -23,9 +23,6 @@ export interface V1Operation {
   readonly sessionTokenOnly: boolean
   readonly answer: 'json' | 'artifact' | 'attachment'
 }
-
-/** A bearer JWT or the cookie session, as every gateway route that needs a person takes them. */
-export const SECURITY: { [scheme: string]: string[] }[] = [{ bearer: [] }, { cookie: [] }]
 
 const errorContent = { 'application/json': { schema: { $ref: `#/components/schemas/${ERROR_ANSWER.$id}` } } }
 

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { checkSlackSignature } from '../chat/slack/signature.ts'
 import { BadRequest, SlackRequestReplayed, SlackRequestStale, SlackSignatureInvalid } from '../errors.ts'
+import { CHAT } from '../openapi/routes/chat.ts'
 
 /** A signed request is remembered this long: longer than the five minutes its timestamp is accepted. */
 const REPLAY_WINDOW_MS = 10 * 60_000
@@ -31,7 +32,7 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
   // Slack's few addresses send every team's clicks: the signature (checked first, in constant time), not a
   // per-address budget, guards this; a forged one costs one HMAC and is refused.
   const config = { rateLimit: false, anonymousLimit: false } as const
-  app.post('/slack/interactions', { config }, async (request, reply) => {
+  app.post('/slack/interactions', { schema: CHAT.interactions, config }, async (request, reply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0)
     const header = (name: string) => {
       const value = request.headers[name]
