@@ -99,6 +99,11 @@ const RUN_CONFLICT = open('the run being served and its epoch (a write for anoth
   epoch: str,
 })
 
+/** A JSON request body, as the runtime takes it (the gateway forwards its bytes). */
+function jsonBody(schema: unknown) {
+  return { required: true, content: { 'application/json': { schema } } }
+}
+
 /** A response of the runtime's JSON, passed through as sent. */
 function json(description: string, schema: unknown) {
   return { description, content: { 'application/json': { schema } } }
@@ -133,28 +138,21 @@ const DETAILS: Record<
 > = {
   'POST messages': {
     summary: 'Send a message, or a reply to a request (`reply_to`, `revision`, `values`)',
-    requestBody: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: {
-            type: 'object',
-            properties: {
-              run: { type: 'string', description: 'must be the run being served (else 409)' },
-              key: { type: 'string', description: 'idempotency key, unique per run and sender' },
-              text: str,
-              attachments: { type: 'array', items: str, description: 'ids from POST attachments' },
-              reply_to: { type: 'string', description: 'the request this replies to' },
-              revision: { type: 'integer', description: 'the request’s revision' },
-              values: { type: 'object', additionalProperties: true, description: 'by field id' },
-            },
-            required: ['run', 'key'],
-            description:
-              'an unknown field (a `sender` included) is 400 from the runtime; the gateway forwards the bytes as received',
-          },
-        },
+    requestBody: jsonBody({
+      type: 'object',
+      properties: {
+        run: { type: 'string', description: 'must be the run being served (else 409)' },
+        key: { type: 'string', description: 'idempotency key, unique per run and sender' },
+        text: str,
+        attachments: { type: 'array', items: str, description: 'ids from POST attachments' },
+        reply_to: { type: 'string', description: 'the request this replies to' },
+        revision: { type: 'integer', description: 'the request’s revision' },
+        values: { type: 'object', additionalProperties: true, description: 'by field id' },
       },
-    },
+      required: ['run', 'key'],
+      description:
+        'an unknown field (a `sender` included) is 400 from the runtime; the gateway forwards the bytes as received',
+    }),
     responses: {
       '200': json('a repeat with the same content: the stored message', MESSAGE),
       '202': json('stored; follow its delivery events or poll `since=`', MESSAGE),
@@ -256,23 +254,16 @@ const DETAILS: Record<
   'POST actions': {
     summary:
       'A control action: `stop`, `finish_handoff` (`ack` needs the session token: 403 from the gateway)',
-    requestBody: {
-      required: true,
-      content: {
-        'application/json': {
-          schema: {
-            type: 'object',
-            properties: {
-              run: str,
-              key: { type: 'string', description: 'idempotency key, as for messages' },
-              action: { type: 'string', enum: ['stop', 'finish_handoff', 'ack'] },
-              args: { type: 'object', additionalProperties: true },
-            },
-            required: ['run', 'key', 'action'],
-          },
-        },
+    requestBody: jsonBody({
+      type: 'object',
+      properties: {
+        run: str,
+        key: { type: 'string', description: 'idempotency key, as for messages' },
+        action: { type: 'string', enum: ['stop', 'finish_handoff', 'ack'] },
+        args: { type: 'object', additionalProperties: true },
       },
-    },
+      required: ['run', 'key', 'action'],
+    }),
     responses: {
       '200': json('a repeat: the stored action', open('the action record')),
       '202': json('accepted', open('the action record', { id: str, run: str, key: str, action: str })),
