@@ -3,6 +3,7 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
   type FastifyServerOptions,
+  type RouteOptions,
 } from 'fastify'
 import { auditPlugin } from './audit/plugin.ts'
 import { authPlugin } from './auth/plugin.ts'
@@ -22,6 +23,7 @@ import { kasmPlugin } from './kasm/plugin.ts'
 import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
 import { notifyPlugin } from './notify/plugin.ts'
+import { openapiPlugin, openapiRoutes } from './openapi/plugin.ts'
 import { overviewPlugin } from './overview/plugin.ts'
 import { pagesPlugin } from './pages/plugin.ts'
 import { reportPlugin } from './report/plugin.ts'
@@ -60,6 +62,11 @@ export interface AppOptions {
   lookup?: Lookup
   /** The level of Fastify's request lines: `info` (default, production), `debug` (the demo's terminal). */
   requestLog?: 'info' | 'debug'
+  /**
+   * Called with every route as it is registered, before any plugin's own `onRoute` (tests: the routes the
+   * OpenAPI document must describe, and a hook that checks each answer against its route's schema).
+   */
+  onRoute?: (route: RouteOptions) => void
 }
 
 /**
@@ -98,6 +105,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   })
   app.decorate('config', config)
   app.decorate('requestLogLevel', options.requestLog ?? 'info')
+  if (options.onRoute !== undefined) app.addHook('onRoute', options.onRoute)
   // First of all hooks, so every answer carries it, refusals by auth or load shedding included.
   // Hooks every request passes are callback-style: an async one costs a promise and a microtask each time.
   app.addHook('onRequest', (request, reply, done) => {
@@ -108,6 +116,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.setErrorHandler((err, request, reply) => answerError(app, err as Error, request, reply))
   app.setNotFoundHandler((request, reply) => answerError(app, new RouteNotFound(), request, reply))
 
+  // Before every route: the document is made of what each route declares.
+  await app.register(openapiPlugin)
   await app.register(tracingPlugin)
   await app.register(readinessPlugin)
   await app.register(pagesPlugin, { prefix: config.routePrefix })
@@ -145,6 +155,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(presenceRoutes, prefix)
   await app.register(overviewRoutes, prefix)
   await app.register(reportRoutes, prefix)
+  await app.register(openapiRoutes, prefix)
   await app.register(slackRoutes, prefix)
   await app.register(slackLinkRoutes, prefix)
   await app.register(chatLinkRoutes, prefix)

@@ -10,6 +10,8 @@ import {
   Unauthenticated,
 } from '../errors.ts'
 import { launchBodySchema } from '../kasm/launch.ts'
+import { ADMIN, ADMIN_DOCUMENTED } from '../openapi/routes/admin.ts'
+import { documented } from '../openapi/schemas.ts'
 import type { SessionView } from '../sessions/types.ts'
 import { admitUpstream } from '../sessions/upstream-admission.ts'
 import { adminBodySchema, formatIssues, kasmIdSchema } from '../sessions/validate.ts'
@@ -70,53 +72,62 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     return teams
   }
 
-  app.get('/admin/sessions', { onRequest }, async (request) => {
+  app.get('/admin/sessions', { schema: ADMIN.list, onRequest }, async (request) => {
     const operator = operatorOf(request)
     const sessions = (await app.sessions.list()).filter((s) => seesTeam(operator, s.team))
     return { sessions: await withStale(sessions) }
   })
 
-  app.get<{ Params: { kasmId: string } }>('/admin/sessions/:kasmId', { onRequest }, async (request) => {
-    const operator = operatorOf(request)
-    const session = await app.sessions.get(request.params.kasmId)
-    if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
-    const { kasmId, upstream, team, source, version } = session
-    return (await withStale([{ kasmId, upstream, team, source, version }]))[0]
-  })
+  app.get<{ Params: { kasmId: string } }>(
+    '/admin/sessions/:kasmId',
+    { schema: ADMIN.get, onRequest },
+    async (request) => {
+      const operator = operatorOf(request)
+      const session = await app.sessions.get(request.params.kasmId)
+      if (session === undefined || !seesTeam(operator, session.team)) throw new SessionNotFound()
+      const { kasmId, upstream, team, source, version } = session
+      return (await withStale([{ kasmId, upstream, team, source, version }]))[0]
+    },
+  )
 
   // Launch through the gateway: it mints the messaging token, Kasm starts the session with it, the session is
   // registered under Kasm's id. The token never appears in the answer.
-  app.post('/admin/sessions', { onRequest, config: sessionsAudit }, async (request, reply) => {
-    const operator = operatorOf(request)
-    request.auditDetail.action = 'launch'
-    if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
-      throw new BadRequest('body must be a JSON object {image_id | image, user_id?, team, environment?}')
-    const body = launchBodySchema.safeParse(request.body)
-    if (!body.success) throw new BadRequest(formatIssues(body.error))
-    if (!seesTeam(operator, body.data.team)) throw new Forbidden(`team ${body.data.team} is not one of yours`)
-    // One of the caller's teams: its admins see this launch (and its refusals) in their audit.
-    request.auditDetail.team = body.data.team
-    if (app.kasm === null) throw new KasmNotConfigured()
-    // Before Kasm starts anything: a session this replica could not register would only be destroyed again.
-    app.sessions.checkWritable()
-    const { image_id, image, user_id, team, environment } = body.data
-    const launched = await app.kasm.launcher.launch({
-      ...(image_id === undefined ? {} : { imageId: image_id }),
-      ...(image === undefined ? {} : { image }),
-      ...(user_id === undefined ? {} : { userId: user_id }),
-      team,
-      environment: environment ?? {},
-    })
-    request.auditDetail.kasmId = launched.session.kasmId
-    return reply.code(201).send({
-      ...launched.session,
-      ...(launched.viewerUrl === undefined ? {} : { viewerUrl: launched.viewerUrl }),
-    })
-  })
+  app.post(
+    '/admin/sessions',
+    { schema: ADMIN.launch, onRequest, config: { ...sessionsAudit, ...documented(ADMIN_DOCUMENTED.launch) } },
+    async (request, reply) => {
+      const operator = operatorOf(request)
+      request.auditDetail.action = 'launch'
+      if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
+        throw new BadRequest('body must be a JSON object {image_id | image, user_id?, team, environment?}')
+      const body = launchBodySchema.safeParse(request.body)
+      if (!body.success) throw new BadRequest(formatIssues(body.error))
+      if (!seesTeam(operator, body.data.team))
+        throw new Forbidden(`team ${body.data.team} is not one of yours`)
+      // One of the caller's teams: its admins see this launch (and its refusals) in their audit.
+      request.auditDetail.team = body.data.team
+      if (app.kasm === null) throw new KasmNotConfigured()
+      // Before Kasm starts anything: a session this replica could not register would only be destroyed again.
+      app.sessions.checkWritable()
+      const { image_id, image, user_id, team, environment } = body.data
+      const launched = await app.kasm.launcher.launch({
+        ...(image_id === undefined ? {} : { imageId: image_id }),
+        ...(image === undefined ? {} : { image }),
+        ...(user_id === undefined ? {} : { userId: user_id }),
+        team,
+        environment: environment ?? {},
+      })
+      request.auditDetail.kasmId = launched.session.kasmId
+      return reply.code(201).send({
+        ...launched.session,
+        ...(launched.viewerUrl === undefined ? {} : { viewerUrl: launched.viewerUrl }),
+      })
+    },
+  )
 
   app.put<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { onRequest, config: sessionsAudit },
+    { schema: ADMIN.put, onRequest, config: { ...sessionsAudit, ...documented(ADMIN_DOCUMENTED.put) } },
     async (request, reply) => {
       const operator = operatorOf(request)
       const id = kasmIdSchema.safeParse(request.params.kasmId)
@@ -155,7 +166,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { onRequest, config: sessionsAudit },
+    { schema: ADMIN.remove, onRequest, config: sessionsAudit },
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.action = 'delete'
@@ -185,7 +196,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   // Records no configured GATEWAY_ENCRYPTION_KEY opens (cluster mode): ids, teams and why, never content.
   // A record whose team cannot be read is shown only to admins of every team (`*`).
-  app.get('/admin/unreadable-sessions', { onRequest }, async (request) => {
+  app.get('/admin/unreadable-sessions', { schema: ADMIN.unreadable, onRequest }, async (request) => {
     const operator = operatorOf(request)
     const sessions = (await app.sessions.unreadable()).filter((s) => seesRecord(operator, s.team))
     return { sessions }
@@ -194,7 +205,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // Nothing is deleted automatically: an admin decides, and the deletion is audited.
   app.delete<{ Params: { kasmId: string } }>(
     '/admin/unreadable-sessions/:kasmId',
-    { onRequest, config: { audit: 'admin/unreadable-sessions' } },
+    { schema: ADMIN.dropUnreadable, onRequest, config: { audit: 'admin/unreadable-sessions' } },
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.action = 'delete'
@@ -206,39 +217,47 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
-  app.get('/admin/audit', { onRequest }, async (request) => {
-    const operator = operatorOf(request)
-    const query = auditQuerySchema.safeParse(request.query)
-    if (!query.success) throw new BadRequest(formatIssues(query.error))
-    const { limit, kasmId, sub } = query.data
-    const teams = await recordScope(operator, kasmId)
-    const records = await app.audit.recent({
-      limit,
-      ...(kasmId === undefined ? {} : { kasmId }),
-      ...(sub === undefined ? {} : { sub }),
-      ...(teams === undefined ? {} : { teams }),
-    })
-    return { records }
-  })
+  app.get(
+    '/admin/audit',
+    { schema: ADMIN.audit, onRequest, config: documented(ADMIN_DOCUMENTED.audit) },
+    async (request) => {
+      const operator = operatorOf(request)
+      const query = auditQuerySchema.safeParse(request.query)
+      if (!query.success) throw new BadRequest(formatIssues(query.error))
+      const { limit, kasmId, sub } = query.data
+      const teams = await recordScope(operator, kasmId)
+      const records = await app.audit.recent({
+        limit,
+        ...(kasmId === undefined ? {} : { kasmId }),
+        ...(sub === undefined ? {} : { sub }),
+        ...(teams === undefined ? {} : { teams }),
+      })
+      return { records }
+    },
+  )
 
   // Recent webhook deliveries and their status (src/notify), scoped like the audit records.
-  app.get('/admin/notifications', { onRequest }, async (request) => {
-    const operator = operatorOf(request)
-    const query = notificationsQuerySchema.safeParse(request.query)
-    if (!query.success) throw new BadRequest(formatIssues(query.error))
-    const { limit, kasmId } = query.data
-    const teams = await recordScope(operator, kasmId)
-    const notifications = app.notifications
-    const deliveries =
-      notifications === null
-        ? []
-        : await notifications.ledger.recent({
-            limit,
-            ...(kasmId === undefined ? {} : { kasmId }),
-            ...(teams === undefined ? {} : { teams }),
-          })
-    return { deliveries }
-  })
+  app.get(
+    '/admin/notifications',
+    { schema: ADMIN.notifications, onRequest, config: documented(ADMIN_DOCUMENTED.notifications) },
+    async (request) => {
+      const operator = operatorOf(request)
+      const query = notificationsQuerySchema.safeParse(request.query)
+      if (!query.success) throw new BadRequest(formatIssues(query.error))
+      const { limit, kasmId } = query.data
+      const teams = await recordScope(operator, kasmId)
+      const notifications = app.notifications
+      const deliveries =
+        notifications === null
+          ? []
+          : await notifications.ledger.recent({
+              limit,
+              ...(kasmId === undefined ? {} : { kasmId }),
+              ...(teams === undefined ? {} : { teams }),
+            })
+      return { deliveries }
+    },
+  )
 }
 
 /** Whether the operator sees a stored record; one whose team cannot be read only with every team (`*`). */

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
 import { toClaims } from '../identity/people.ts'
+import { AUTH } from '../openapi/routes/auth.ts'
 
 /** What `/auth/me` and `POST /auth/session` answer: who the credential says you are, never the credential. */
 export interface MeBody {
@@ -44,16 +45,24 @@ export async function authRoutes(app: FastifyInstance): Promise<void> {
     app.auth.checkCsrf(request, await app.auth.authenticate(request, 'cookie'))
 
   // A browser's EventSource cannot send a bearer: the UI trades its token for an HttpOnly cookie here.
-  app.post('/auth/session', { onRequest: bearerOnly, config: sessionAudit }, async (request, reply) => {
-    const operator = request.operator!
-    const session = await app.auth.cookies.start(reply, toClaims(operator), operator.expiresAt)
-    return reply.code(201).send(me(session))
-  })
+  app.post(
+    '/auth/session',
+    { schema: AUTH.startSession, onRequest: bearerOnly, config: sessionAudit },
+    async (request, reply) => {
+      const operator = request.operator!
+      const session = await app.auth.cookies.start(reply, toClaims(operator), operator.expiresAt)
+      return reply.code(201).send(me(session))
+    },
+  )
 
-  app.get('/auth/me', { onRequest: anyCredential }, async (request) => me(request.operator!))
+  app.get('/auth/me', { schema: AUTH.me, onRequest: anyCredential }, async (request) => me(request.operator!))
 
-  app.delete('/auth/session', { onRequest: cookieWrite, config: sessionAudit }, async (request, reply) => {
-    await app.auth.cookies.end(request, reply)
-    return reply.code(204).send()
-  })
+  app.delete(
+    '/auth/session',
+    { schema: AUTH.endSession, onRequest: cookieWrite, config: sessionAudit },
+    async (request, reply) => {
+      await app.auth.cookies.end(request, reply)
+      return reply.code(204).send()
+    },
+  )
 }

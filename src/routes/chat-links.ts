@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
 import { ChatLinkNotFound, StoreUnavailable, Unauthenticated } from '../errors.ts'
 import { type ChatLinkRecord, chatAccountKey } from '../identity/chat-link-store.ts'
+import { CHAT } from '../openapi/routes/chat.ts'
 
 /** A link as the APIs show it: the account, the person, the times; never the IdP's tokens. */
 export interface ChatLinkView {
@@ -88,7 +89,9 @@ export async function chatLinkRoutes(app: FastifyInstance): Promise<void> {
   const links = app.people.links
   if (links === null || app.chat === null) {
     // No chat adapter: nobody has a link, and the console asks anyway (it does not know).
-    app.get('/api/chat-links', { onRequest: app.requireAccess('read') }, async () => ({ links: [] }))
+    app.get('/api/chat-links', { schema: CHAT.mine, onRequest: app.requireAccess('read') }, async () => ({
+      links: [],
+    }))
     return
   }
   const operatorOf = (request: FastifyRequest): Operator => {
@@ -107,14 +110,18 @@ export async function chatLinkRoutes(app: FastifyInstance): Promise<void> {
     return chatAccountKey({ chat: 'slack', workspace, user })
   }
 
-  app.get('/api/chat-links', { onRequest: app.requireAccess('read') }, async (request) => {
+  app.get('/api/chat-links', { schema: CHAT.mine, onRequest: app.requireAccess('read') }, async (request) => {
     const mine = await shared(() => links.listOf(operatorOf(request).sub))
     return { links: mine.map((r) => view(r, r.teams)) }
   })
 
   app.delete<LinkRoute>(
     '/api/chat-links/:chat/:workspace/:user',
-    { schema: LINK_PARAMS, onRequest: app.requireAccess('read'), config: { audit: 'chat-links' } },
+    {
+      schema: { ...LINK_PARAMS, ...CHAT.unlinkMine },
+      onRequest: app.requireAccess('read'),
+      config: { audit: 'chat-links' },
+    },
     async (request, reply) => {
       request.auditDetail.action = 'unlink'
       const key = keyOf(request)
@@ -125,15 +132,23 @@ export async function chatLinkRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
-  app.get('/admin/chat-links', { onRequest: app.requireAccess('admin') }, async (request) => {
-    const admin = operatorOf(request)
-    const all = await shared(() => links.list(MAX_LISTED))
-    return { links: all.filter((r) => adminSees(admin, r)).map((r) => view(r, teamsSeenBy(admin, r))) }
-  })
+  app.get(
+    '/admin/chat-links',
+    { schema: CHAT.all, onRequest: app.requireAccess('admin') },
+    async (request) => {
+      const admin = operatorOf(request)
+      const all = await shared(() => links.list(MAX_LISTED))
+      return { links: all.filter((r) => adminSees(admin, r)).map((r) => view(r, teamsSeenBy(admin, r))) }
+    },
+  )
 
   app.delete<LinkRoute>(
     '/admin/chat-links/:chat/:workspace/:user',
-    { schema: LINK_PARAMS, onRequest: app.requireAccess('admin'), config: { audit: 'admin/chat-links' } },
+    {
+      schema: { ...LINK_PARAMS, ...CHAT.unlink },
+      onRequest: app.requireAccess('admin'),
+      config: { audit: 'admin/chat-links' },
+    },
     async (request, reply) => {
       request.auditDetail.action = 'delete'
       const key = keyOf(request)

@@ -4,6 +4,7 @@ import type { Config } from '../config.ts'
 import { type ConsoleAssets, loadConsoleAssets, negotiate } from '../console/assets.ts'
 import { renderShell, type Shell } from '../console/shell.ts'
 import { Forbidden, NoRole, RouteNotFound } from '../errors.ts'
+import { CONSOLE } from '../openapi/routes/console.ts'
 import { signInLink } from '../pages/catalogue.ts'
 import { isBrowserNavigation } from '../pages/navigation.ts'
 
@@ -97,16 +98,22 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   }
   const page = (request: FastifyRequest, reply: FastifyReply) => serve(request, reply, shell, 'read')
 
-  app.get('/', async (request, reply) => {
+  app.get('/', { schema: CONSOLE.page }, async (request, reply) => {
     // `<base>` without its slash would resolve the page's relative URLs one level too high.
     if (!request.url.split('?')[0]?.endsWith('/')) return reply.redirect(app.config.basePath, 308)
     return page(request, reply)
   })
-  app.get<{ Params: { kasmId: string } }>('/sessions/:kasmId', page)
-  app.get('/report', (request, reply) => serve(request, reply, reportShell, 'write'))
+  app.get<{ Params: { kasmId: string } }>('/sessions/:kasmId', { schema: CONSOLE.session }, page)
+  app.get('/report', { schema: CONSOLE.reportPage }, (request, reply) =>
+    serve(request, reply, reportShell, 'write'),
+  )
   // The list of sessions is the overview.
-  app.get('/sessions', async (_request, reply) => reply.redirect(app.config.basePath, 308))
-  app.get('/sessions/', async (_request, reply) => reply.redirect(app.config.basePath, 308))
+  app.get('/sessions', { schema: CONSOLE.sessions }, async (_request, reply) =>
+    reply.redirect(app.config.basePath, 308),
+  )
+  app.get('/sessions/', { schema: CONSOLE.sessions }, async (_request, reply) =>
+    reply.redirect(app.config.basePath, 308),
+  )
 
   app.get<{ Params: { file: string } }>('/assets/:file', async (request, reply) => {
     const asset = assets.files.get(request.params.file)

@@ -1,4 +1,5 @@
 import fp from 'fastify-plugin'
+import { HEALTH } from '../openapi/routes/health.ts'
 
 /**
  * A readiness check: resolves when usable, throws (with a reason in its message) when not, or throws
@@ -83,13 +84,13 @@ export const PROBE_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz', 
 
 /** `/healthz` (the process answers), `/readyz` (config, registry and stores usable), `/metrics`. */
 export async function healthRoutes(app: import('fastify').FastifyInstance): Promise<void> {
-  app.get('/healthz', async () => ({ status: 'ok' }))
-  app.get('/readyz', async (_request, reply) => {
+  app.get('/healthz', { schema: HEALTH.healthz }, async () => ({ status: 'ok' }))
+  app.get('/readyz', { schema: HEALTH.readyz }, async (_request, reply) => {
     const result = await app.readiness.run()
     const status = !result.ready ? 'not_ready' : result.degraded.length > 0 ? 'degraded' : 'ready'
     return reply.code(result.ready ? 200 : 503).send({ status, ...result })
   })
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', { schema: HEALTH.metrics }, async (_request, reply) => {
     reply.type(app.metrics.registry.contentType)
     return app.metrics.registry.metrics()
   })

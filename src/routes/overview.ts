@@ -11,6 +11,7 @@ import {
   StoreUnavailable,
 } from '../errors.ts'
 import { countWhenClosed } from '../metrics/streams.ts'
+import { CONSOLE } from '../openapi/routes/console.ts'
 import { KASM_ID } from '../sessions/types.ts'
 import { RUN_ID } from './events.ts'
 
@@ -60,32 +61,36 @@ const RUN = {
  * A session the caller may not see answers 404 exactly like an unknown one.
  */
 export async function overviewRoutes(app: FastifyInstance): Promise<void> {
-  app.get('/api/overview', { onRequest: app.requireAccess('read') }, async (request, reply) => {
-    const operator = request.operator!
-    if (app.readiness.draining) throw new ShuttingDown()
-    const reservation = await app.events.streams.reserve(operator)
-    reply.hijack()
-    let socket: Socket
-    try {
-      socket = app.events.takeover.take(request.raw, reply.raw)
-      countWhenClosed(app, request, reply, socket)
-    } catch (err) {
-      reservation.release()
-      request.log.error({ err }, 'overview stream failed to open')
-      request.raw.socket.destroy()
-      return
-    }
-    // From here the stream owns the reservation: it is given back when the socket closes.
-    await app.overview.hub.open(reservation, socket, request.id).catch((err: unknown) => {
-      request.log.error({ err }, 'overview stream failed')
-      socket.destroy()
-    })
-  })
+  app.get(
+    '/api/overview',
+    { schema: CONSOLE.overview, onRequest: app.requireAccess('read') },
+    async (request, reply) => {
+      const operator = request.operator!
+      if (app.readiness.draining) throw new ShuttingDown()
+      const reservation = await app.events.streams.reserve(operator)
+      reply.hijack()
+      let socket: Socket
+      try {
+        socket = app.events.takeover.take(request.raw, reply.raw)
+        countWhenClosed(app, request, reply, socket)
+      } catch (err) {
+        reservation.release()
+        request.log.error({ err }, 'overview stream failed to open')
+        request.raw.socket.destroy()
+        return
+      }
+      // From here the stream owns the reservation: it is given back when the socket closes.
+      await app.overview.hub.open(reservation, socket, request.id).catch((err: unknown) => {
+        request.log.error({ err }, 'overview stream failed')
+        socket.destroy()
+      })
+    },
+  )
 
   const claimPath = '/api/sessions/:kasmId/requests/:requestId/claim'
   app.put<QuestionRoute>(
     claimPath,
-    { schema: QUESTION, onRequest: app.requireAccess('write') },
+    { schema: { ...QUESTION, ...CONSOLE.claim }, onRequest: app.requireAccess('write') },
     async (request) => {
       const { kasmId, requestId } = request.params
       const { run } = request.query
@@ -104,7 +109,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
 
   app.delete<QuestionRoute>(
     claimPath,
-    { schema: QUESTION, onRequest: app.requireAccess('write') },
+    { schema: { ...QUESTION, ...CONSOLE.release }, onRequest: app.requireAccess('write') },
     async (request, reply) => {
       const { kasmId, requestId } = request.params
       await app.sessions.resolve(kasmId, request.operator!)
@@ -121,7 +126,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { kasmId: string }; Querystring: { run: string } }>(
     '/api/sessions/:kasmId/activity',
     {
-      schema: RUN,
+      schema: { ...RUN, ...CONSOLE.activity },
       onRequest: app.requireAccess('read'),
     },
     async (request, reply) => {
@@ -137,7 +142,7 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
 
   app.get<QuestionRoute>(
     '/api/sessions/:kasmId/requests/:requestId/answer',
-    { schema: QUESTION, onRequest: app.requireAccess('read') },
+    { schema: { ...QUESTION, ...CONSOLE.answer }, onRequest: app.requireAccess('read') },
     async (request, reply) => {
       const { kasmId, requestId } = request.params
       await app.sessions.resolve(kasmId, request.operator!)

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { StoreUnavailable } from '../errors.ts'
+import { ADMIN } from '../openapi/routes/admin.ts'
 
 /**
  * `GET /admin/sessions/:kasmId/presence` (role admin): how many event streams are open on a session and
@@ -10,7 +11,7 @@ export async function presenceRoutes(app: FastifyInstance): Promise<void> {
   const onRequest = app.requireAccess('admin')
   app.get<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId/presence',
-    { onRequest },
+    { schema: ADMIN.presence, onRequest },
     async (request, reply) => {
       const session = await app.sessions.resolve(request.params.kasmId, request.operator!)
       reply.header('cache-control', 'no-store')

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { type Operator, seesTeam } from '../auth/operator.ts'
 import { BadRequest, ReportWindowInvalid, TeamNotFound } from '../errors.ts'
+import { CONSOLE } from '../openapi/routes/console.ts'
 import { reportCsv } from '../report/csv.ts'
 import { buildReport, isReportWindow, type ReportWindow, WINDOWS } from '../report/stats.ts'
 import type { ReportRecord } from '../report/types.ts'
@@ -77,7 +78,7 @@ export async function reportRoutes(app: FastifyInstance): Promise<void> {
 
   app.get<ReportRoute>(
     '/api/report',
-    { schema: QUERY, onRequest: app.requireAccess('write') },
+    { schema: { ...QUERY, ...CONSOLE.report }, onRequest: app.requireAccess('write') },
     async (request, reply) => {
       const s = await scope(request)
       const now = Date.now()
@@ -89,7 +90,7 @@ export async function reportRoutes(app: FastifyInstance): Promise<void> {
 
   app.get<ReportRoute>(
     '/api/report.csv',
-    { schema: QUERY, onRequest: app.requireAccess('write') },
+    { schema: { ...QUERY, ...CONSOLE.reportCsv }, onRequest: app.requireAccess('write') },
     async (request, reply) => {
       const s = await scope(request)
       const now = Date.now()

@@ -8,6 +8,7 @@ import { signInElsewhere } from '../auth/oidc/signin-origin.ts'
 import type { AuthRefusalReason } from '../auth/plugin.ts'
 import { safeReturnTo } from '../auth/return-to.ts'
 import { BadRequest, LogoutTokenInvalid, NoRole, SignInNotConfigured } from '../errors.ts'
+import { AUTH } from '../openapi/routes/auth.ts'
 import { signedIn as signedInPage, signedOut } from '../pages/catalogue.ts'
 import { headerToken } from '../pages/navigation.ts'
 import { returnAfterSignIn } from '../pages/plugin.ts'
@@ -84,27 +85,31 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     throw err
   }
 
-  app.get<{ Querystring: LoginQuery }>('/auth/login', { config: loginAudit }, async (request, reply) => {
-    const { ticket } = request.query
-    if (typeof ticket === 'string') return ticketSignIn(request, reply, ticket)
-    if (signIn === null) throw new SignInNotConfigured()
-    if (request.query.prompt !== undefined && request.query.prompt !== 'login')
-      throw new BadRequest('prompt may only be "login"')
-    // The binding cookie must be set where the IdP returns to: another host of this gateway goes there first.
-    const elsewhere = signInOrigin === null ? null : signInElsewhere(request, signInOrigin)
-    if (elsewhere !== null) return reply.redirect(elsewhere, 303)
-    // Signed out from this browser: whatever the person told the IdP then, it asks for the password now.
-    const prompt = request.query.prompt ?? (request.cookies?.[signedOutCookie] ? 'login' : undefined)
-    const returnTo = safeReturnTo(request.query.return_to, base)
-    // Already signed in (and not asking to sign in anew): no need to bother the IdP.
-    if (prompt === undefined && (await signedIn(request))) return reply.redirect(returnTo, 303)
-    const url = await signIn.begin({
-      returnTo,
-      bindingHash: binding.bind(request, reply),
-      ...(prompt === undefined ? {} : { prompt }),
-    })
-    return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
-  })
+  app.get<{ Querystring: LoginQuery }>(
+    '/auth/login',
+    { schema: AUTH.login, config: loginAudit },
+    async (request, reply) => {
+      const { ticket } = request.query
+      if (typeof ticket === 'string') return ticketSignIn(request, reply, ticket)
+      if (signIn === null) throw new SignInNotConfigured()
+      if (request.query.prompt !== undefined && request.query.prompt !== 'login')
+        throw new BadRequest('prompt may only be "login"')
+      // The binding cookie must be set where the IdP returns to: another host of this gateway goes there first.
+      const elsewhere = signInOrigin === null ? null : signInElsewhere(request, signInOrigin)
+      if (elsewhere !== null) return reply.redirect(elsewhere, 303)
+      // Signed out from this browser: whatever the person told the IdP then, it asks for the password now.
+      const prompt = request.query.prompt ?? (request.cookies?.[signedOutCookie] ? 'login' : undefined)
+      const returnTo = safeReturnTo(request.query.return_to, base)
+      // Already signed in (and not asking to sign in anew): no need to bother the IdP.
+      if (prompt === undefined && (await signedIn(request))) return reply.redirect(returnTo, 303)
+      const url = await signIn.begin({
+        returnTo,
+        bindingHash: binding.bind(request, reply),
+        ...(prompt === undefined ? {} : { prompt }),
+      })
+      return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
+    },
+  )
 
   /** The demo's one-time link (`npm start`). */
   async function ticketSignIn(request: FastifyRequest, reply: FastifyReply, ticket: string) {
@@ -117,56 +122,66 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
     return reply.header('referrer-policy', 'no-referrer').redirect(base, 303)
   }
 
-  app.get('/auth/callback', { config: { audit: 'auth/callback' } }, async (request, reply) => {
-    request.auditDetail.action = 'sign_in'
-    if (signIn === null) throw new SignInNotConfigured()
-    app.auth.assertSignInAllowed(request)
-    const query = new URLSearchParams(request.url.split('?')[1] ?? '')
-    const bound = binding.current(request)
-    let done: Awaited<ReturnType<typeof signIn.complete>>
-    try {
-      done = await signIn.complete(query, bound === undefined ? undefined : hashSessionId(bound))
-    } catch (err) {
-      // The IdP did sign this person in: the record says who was turned away.
-      if (err instanceof NoRole) request.auditDetail.sub = (err as NoRoleError).sub
-      returnAfterSignIn(request, returnToOf(err))
-      return refused(request, err)
-    }
-    binding.clear(reply)
-    // A sign-in started to link a chat account records no cookie session: the link is confirmed next.
-    if (done.chatLink !== undefined && app.chatLinking !== null)
-      return app.chatLinking.signedIn(request, reply, { ...done, chatLink: done.chatLink })
-    request.operator = await app.auth.cookies.start(reply, done.claims, undefined, done.idp)
-    reply.clearCookie(signedOutCookie, signedOutAttributes)
-    reply.header('referrer-policy', 'no-referrer')
-    // After an IdP on another site, a redirect would arrive without the new SameSite=Strict cookie (the chain
-    // began there): a page that continues by itself makes the next navigation same-site.
-    if (headerToken(request, 'sec-fetch-site') === 'cross-site')
-      return app.pages.send(
-        reply,
-        signedInPage({ continueTo: done.returnTo, name: done.claims.name ?? done.claims.sub }),
-      )
-    return reply.redirect(done.returnTo, 303)
-  })
+  app.get(
+    '/auth/callback',
+    { schema: AUTH.callback, config: { audit: 'auth/callback' } },
+    async (request, reply) => {
+      request.auditDetail.action = 'sign_in'
+      if (signIn === null) throw new SignInNotConfigured()
+      app.auth.assertSignInAllowed(request)
+      const query = new URLSearchParams(request.url.split('?')[1] ?? '')
+      const bound = binding.current(request)
+      let done: Awaited<ReturnType<typeof signIn.complete>>
+      try {
+        done = await signIn.complete(query, bound === undefined ? undefined : hashSessionId(bound))
+      } catch (err) {
+        // The IdP did sign this person in: the record says who was turned away.
+        if (err instanceof NoRole) request.auditDetail.sub = (err as NoRoleError).sub
+        returnAfterSignIn(request, returnToOf(err))
+        return refused(request, err)
+      }
+      binding.clear(reply)
+      // A sign-in started to link a chat account records no cookie session: the link is confirmed next.
+      if (done.chatLink !== undefined && app.chatLinking !== null)
+        return app.chatLinking.signedIn(request, reply, { ...done, chatLink: done.chatLink })
+      request.operator = await app.auth.cookies.start(reply, done.claims, undefined, done.idp)
+      reply.clearCookie(signedOutCookie, signedOutAttributes)
+      reply.header('referrer-policy', 'no-referrer')
+      // After an IdP on another site, a redirect would arrive without the new SameSite=Strict cookie (the chain
+      // began there): a page that continues by itself makes the next navigation same-site.
+      if (headerToken(request, 'sec-fetch-site') === 'cross-site')
+        return app.pages.send(
+          reply,
+          signedInPage({ continueTo: done.returnTo, name: done.claims.name ?? done.claims.sub }),
+        )
+      return reply.redirect(done.returnTo, 303)
+    },
+  )
 
-  app.post('/auth/logout', { config: { audit: 'auth/logout' } }, async (request, reply) => {
-    request.auditDetail.action = 'sign_out'
-    // Signed out already (or never signed in): nothing to end, the answer is the same.
-    const operator = await signedIn(request)
-    if (operator) app.auth.checkCsrf(request, operator)
-    const idToken = operator ? (await app.auth.cookies.idpTokens(request))?.idToken : undefined
-    await app.auth.cookies.end(request, reply)
-    reply.setCookie(signedOutCookie, '1', signedOutAttributes)
-    const endSession = signIn === null ? null : await signIn.endSessionUrl(idToken)
-    return reply.redirect(endSession?.href ?? `${base}auth/logged-out`, 303)
-  })
+  app.post(
+    '/auth/logout',
+    { schema: AUTH.logout, config: { audit: 'auth/logout' } },
+    async (request, reply) => {
+      request.auditDetail.action = 'sign_out'
+      // Signed out already (or never signed in): nothing to end, the answer is the same.
+      const operator = await signedIn(request)
+      if (operator) app.auth.checkCsrf(request, operator)
+      const idToken = operator ? (await app.auth.cookies.idpTokens(request))?.idToken : undefined
+      await app.auth.cookies.end(request, reply)
+      reply.setCookie(signedOutCookie, '1', signedOutAttributes)
+      const endSession = signIn === null ? null : await signIn.endSessionUrl(idToken)
+      return reply.redirect(endSession?.href ?? `${base}auth/logged-out`, 303)
+    },
+  )
 
-  app.get('/auth/logged-out', async (_request, reply) => app.pages.send(reply, signedOut()))
+  app.get('/auth/logged-out', { schema: AUTH.loggedOut }, async (_request, reply) =>
+    app.pages.send(reply, signedOut()),
+  )
 
   app.post<{ Body: URLSearchParams | undefined }>(
     '/auth/backchannel-logout',
     // From the IdP's one address, its credential in the body (verified, and failures counted per address).
-    { config: { audit: 'auth/backchannel-logout', anonymousLimit: false } },
+    { schema: AUTH.backChannelLogout, config: { audit: 'auth/backchannel-logout', anonymousLimit: false } },
     async (request, reply) => {
       request.auditDetail.action = 'backchannel_logout'
       if (signIn === null) throw new SignInNotConfigured()

@@ -12,6 +12,7 @@ import {
 } from '../errors.ts'
 import type { ChatLinkRecord } from '../identity/chat-link-store.ts'
 import type { LinkRefusal } from '../identity/link-flow.ts'
+import { CHAT } from '../openapi/routes/chat.ts'
 import { chatLinkCode, chatLinkConfirm, chatLinked } from '../pages/catalogue.ts'
 
 const GONE = 'is no longer waiting for you here: 10 minutes passed, or it was used'
@@ -49,24 +50,28 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     (_request, body, done) => done(null, new URLSearchParams(String(body))),
   )
 
-  app.get<{ Querystring: { t?: unknown } }>('/auth/slack-link', async (request, reply) => {
-    const signIn = app.auth.signIn
-    if (signIn === null) throw new SignInNotConfigured()
-    const token = request.query.t
-    if (typeof token !== 'string' || token === '') throw new ChatLinkInvalid('has no token')
-    const link = await app.people.linkTokens.verify(token)
-    if (link === 'expired') throw new ChatLinkInvalid('has expired: a link works for 10 minutes')
-    if (link === 'invalid') throw new ChatLinkInvalid('is not valid')
-    const url = await signIn.begin({
-      returnTo: app.config.basePath,
-      bindingHash: binding.bind(request, reply),
-      chatLink: link,
-    })
-    // The token must not linger in a Referer.
-    return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
-  })
+  app.get<{ Querystring: { t?: unknown } }>(
+    '/auth/slack-link',
+    { schema: CHAT.link },
+    async (request, reply) => {
+      const signIn = app.auth.signIn
+      if (signIn === null) throw new SignInNotConfigured()
+      const token = request.query.t
+      if (typeof token !== 'string' || token === '') throw new ChatLinkInvalid('has no token')
+      const link = await app.people.linkTokens.verify(token)
+      if (link === 'expired') throw new ChatLinkInvalid('has expired: a link works for 10 minutes')
+      if (link === 'invalid') throw new ChatLinkInvalid('is not valid')
+      const url = await signIn.begin({
+        returnTo: app.config.basePath,
+        bindingHash: binding.bind(request, reply),
+        chatLink: link,
+      })
+      // The token must not linger in a Referer.
+      return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
+    },
+  )
 
-  app.get('/auth/slack-link/confirm', async (request, reply) => {
+  app.get('/auth/slack-link/confirm', { schema: CHAT.confirmPage }, async (request, reply) => {
     const pending = linking.pending(request)
     if (pending === null) throw new ChatLinkInvalid(GONE)
     if (pending.codeSent) {
@@ -94,7 +99,7 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   }
 
   // A click proves nothing of whose Slack account it is: the code sent to that account in Slack does.
-  app.post('/auth/slack-link/confirm', { config: audit }, async (request, reply) => {
+  app.post('/auth/slack-link/confirm', { schema: CHAT.confirm, config: audit }, async (request, reply) => {
     request.auditDetail.action = 'send_code'
     app.auth.assertSameOrigin(request)
     if (slack.signIn !== null) throw new ChatLinkMismatch('confirm by signing in to Slack')
@@ -106,7 +111,7 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     return reply.redirect(`${app.config.basePath}auth/slack-link/confirm`, 303)
   })
 
-  app.post('/auth/slack-link/code', { config: audit }, async (request, reply) => {
+  app.post('/auth/slack-link/code', { schema: CHAT.code, config: audit }, async (request, reply) => {
     request.auditDetail.action = 'link'
     app.auth.assertSameOrigin(request)
     if (slack.signIn !== null) throw new ChatLinkMismatch('confirm by signing in to Slack')
@@ -127,7 +132,7 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     return recorded(request, reply, result)
   })
 
-  app.get('/auth/slack-link/slack', async (request, reply) => {
+  app.get('/auth/slack-link/slack', { schema: CHAT.slackSignIn }, async (request, reply) => {
     if (slack.signIn === null) throw new RouteNotFound()
     const pending = linking.pending(request)
     if (pending === null) throw new ChatLinkInvalid(GONE)
@@ -135,14 +140,18 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
   })
 
-  app.get('/auth/slack-link/slack-callback', { config: audit }, async (request, reply) => {
-    request.auditDetail.action = 'link'
-    if (slack.signIn === null) throw new RouteNotFound()
-    const pending = linking.pending(request)
-    if (pending === null) throw new ChatLinkInvalid(GONE)
-    request.auditDetail.sub = pending.person.sub
-    const query = new URLSearchParams(request.url.split('?')[1] ?? '')
-    const proof = await slack.signIn.complete(query, linking.binding(pending))
-    return recorded(request, reply, await linking.record(request, reply, proof))
-  })
+  app.get(
+    '/auth/slack-link/slack-callback',
+    { schema: CHAT.slackCallback, config: audit },
+    async (request, reply) => {
+      request.auditDetail.action = 'link'
+      if (slack.signIn === null) throw new RouteNotFound()
+      const pending = linking.pending(request)
+      if (pending === null) throw new ChatLinkInvalid(GONE)
+      request.auditDetail.sub = pending.person.sub
+      const query = new URLSearchParams(request.url.split('?')[1] ?? '')
+      const proof = await slack.signIn.complete(query, linking.binding(pending))
+      return recorded(request, reply, await linking.record(request, reply, proof))
+    },
+  )
 }

@@ -8,6 +8,7 @@ import {
   SlackSignatureInvalid,
   SlackSignatureRateLimited,
 } from '../errors.ts'
+import { CHAT } from '../openapi/routes/chat.ts'
 
 /** A signed request is remembered this long: longer than the five minutes its timestamp is accepted. */
 const REPLAY_WINDOW_MS = 10 * 60_000
@@ -55,7 +56,7 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
   // address (Slack's own, shared by every app) is never refused; only the cheap refusals (no, a malformed
   // or a stale signature) skip the HMAC.
   const config = { rateLimit: false, anonymousLimit: false } as const
-  app.post('/slack/interactions', { config }, async (request, reply) => {
+  app.post('/slack/interactions', { schema: CHAT.interactions, config }, async (request, reply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0)
     const header = (name: string) => {
       const value = request.headers[name]
