@@ -138,7 +138,7 @@ test("report store contract on the Redis Cluster: a team's records and claims in
   const keys = storeKeys(t, onCluster)
   const command = await storeConnection(t, onCluster)
   await reportStoreContract(new RedisReportStore(command, keys, 2 * DAY))
-  assert.equal(await command.zcard(keys.report('blue')), 3)
+  assert.equal(await command.zcard(keys.report('blue')), 5)
 })
 
 test('rate limit: one budget over two gateways on the cluster', async (t) => {

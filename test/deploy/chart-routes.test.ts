@@ -76,6 +76,7 @@ describe('Gateway API HTTPRoute', { skip: await helmUnavailable() }, () => {
       { type: 'Exact', value: '/gateway/' },
       { type: 'PathPrefix', value: '/gateway/sessions' },
       { type: 'Exact', value: '/gateway/report' },
+      { type: 'Exact', value: '/gateway/favicon.ico' },
       { type: 'PathPrefix', value: '/gateway/assets/' },
       { type: 'PathPrefix', value: '/gateway/pages/' },
       { type: 'PathPrefix', value: '/gateway/api/' },
