@@ -280,7 +280,10 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
       if (browser.has(rel)) continue
       if (/\bfrom\s*['"][^'"]*demo-idp\.js['"]/.test(code))
         problems.push(`${rel} imports demo-idp.js statically`)
-      for (const m of code.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g)) {
+      // `from` only after what ends an import clause (a name, `}` or `*`): never the word `'from'` in a string.
+      for (const m of code.matchAll(
+        /(?:(?<=[\w}*]\s*)\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g,
+      )) {
         const spec = m[1]!
         if (spec.startsWith('.') || spec.startsWith('node:')) {
           if (spec.startsWith('.') && spec.endsWith('.ts')) problems.push(`${relative(dist, file)}: ${spec}`)
