@@ -3,6 +3,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
+import type { AppOptions } from '../../src/app.ts'
 import { DEMO_PEOPLE, type DemoIdpOptions, type DemoPerson } from '../../src/dev/demo-idp.ts'
 import {
   type SimulatedRuntime,
@@ -88,6 +89,7 @@ export async function startSlackStack(
     env?: Record<string, string>
     runtime?: SimulatedRuntimeOptions
     idp?: DemoIdpOptions
+    app?: AppOptions
   } = {},
 ): Promise<SlackStack> {
   const slack = await startSlackStandIn()
@@ -96,6 +98,7 @@ export async function startSlackStack(
   const stack = await startSignInStack(t, {
     env: { ...slackEnv(slack, file), ...options.env },
     idp: { people: PEOPLE, ...options.idp },
+    ...(options.app === undefined ? {} : { app: options.app }),
   })
   const rt = await startSimulatedRuntime({
     messagingToken: TOKEN,
