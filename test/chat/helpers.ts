@@ -164,6 +164,19 @@ export function linkIn(call: { args: Record<string, unknown> }): string {
   return url
 }
 
+/** A new question and the link Slack shows `user` after a click on its first choice (`OLIVIA` unless told). */
+export async function linkFor(stack: SlackStack, user = OLIVIA) {
+  const title = `Link ${Math.random()}`
+  stack.rt.ask({
+    title,
+    fields: [{ id: 'browser', type: 'string', required: true, enum: ['chrome', 'firefox'] }],
+  })
+  const message = await messageAbout(stack, title)
+  const before = stack.slack.ephemerals(user.id).length
+  await click(stack, user, message, 'krg:choose:0')
+  return { url: linkIn(await ephemeralAfter(stack.slack, user, before)), message }
+}
+
 /**
  * Follows a link to connect a Slack account as a person would: the gateway sends the browser to the IdP,
  * which asks `username` to sign in (and to allow access), and back to the confirmation page.

@@ -104,6 +104,14 @@ export const EXERCISED_IN: Readonly<Record<ConformanceFile, readonly Answer[]>> 
  */
 export const UNREACHABLE: ReadonlyMap<Answer, string> = new Map<Answer, string>([])
 
+/** A route's `preSerialization` or `onSend` hook: the payload passed on unchanged. */
+type PayloadHook = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  payload: unknown,
+  done: (err: null, payload: unknown) => void,
+) => void
+
 type Entry = { content?: Record<string, { schema: unknown }> } & Record<string, unknown>
 
 /** The declared answer of `status`: its exact code, else `4xx`-like, else `default`. */
@@ -192,12 +200,7 @@ export class Conformance {
     const name = (request: FastifyRequest, reply: FastifyReply) =>
       `${request.method} ${url} ${reply.statusCode}`
     const before = new WeakMap<FastifyRequest, string>()
-    const preSerialization = (
-      request: FastifyRequest,
-      reply: FastifyReply,
-      payload: unknown,
-      done: (err: null, payload: unknown) => void,
-    ) => {
+    const preSerialization: PayloadHook = (request, reply, payload, done) => {
       const entry = declared(response, reply.statusCode)
       const schema = entry === undefined ? undefined : jsonSchema(entry)
       if (schema === undefined) this.violations.push(`${name(request, reply)}: JSON answer, no JSON schema`)
@@ -210,12 +213,7 @@ export class Conformance {
       before.set(request, JSON.stringify(payload))
       done(null, payload)
     }
-    const onSend = (
-      request: FastifyRequest,
-      reply: FastifyReply,
-      payload: unknown,
-      done: (err: null, payload: unknown) => void,
-    ) => {
+    const onSend: PayloadHook = (request, reply, payload, done) => {
       const entry = declared(response, reply.statusCode)
       if (entry === undefined) this.violations.push(`${name(request, reply)}: status not declared`)
       const type = mediaType(reply.getHeader('content-type'))

@@ -5,14 +5,12 @@ import { SIGNATURE_FAILURES_MAX } from '../../src/routes/slack.ts'
 import {
   click,
   codeIn,
-  ephemeralAfter,
   link,
-  linkIn,
+  linkFor,
   messageAbout,
   OLIVIA,
   OSCAR,
   openLink,
-  type SlackStack,
   startSlackStack,
 } from '../chat/helpers.ts'
 import { postInteraction, WORKSPACE } from '../fixtures/slack-api.ts'
@@ -31,22 +29,12 @@ import { Conformance } from './conformance.ts'
 const conformance = new Conformance()
 const onRoute = conformance.hook()
 
-/** The link Slack shows `user` after a click on a new question's first choice. */
-async function linkFor(stack: SlackStack, user = OLIVIA) {
-  const title = `Link ${Math.random()}`
-  stack.rt.ask({ title, fields: [{ id: 'b', type: 'string', required: true, enum: ['chrome', 'firefox'] }] })
-  const message = await messageAbout(stack, title)
-  const before = stack.slack.ephemerals(user.id).length
-  await click(stack, user, message, 'krg:choose:0')
-  return linkIn(await ephemeralAfter(stack.slack, user, before))
-}
-
 test('the Request URL, the linking by a code and the linked accounts answer what they declare', async (t) => {
   const stack = await startSlackStack(t, { app: { onRoute } })
   const statuses: Record<string, number> = {}
 
   // Linking Olivia: the link (to the IdP), the confirmation page, the code sent, a wrong code, the right one.
-  const { browser, page } = await openLink(await linkFor(stack), 'olivia')
+  const { browser, page } = await openLink((await linkFor(stack)).url, 'olivia')
   statuses['confirm page'] = page.status
   const before = stack.slack.posts(OLIVIA.id).length
   const asked = await browser.submit(page, 'auth/slack-link/confirm')
@@ -164,7 +152,7 @@ test('Sign in with Slack (a second OpenID provider standing in for slack.com) an
     redirectUris: [`${stack.base}auth/slack-link/slack-callback`],
     postLogoutRedirectUris: [],
   })
-  const { browser } = await openLink(await linkFor(stack), 'olivia')
+  const { browser } = await openLink((await linkFor(stack)).url, 'olivia')
   let page = await browser.navigate(`${stack.base}auth/slack-link/slack`)
   if (page.text.includes('/login"'))
     page = await browser.submit(page, '/login', { username: 'olivia-in-slack', password: PASSWORD })
