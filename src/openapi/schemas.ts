@@ -3,8 +3,8 @@
  * a component of the OpenAPI document), and the answers that are no JSON (none, a redirect, a page, a text).
  *
  * A JSON answer's schema is also its serialiser (fast-json-stringify), which drops every property it does not
- * declare: each object declares `additionalProperties` on purpose, and test/docs/openapi.test.ts checks what the
- * handlers really send against it. Answers that are not JSON are declared by `content` (for the document only:
+ * declare: each object declares `additionalProperties` on purpose, and test/docs/openapi-conformance*.test.ts
+ * check what the handlers really send against it, for every declared answer of every route. Answers that are not JSON are declared by `content` (for the document only:
  * Fastify never serialises a string sent with a type of its own, nor a hijacked stream).
  */
 

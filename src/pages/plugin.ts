@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { ErrorAnswer, ErrorBody } from '../errors.ts'
+import { CONSOLE } from '../openapi/routes/console.ts'
 import { pageForError } from './catalogue.ts'
 import { isBrowserNavigation } from './navigation.ts'
 import { PAGE_CSP, type Page, renderPage } from './page.ts'
@@ -66,7 +67,7 @@ export const pagesPlugin = fp(
         .header('cache-control', 'public, max-age=3600')
         .send(css),
     )
-    app.get(`${options.prefix ?? ''}/favicon.ico`, async (_request, reply) =>
+    app.get(`${options.prefix ?? ''}/favicon.ico`, { schema: CONSOLE.favicon }, async (_request, reply) =>
       reply
         .header('content-type', 'image/x-icon')
         .header('x-content-type-options', 'nosniff')

@@ -3,6 +3,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
+import type { AppOptions } from '../../src/app.ts'
 import { DEMO_PEOPLE, type DemoIdpOptions, type DemoPerson } from '../../src/dev/demo-idp.ts'
 import {
   type SimulatedRuntime,
@@ -88,6 +89,7 @@ export async function startSlackStack(
     env?: Record<string, string>
     runtime?: SimulatedRuntimeOptions
     idp?: DemoIdpOptions
+    app?: AppOptions
   } = {},
 ): Promise<SlackStack> {
   const slack = await startSlackStandIn()
@@ -96,6 +98,7 @@ export async function startSlackStack(
   const stack = await startSignInStack(t, {
     env: { ...slackEnv(slack, file), ...options.env },
     idp: { people: PEOPLE, ...options.idp },
+    ...(options.app === undefined ? {} : { app: options.app }),
   })
   const rt = await startSimulatedRuntime({
     messagingToken: TOKEN,
@@ -159,6 +162,19 @@ export function linkIn(call: { args: Record<string, unknown> }): string {
   const url = blocks.flatMap((b) => b.elements ?? []).find((e) => e.url !== undefined)?.url
   assert.ok(url, `no link in ${JSON.stringify(call.args)}`)
   return url
+}
+
+/** A new question and the link Slack shows `user` after a click on its first choice (`OLIVIA` unless told). */
+export async function linkFor(stack: SlackStack, user = OLIVIA) {
+  const title = `Link ${Math.random()}`
+  stack.rt.ask({
+    title,
+    fields: [{ id: 'browser', type: 'string', required: true, enum: ['chrome', 'firefox'] }],
+  })
+  const message = await messageAbout(stack, title)
+  const before = stack.slack.ephemerals(user.id).length
+  await click(stack, user, message, 'krg:choose:0')
+  return { url: linkIn(await ephemeralAfter(stack.slack, user, before)), message }
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   confirmWithCode,
   ephemeralAfter,
   link,
+  linkFor,
   linkIn,
   messageAbout,
   OLIVIA,
@@ -40,14 +41,6 @@ const SLACK_CLIENT = { id: '1234.5678', secret: 'slackclientsecretfortests01' }
 async function question(stack: SlackStack, title = 'Which browser?') {
   stack.rt.ask({ title, fields: CHOICE })
   return messageAbout(stack, title)
-}
-
-/** The link Slack shows `OLIVIA` after a click of hers. */
-async function linkFor(stack: SlackStack, user = OLIVIA) {
-  const message = await question(stack, `Link ${Math.random()}`)
-  const before = stack.slack.ephemerals(user.id).length
-  await click(stack, user, message, 'krg:choose:0')
-  return { url: linkIn(await ephemeralAfter(stack.slack, user, before)), message }
 }
 
 const chatKey = (user = OLIVIA) => `slack:T0TEST001:${user.id}`

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import type { FastifyInstance } from 'fastify'
 import type { Page } from 'playwright-core'
 import { fetch, getSetCookies } from 'undici'
-import { buildApp } from '../../src/app.ts'
+import { type AppOptions, buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { type DemoIdp, type DemoIdpOptions, gatewayClient, startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
@@ -39,6 +39,8 @@ export interface SignInStackOptions {
   readonly idp?: DemoIdpOptions
   /** Start the gateway with an issuer where nothing answers (the IdP is down from the start). */
   readonly issuer?: string
+  /** buildApp's options (a test's `onRoute`, say). */
+  readonly app?: AppOptions
 }
 
 /** Starts the IdP and a gateway on a port chosen first (the IdP must know the redirect URI). */
@@ -56,7 +58,7 @@ export async function startSignInStack(t: Cleanup, options: SignInStackOptions =
     ...options.env,
   })
   const config = loadConfig(env)
-  const app = await buildApp(config)
+  const app = await buildApp(config, options.app)
   await app.listen({ port, host: '127.0.0.1' })
   t.after(() => app.close())
   const base = `${origin}${config.basePath}`

@@ -69,8 +69,8 @@ export const CHAT = {
     tags: ['chat'],
     summary: 'Record the link with the code the Slack user was sent (a form with `code`; same origin)',
     description:
-      'A wrong code answers the form again with how many tries are left; five wrong codes end the link.',
-    response: { 200: page('linked, or the form again after a wrong code'), ...ERRORS },
+      'A wrong code answers 400 `chat_link_code_wrong`: the form again (a page), saying how many tries are left; five wrong codes end the link.',
+    response: { 200: page('linked'), ...ERRORS },
   },
   slackSignIn: {
     tags: ['chat'],

@@ -136,7 +136,7 @@ const ACTIVITY = object(
 const tags = ['console']
 const security = SECURITY
 
-/** The console's API and pages (routes/overview.ts, routes/report.ts, routes/console.ts). */
+/** The console's API and pages (routes/overview.ts, routes/report.ts, routes/console.ts, pages/plugin.ts). */
 export const CONSOLE = {
   overview: {
     tags,
@@ -218,6 +218,11 @@ export const CONSOLE = {
       304: noContent('not modified (ETag)'),
       ...ERRORS,
     },
+  },
+  favicon: {
+    tags,
+    summary: 'The icon of the console and the pages',
+    response: { 200: text('image/x-icon', 'the icon (binary)') },
   },
   sessions: {
     tags,
