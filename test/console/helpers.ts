@@ -4,7 +4,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Role } from '../../src/auth/operator.ts'
 import type { DemoPerson } from '../../src/dev/demo-idp.ts'
 import type { TestGateway } from '../helpers/gateway.ts'
-import { waitFor } from '../helpers/wait.ts'
+import { WAIT_MS, waitFor } from '../helpers/wait.ts'
 import { fastEnv } from '../overview/helpers.ts'
 import { type SignInStack, signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
@@ -93,6 +93,6 @@ export async function settled(page: Page): Promise<void> {
  * Waits until `expression` is truthy in the page. Evaluated through the DevTools protocol each time (the
  * page's CSP forbids the `eval` that Playwright's waitForFunction uses for a string).
  */
-export async function until(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
+export async function until(page: Page, expression: string, timeoutMs = WAIT_MS): Promise<void> {
   await waitFor(expression, async () => Boolean(await page.evaluate(expression)), timeoutMs)
 }
