@@ -249,7 +249,7 @@ test('messages show who sent them, their files by name and size, and answers as 
     await page
       .locator('.message', { hasText: 'From elsewhere.' })
       .locator('.who >> text=Someone with the messaging token, not through this gateway')
-      .waitFor({ timeout: 15_000 })
+      .waitFor()
     await page.context().close()
   }
 })
