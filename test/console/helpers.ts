@@ -89,6 +89,28 @@ export async function settled(page: Page): Promise<void> {
   await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r())))')
 }
 
+let recorded = 0
+
+/**
+ * Starts recording in the page whether `expression` is ever truthy from now on (checked at every change of the
+ * document), and returns the wait for it. For a state the page shows only briefly ("Stopping…" for two of the
+ * runtime's steps): a wait that starts looking later, as one may on a loaded machine, could miss it.
+ */
+export async function recordSeen(page: Page, expression: string): Promise<() => Promise<void>> {
+  const flag = `__seen${++recorded}`
+  await page.evaluate(`(() => {
+    const check = () => {
+      if (!(${expression})) return
+      window.${flag} = true
+      observer.disconnect()
+    }
+    const observer = new MutationObserver(check)
+    observer.observe(document, { subtree: true, childList: true, characterData: true, attributes: true })
+    check()
+  })()`)
+  return () => until(page, `window.${flag} === true`)
+}
+
 /**
  * Waits until `expression` is truthy in the page. Evaluated through the DevTools protocol each time (the
  * page's CSP forbids the `eval` that Playwright's waitForFunction uses for a string).
