@@ -109,7 +109,9 @@ test('shutdown ends every viewer stream cleanly and at once', async (t) => {
   await gw.close()
   const ends = await Promise.all(viewers.map((v) => v.ended))
   assert.deepEqual(new Set(ends), new Set(['end']))
-  assert.ok(Date.now() - started < 5000, 'close did not wait for a timeout')
+  // Under half the shutdown grace (30 s), which is what a close that waited would take; generous for a loaded
+  // machine.
+  assert.ok(Date.now() - started < 15_000, 'close did not wait for the grace')
   assert.deepEqual(gw.app.events.streams.stats(), {
     viewers: 0,
     sessions: 0,
