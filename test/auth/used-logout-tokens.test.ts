@@ -13,7 +13,7 @@ test('a token is claimed once while it lives, again once it expired or was relea
   assert.equal(await used.claim('b', Date.now() + 60_000), true)
   await used.release('b')
   assert.equal(await used.claim('b', Date.now() + 60_000), true, 'released: the retry is accepted')
-  await until('a has expired', () => Date.now() > soon, 1000)
+  await until('a has expired', () => Date.now() > soon)
   assert.equal(await used.claim('a', Date.now() + 60_000), true, 'expired: no longer a replay')
 })
 
@@ -23,7 +23,7 @@ test('bounded: expired entries go first, then the one that expires soonest', asy
   await used.claim('gone', now + 30)
   await used.claim('late', now + 90_000)
   await used.claim('early', now + 60_000)
-  await until('gone has expired', () => Date.now() > now + 30, 1000)
+  await until('gone has expired', () => Date.now() > now + 30)
   assert.equal(await used.claim('d', now + 80_000), true)
   assert.equal(used.size, 3, 'the expired one made room')
   assert.equal(await used.claim('e', now + 70_000), true)

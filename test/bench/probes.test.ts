@@ -59,7 +59,7 @@ test('heap-sample writes, on SIGUSR2, what stays alive by allocation site; heap-
   await ready(c)
   c.kill('SIGUSR2')
   const file = join(dir, `${c.pid}.heapprofile`)
-  await waitFor('the heap profile', () => existsSync(file), 15_000)
+  await waitFor('the heap profile', () => existsSync(file))
   assert.equal(await done, 0)
   const { stdout } = await run(process.execPath, ['bench/probes/heap-top.mjs', file, '5'])
   const [head, ...sites] = stdout.trim().split('\n')

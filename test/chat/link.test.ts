@@ -310,7 +310,6 @@ test('a refused refresh suspends the link; a refreshed role is what answers; a b
   await waitFor(
     'the refresh due',
     async () => ((await links.get(chatKey()))?.idp?.refreshAt ?? 0) < Date.now(),
-    5000,
   )
   let before = stack.slack.ephemerals(OLIVIA.id).length
   await click(stack, OLIVIA, message, 'krg:choose:0')
@@ -322,7 +321,6 @@ test('a refused refresh suspends the link; a refreshed role is what answers; a b
   await waitFor(
     'the refresh due',
     async () => ((await links.get(chatKey()))?.idp?.refreshAt ?? 0) < Date.now(),
-    5000,
   )
   before = stack.slack.ephemerals(OLIVIA.id).length
   await click(stack, OLIVIA, message, 'krg:choose:0')

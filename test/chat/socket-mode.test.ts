@@ -86,11 +86,7 @@ test('Socket Mode connects again after the connection drops, after Slack asks it
   // A lost network: no close frame. The first apps.connections.open after it fails too.
   stack.slack.failNext('apps.connections.open', 'internal_error')
   stack.slack.dropSockets()
-  await waitFor(
-    'connected again',
-    () => stack.slack.socketConnections === 2 && stack.slack.openSockets === 1,
-    15_000,
-  )
+  await waitFor('connected again', () => stack.slack.socketConnections === 2 && stack.slack.openSockets === 1)
   assert.ok(stack.slack.of('apps.connections.open').length >= 3, 'the failed attempt was retried')
   stack.rt.ask({ title: 'After the drop', fields: CHOICE })
   const after = await messageAbout(stack, 'After the drop')
@@ -102,7 +98,6 @@ test('Socket Mode connects again after the connection drops, after Slack asks it
   await waitFor(
     'connected a third time',
     () => stack.slack.socketConnections === 3 && stack.slack.openSockets === 1,
-    15_000,
   )
   stack.rt.ask({ title: 'After the refresh', fields: CHOICE })
   const last = await messageAbout(stack, 'After the refresh')

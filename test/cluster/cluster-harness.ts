@@ -6,6 +6,7 @@ import { createParser } from 'eventsource-parser'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
+import { BOOT_MS } from '../helpers/wait.ts'
 import {
   deletePrefix,
   freePort,
@@ -118,8 +119,7 @@ export async function startReplica(
         if (exitedFlag) throw new Error(`replica ${index} exited:\n${output.join('\n')}`)
         return (await getStatus(`${url}/readyz`)) === 200
       },
-      // A boot through tsx takes 20 s on a loaded 2-core machine.
-      90_000,
+      BOOT_MS,
     )
   } catch (err) {
     child.kill('SIGKILL')

@@ -72,7 +72,7 @@ test('lease: one holder at a time, fences only rise, a stale owner can neither r
   assert.equal(await a.bus.append('s', [ev('r1', 1)], fa), true)
 
   // a stalls past its lease (no renewal); b takes over.
-  await until('lease expired and taken by b', async () => (await b.lease.acquire('s')) !== null, 5000)
+  await until('lease expired and taken by b', async () => (await b.lease.acquire('s')) !== null)
   const fb = Number(await b.command.get(b.keys.lease('s')))
   assert.ok(fb > fa, 'the new fence is higher')
   assert.equal(await a.lease.renew('s', fa), false, 'stale renew refused')

@@ -85,11 +85,7 @@ test('Redis unreachable at boot: the replica starts not ready and becomes ready 
   assert.equal(listed.status, 503)
   const redis = await startRedisServer(port)
   t.after(() => redis.stop())
-  await until(
-    'ready once Redis is there',
-    async () => (await request(`${gw.url}/readyz`)).status === 200,
-    10_000,
-  )
+  await until('ready once Redis is there', async () => (await request(`${gw.url}/readyz`)).status === 200)
 })
 
 test('presence route: viewers of two replicas, per operator; admin only; unknown session 404', async (t) => {
@@ -131,17 +127,13 @@ test('presence route: viewers of two replicas, per operator; admin only; unknown
     ],
   }
   let last = ''
-  await until(
-    'both replicas counted',
-    async () => {
-      const res = await request(`${a.url}/admin/sessions/k/presence`, {
-        headers: { authorization: `Bearer ${admin}` },
-      })
-      last = res.body
-      return res.status === 200 && JSON.stringify(JSON.parse(res.body)) === JSON.stringify(expected)
-    },
-    8000,
-  ).catch(() => assert.fail(`presence: ${last}`))
+  await until('both replicas counted', async () => {
+    const res = await request(`${a.url}/admin/sessions/k/presence`, {
+      headers: { authorization: `Bearer ${admin}` },
+    })
+    last = res.body
+    return res.status === 200 && JSON.stringify(JSON.parse(res.body)) === JSON.stringify(expected)
+  }).catch(() => assert.fail(`presence: ${last}`))
 
   const operator = await bearer({ roles: ['operator'] })
   const refused = await request(`${a.url}/admin/sessions/k/presence`, {
@@ -160,10 +152,9 @@ test('presence route: viewers of two replicas, per operator; admin only; unknown
 
   // A viewer leaves: the view follows (at once locally, within a refresh for the other replica).
   viewers[1]?.close()
-  await until('b republished', async () => (await a.app.presence.of('k')).viewers === 2, 5000).catch(
-    async () =>
-      assert.fail(
-        `b local viewers ${b.app.events.streams.viewers('k').length}, view ${JSON.stringify(await a.app.presence.of('k'))}`,
-      ),
+  await until('b republished', async () => (await a.app.presence.of('k')).viewers === 2).catch(async () =>
+    assert.fail(
+      `b local viewers ${b.app.events.streams.viewers('k').length}, view ${JSON.stringify(await a.app.presence.of('k'))}`,
+    ),
   )
 })

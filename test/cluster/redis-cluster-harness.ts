@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
+import { WAIT_MS } from '../helpers/wait.ts'
 import { EPHEMERAL_REDIS_ARGS, killAll, until, waitForRedis } from './redis-harness.ts'
 
 const run = promisify(execFile)
@@ -226,12 +227,10 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
         String(replicasPerMaster),
         '--cluster-yes',
       ],
-      { timeout: 30_000 },
+      { timeout: WAIT_MS },
     )
-    await until(
-      'the Redis Cluster is ok on every node',
-      () => healthy(ports, masterCount * replicasPerMaster),
-      30_000,
+    await until('the Redis Cluster is ok on every node', () =>
+      healthy(ports, masterCount * replicasPerMaster),
     )
   } catch (err) {
     await stop()
@@ -274,30 +273,20 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
       replicaCount -= 1
       const replicasLeft = replicaCount
       let promoted: ClusterMaster | undefined
-      await until(
-        `a replica of ${victim.addr} is promoted and the cluster is ok`,
-        async () => {
-          const now = await masters().catch(() => [])
-          promoted = now.find((m) => replicaIds.includes(m.id) && m.firstSlot === victim.firstSlot)
-          return promoted !== undefined && (await healthy([...live], replicasLeft))
-        },
-        30_000,
-      )
+      await until(`a replica of ${victim.addr} is promoted and the cluster is ok`, async () => {
+        const now = await masters().catch(() => [])
+        promoted = now.find((m) => replicaIds.includes(m.id) && m.firstSlot === victim.firstSlot)
+        return promoted !== undefined && (await healthy([...live], replicasLeft))
+      })
       if (killOpts.rejoin) {
         spawnNode(victim.port)
         await waitForRedis(victim.port, password)
         live.add(victim.port)
         replicaCount += 1
-        await until(
-          `${victim.addr} rejoins as a replica in sync`,
-          async () => {
-            const me = (await nodesSeenBy(victim.port).catch(() => [])).find((n) =>
-              n.flags.includes('myself'),
-            )
-            return me?.flags.includes('slave') === true && (await healthy([...live], replicasLeft + 1))
-          },
-          30_000,
-        )
+        await until(`${victim.addr} rejoins as a replica in sync`, async () => {
+          const me = (await nodesSeenBy(victim.port).catch(() => [])).find((n) => n.flags.includes('myself'))
+          return me?.flags.includes('slave') === true && (await healthy([...live], replicasLeft + 1))
+        })
       }
       return promoted as ClusterMaster
     },

@@ -17,7 +17,7 @@ import { type ClusterCommands, defineScripts } from '../../src/cluster/scripts.t
 import type { RedisEndpoint } from '../../src/config.ts'
 import { HubBus } from '../../src/events/hub-bus.ts'
 import { frameOf } from '../../src/events/sse.ts'
-import { waitFor as until } from '../helpers/wait.ts'
+import { waitFor as until, WAIT_MS } from '../helpers/wait.ts'
 
 /** The Redis the unit tests use: REDIS_TEST_URL, default the local one CI starts. */
 export const REDIS_TEST_URL = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379'
@@ -181,7 +181,7 @@ export async function replicaParts(
     c.on('error', () => {})
     c.connect().catch(() => {})
   }
-  await Promise.all([waitReady(command, 5000), waitReady(live, 5000)])
+  await Promise.all([waitReady(command, WAIT_MS), waitReady(live, WAIT_MS)])
   const keys = clusterKeys(prefix)
   const liveReads: Record<LiveReadReason, number> = { join: 0, gap: 0, resync: 0 }
   const fanout = new LiveLoop({
@@ -263,6 +263,6 @@ export async function storeConnection(
   c.on('error', () => {})
   c.connect().catch(() => {})
   t.after(() => c.disconnect())
-  await waitReady(c, 5000)
+  await waitReady(c, WAIT_MS)
   return c
 }

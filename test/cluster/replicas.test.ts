@@ -43,11 +43,11 @@ describe('three replicas', () => {
       viewers.push(v)
       v.start()
     }
-    await until('every viewer has the run info', () => viewers.every((v) => v.ids.length >= 1), 15_000)
+    await until('every viewer has the run info', () => viewers.every((v) => v.ids.length >= 1))
     await until('one upstream stream', () => c.runtime.openEventStreams === 1)
 
     const last = await emitSteadily(c.runtime, 200, 5, 2)
-    await until('every viewer has every event', () => viewers.every((v) => v.seqs().at(-1) === last), 15_000)
+    await until('every viewer has every event', () => viewers.every((v) => v.seqs().at(-1) === last))
     for (const v of viewers) {
       assert.equal(contiguity(v.seqs(), 1, last), 'ok', `viewer on replica ${v.server}`)
       assert.equal(v.reconnects, 0)
@@ -72,7 +72,7 @@ describe('three replicas', () => {
       viewers.push(v)
       v.start()
     }
-    await until('the new viewers are streaming', () => more.every((v) => v.ids.length >= 1), 15_000)
+    await until('the new viewers are streaming', () => more.every((v) => v.ids.length >= 1))
     assert.equal(await count(), 9, 'still 9 with 39 viewers of 2 sessions')
     assert.equal(c.runtime.openEventStreams, 2, 'one upstream stream per session in the cluster')
   })
@@ -95,7 +95,6 @@ describe('three replicas', () => {
         async () =>
           (await request(`${r.url}/admin/sessions/k3`, { headers: { authorization: `Bearer ${c.admin}` } }))
             .status === 200,
-        3000,
       )
     }
     const raw = await redis.hgetall(`${c.prefix}sessions`)
@@ -115,20 +114,15 @@ describe('three replicas', () => {
         async () =>
           (await request(`${r.url}/admin/sessions/k3`, { headers: { authorization: `Bearer ${c.admin}` } }))
             .status === 404,
-        3000,
       )
     }
-    await until(
-      'audit records of writes made on replicas 2 and 0, read on replica 1',
-      async () => {
-        const res = await request(`${c.replicas[1]?.url}/admin/audit?kasmId=k3`, {
-          headers: { authorization: `Bearer ${c.admin}` },
-        })
-        const records = (JSON.parse(res.body) as { records: { action?: string }[] }).records
-        return records.map((r) => r.action).join(',') === 'delete,create'
-      },
-      3000,
-    )
+    await until('audit records of writes made on replicas 2 and 0, read on replica 1', async () => {
+      const res = await request(`${c.replicas[1]?.url}/admin/audit?kasmId=k3`, {
+        headers: { authorization: `Bearer ${c.admin}` },
+      })
+      const records = (JSON.parse(res.body) as { records: { action?: string }[] }).records
+      return records.map((r) => r.action).join(',') === 'delete,create'
+    })
   })
 
   test('a rotated token reaches the reader whichever replica holds it', async () => {
@@ -148,7 +142,7 @@ describe('three replicas', () => {
     })
     assert.equal(put.status, 200)
     const seq = c.runtime.emit('log', { level: 'info', msg: 'after rotation' }).seq
-    await until('event after the rotation delivered', () => probe.seqs().includes(seq), 10_000)
+    await until('event after the rotation delivered', () => probe.seqs().includes(seq))
   })
 
   test('a logout on one replica is refused by every replica at once', async () => {

@@ -98,18 +98,14 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
   }
   // Every sentinel must know the replica, in sync, before a failover can promote it.
   for (const s of sentinels) {
-    await until(
-      'sentinel sees the replica in sync',
-      async () => {
-        const replicas = (await s.call('SENTINEL', 'REPLICAS', MASTER_NAME)) as string[][]
-        return replicas.some((fields) => {
-          const f: Record<string, string> = {}
-          for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string
-          return f.port === String(dataPorts[1]) && f.flags === 'slave' && f['master-link-status'] === 'ok'
-        })
-      },
-      20_000,
-    )
+    await until('sentinel sees the replica in sync', async () => {
+      const replicas = (await s.call('SENTINEL', 'REPLICAS', MASTER_NAME)) as string[][]
+      return replicas.some((fields) => {
+        const f: Record<string, string> = {}
+        for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i] as string] = fields[i + 1] as string
+        return f.port === String(dataPorts[1]) && f.flags === 'slave' && f['master-link-status'] === 'ok'
+      })
+    })
   }
 
   const data = (port: number): Redis => {
@@ -128,18 +124,14 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
       const before = await masterPort()
       await first.call('SENTINEL', 'FAILOVER', MASTER_NAME)
       let now = before
-      await until(
-        'sentinel names the new master',
-        async () => {
-          now = await masterPort()
-          return now !== before
-        },
-        20_000,
-      )
+      await until('sentinel names the new master', async () => {
+        now = await masterPort()
+        return now !== before
+      })
       const promoted = data(now)
-      await until('the new master is a master', async () => (await promoted.role())[0] === 'master', 20_000)
+      await until('the new master is a master', async () => (await promoted.role())[0] === 'master')
       const demoted = data(before)
-      await until('the old master is demoted', async () => (await demoted.role())[0] === 'slave', 20_000)
+      await until('the old master is demoted', async () => (await demoted.role())[0] === 'slave')
       return now
     },
     data,

@@ -16,6 +16,7 @@ import { toErrorBody } from '../../src/errors.ts'
 import { Secret } from '../../src/sessions/secret.ts'
 import { TokenVault } from '../../src/sessions/token-vault.ts'
 import type { Session } from '../../src/sessions/types.ts'
+import { WAIT_MS } from '../helpers/wait.ts'
 import { deletePrefix, REDIS_TEST_URL, uniquePrefix, until } from './redis-harness.ts'
 
 const KEY = 'Q2x1c3Rlci10ZXN0LWtleS0zMi1ieXRlcy1sb25nISE'
@@ -35,7 +36,7 @@ async function connection(
   c.on('error', () => {})
   c.connect().catch(() => {})
   t.after(() => c.disconnect())
-  await waitReady(c, 3000)
+  await waitReady(c, WAIT_MS)
   return c
 }
 
@@ -230,7 +231,7 @@ test('cookie store: an entry is forgotten once it cannot be valid any more (plus
   await store.create('idle', { ...record('gina', now), lastSeenAt: now })
   const ttl = await command.pttl(clusterKeys(prefix).cookie('idle'))
   assert.ok(ttl > 0 && ttl <= 300, `expires after idle + retention (${ttl} ms)`)
-  await until('forgotten', async () => (await store.get('idle')) === null, 3000)
+  await until('forgotten', async () => (await store.get('idle')) === null)
 })
 
 const audit = (i: number, kasmId: string, sub: string): AuditRecord => ({
@@ -450,7 +451,7 @@ test('presence: merged over replicas, a killed replica drops out after the TTL, 
   assert.equal((await a.of('k1')).viewers, 3, 'b withdrew on close')
   // c is "killed": it can no longer publish nor withdraw; its entry expires.
   c.command.disconnect()
-  await until('c expired', async () => (await a.of('k1')).viewers === 2, 5000)
+  await until('c expired', async () => (await a.of('k1')).viewers === 2)
 })
 
 test('presence: a refresh writes what changed and drops what ended; a hash Redis lost is written whole again', async (t) => {

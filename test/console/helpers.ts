@@ -4,7 +4,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Role } from '../../src/auth/operator.ts'
 import type { DemoPerson } from '../../src/dev/demo-idp.ts'
 import type { TestGateway } from '../helpers/gateway.ts'
-import { waitFor } from '../helpers/wait.ts'
+import { WAIT_MS, waitFor } from '../helpers/wait.ts'
 import { fastEnv } from '../overview/helpers.ts'
 import { type SignInStack, signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
@@ -89,10 +89,32 @@ export async function settled(page: Page): Promise<void> {
   await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r())))')
 }
 
+let recorded = 0
+
+/**
+ * Starts recording in the page whether `expression` is ever truthy from now on (checked at every change of the
+ * document), and returns the wait for it. For a state the page shows only briefly ("Stopping…" for two of the
+ * runtime's steps): a wait that starts looking later, as one may on a loaded machine, could miss it.
+ */
+export async function recordSeen(page: Page, expression: string): Promise<() => Promise<void>> {
+  const flag = `__seen${++recorded}`
+  await page.evaluate(`(() => {
+    const check = () => {
+      if (!(${expression})) return
+      window.${flag} = true
+      observer.disconnect()
+    }
+    const observer = new MutationObserver(check)
+    observer.observe(document, { subtree: true, childList: true, characterData: true, attributes: true })
+    check()
+  })()`)
+  return () => until(page, `window.${flag} === true`)
+}
+
 /**
  * Waits until `expression` is truthy in the page. Evaluated through the DevTools protocol each time (the
  * page's CSP forbids the `eval` that Playwright's waitForFunction uses for a string).
  */
-export async function until(page: Page, expression: string, timeoutMs = 10_000): Promise<void> {
+export async function until(page: Page, expression: string, timeoutMs = WAIT_MS): Promise<void> {
   await waitFor(expression, async () => Boolean(await page.evaluate(expression)), timeoutMs)
 }

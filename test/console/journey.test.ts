@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
 import { chromiumFor, recordTraffic } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
-import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
+import { addRuntime, recordSeen, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red', 'green'] }
 
@@ -109,10 +109,15 @@ test('the main journey: overview of two teams, one session, events, a refused th
     'focus stays in the compose box',
   )
 
-  // Stop: confirmed first, then "Stopping…" until the loop has exited, then no Stop any more.
+  // Stop: confirmed first, then "Stopping…" until the loop has exited, then no Stop any more. "Stopping…"
+  // lasts two delivery steps (500 ms): the page records that it showed, however late this test looks.
   await page.getByRole('button', { name: 'Stop the agent' }).click()
+  const stopping = await recordSeen(
+    page,
+    "[...document.querySelectorAll('button')].some((b) => !b.hidden && b.textContent.includes('Stopping…'))",
+  )
   await page.getByRole('button', { name: 'Yes, stop the agent' }).click()
-  await page.waitForSelector('button:has-text("Stopping…")')
+  await stopping()
   await page.waitForSelector('button:has-text("Stopping…")', { state: 'hidden' })
   await until(
     page,

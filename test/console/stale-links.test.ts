@@ -113,7 +113,6 @@ test('a link to a question that is no longer open says it has closed and what be
       async () =>
         (await land(page, `${base}?run=${first}&request=${answered.request_id}`)).note &&
         ((await note.textContent()) ?? '').includes(second),
-      30_000,
     )
     assert.equal((await whereFocus(page)).request, null, 'the new run’s q1 is not opened')
     assert.match(

@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { chromiumFor } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { call } from '../overview/helpers.ts'
-import { addRuntime, signIn, startConsoleGateway, until } from './helpers.ts'
+import { addRuntime, recordSeen, signIn, startConsoleGateway, until } from './helpers.ts'
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
@@ -76,11 +76,20 @@ test('Stop asks first, says "Stopping…" until the loop has exited, then who st
     assert.equal(await confirm.isVisible(), false)
     assert.equal(await page.evaluate('document.activeElement?.textContent'), 'Stop the agent')
     await page.getByRole('button', { name: 'Stop the agent' }).click()
-    await page.getByRole('button', { name: 'Yes, stop the agent' }).click()
-    await page.waitForSelector(
-      '.controls .form-status >> text=Stopping by Carol: the agent finishes its current tool call (computer.click)',
+    // Both last until the loop exits, two runtime steps (800 ms): recorded as they show.
+    const stoppingBy = await recordSeen(
+      page,
+      `[...document.querySelectorAll('.controls .form-status')].some((e) => e.textContent.includes(${JSON.stringify(
+        'Stopping by Carol: the agent finishes its current tool call (computer.click)',
+      )}))`,
     )
-    await page.waitForSelector('.session-state >> text=Stopping…')
+    const stopping = await recordSeen(
+      page,
+      "[...document.querySelectorAll('.session-state')].some((e) => e.textContent.includes('Stopping…'))",
+    )
+    await page.getByRole('button', { name: 'Yes, stop the agent' }).click()
+    await stoppingBy()
+    await stopping()
     assert.equal(actions(), before + 1)
     // The loop exits: not "Stop accepted" forever, but what happened.
     await page.waitForSelector(
@@ -249,7 +258,7 @@ test('messages show who sent them, their files by name and size, and answers as 
     await page
       .locator('.message', { hasText: 'From elsewhere.' })
       .locator('.who >> text=Someone with the messaging token, not through this gateway')
-      .waitFor({ timeout: 15_000 })
+      .waitFor()
     await page.context().close()
   }
 })

@@ -8,6 +8,7 @@ import { basename, dirname, join, relative } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { promisify } from 'node:util'
 import { bearer } from '../helpers/jwt.ts'
+import { BOOT_MS, WAIT_MS } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
 /**
@@ -385,7 +386,7 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
 /** The Dockerfile's HEALTHCHECK command, run the same way; resolves with its exit code. */
 function healthcheck(cwd: string, path: string, env: Record<string, string>): Promise<number> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['deploy/healthcheck.mjs', path], { cwd, env, timeout: 10_000 }, (err) =>
+    execFile(process.execPath, ['deploy/healthcheck.mjs', path], { cwd, env, timeout: WAIT_MS }, (err) =>
       resolve(err ? (typeof err.code === 'number' ? err.code : 1) : 0),
     )
   })
@@ -395,7 +396,10 @@ function healthcheck(cwd: string, path: string, env: Record<string, string>): Pr
 function firstMatch(child: ChildProcess, re: RegExp): Promise<string> {
   return new Promise((resolve, reject) => {
     let seen = ''
-    const timer = setTimeout(() => reject(new Error(`no ${re} within 90 s; output:\n${seen}`)), 90_000)
+    const timer = setTimeout(
+      () => reject(new Error(`no ${re} within ${BOOT_MS} ms; output:\n${seen}`)),
+      BOOT_MS,
+    )
     timer.unref()
     const onData = (chunk: Buffer) => {
       seen += chunk.toString()

@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import { promisify } from 'node:util'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
 import { freePort } from '../cluster/redis-harness.ts'
-import { waitFor } from '../helpers/wait.ts'
+import { BOOT_MS, waitFor } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
 const run = promisify(execFile)
@@ -118,7 +118,7 @@ test('NODE_EXTRA_CA_CERTS makes the gateway trust a private CA (an https JWKS he
     await waitFor(
       'the gateway answers',
       async () => (await fetch(`${url}/healthz`).catch(() => null))?.ok,
-      20_000,
+      BOOT_MS,
     )
     const res = await fetch(`${url}/auth/me`, { headers: { authorization: `Bearer ${token}` } })
     const body = await res.text()

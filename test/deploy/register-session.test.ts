@@ -7,6 +7,7 @@ import { describe, test } from 'node:test'
 import { startFakeKasm } from '../fixtures/kasm-api.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { TEST_AUDIENCE, TEST_ISSUER, TEST_JWT_SECRET } from '../helpers/jwt.ts'
+import { WAIT_MS } from '../helpers/wait.ts'
 import { API_KEY, API_SECRET, kasmSetup } from '../kasm/helpers.ts'
 import { root } from './helm.ts'
 
@@ -24,7 +25,7 @@ function register(env: Record<string, string>, args: string[] = []): Promise<Run
     execFile(
       process.execPath,
       [script, ...args],
-      { env: { PATH: process.env.PATH ?? '', REGISTER_ATTEMPTS: '2', ...env }, timeout: 20_000 },
+      { env: { PATH: process.env.PATH ?? '', REGISTER_ATTEMPTS: '2', ...env }, timeout: WAIT_MS },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0
         resolve({ code, stdout, stderr })

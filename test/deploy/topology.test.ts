@@ -11,6 +11,7 @@ import { Redis } from 'ioredis'
 import { parseDocument } from 'yaml'
 import { killAll } from '../cluster/redis-harness.ts'
 import { startNginx } from '../helpers/nginx.ts'
+import { BOOT_MS, WAIT_MS, waitFor } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
 /**
@@ -60,7 +61,10 @@ function start(
   children.push(child)
   return new Promise((resolve, reject) => {
     let seen = ''
-    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} not ready in 20 s:\n${seen}`)), 20_000)
+    const timer = setTimeout(
+      () => reject(new Error(`${args.join(' ')} not ready in ${BOOT_MS} ms:\n${seen}`)),
+      BOOT_MS,
+    )
     timer.unref()
     const onData = (chunk: Buffer) => {
       seen += chunk.toString()
@@ -81,7 +85,7 @@ async function readUntil(response: Response, needle: string): Promise<string> {
   const reader = response.body!.getReader()
   const decoder = new TextDecoder()
   let text = ''
-  const deadline = Date.now() + 15_000
+  const deadline = Date.now() + WAIT_MS
   while (!text.includes(needle)) {
     if (Date.now() > deadline) throw new Error(`no ${needle} in ${text}`)
     const { value, done } = await reader.read()
@@ -157,16 +161,12 @@ test('the compose topology: a proxy routes /desktop/<id>/mcp/ to two replicas sh
   )
   children.push(await startNginx(dir, join(dir, 'nginx.conf')))
   const proxy = `http://127.0.0.1:${proxyPort}`
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    const up = await fetch(`${proxy}/healthz`).then(
+  await waitFor('nginx to answer', () =>
+    fetch(`${proxy}/healthz`).then(
       (r) => r.ok,
       () => false,
-    )
-    if (up) break
-    if (Date.now() > deadline) assert.fail('nginx did not answer')
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+    ),
+  )
 
   // The orchestrator's step, with the compose file's environment, against the first replica.
   const registerEnv = {

@@ -26,7 +26,7 @@ test('Sam says "I\'m on it" before he answers, and leaves a question someone hol
   })
   t.after(stop)
   // The colleague hears of questions from the session's summary: it is watched once the reader is live.
-  await overview.until('the runtime read live', (m) => m.get('k1')?.health === 'live', 30_000)
+  await overview.until('the runtime read live', (m) => m.get('k1')?.health === 'live')
   const fields = [{ id: 'ok', type: 'boolean', required: true }]
   const answeredBy = async (requestId: string) => {
     const res = await call(
@@ -51,12 +51,12 @@ test('Sam says "I\'m on it" before he answers, and leaves a question someone hol
 
   // Nobody holds the first: his mark shows, then his answer closes it.
   const first = rt.ask({ title: 'Go on?', fields }).request_id
-  await waitFor('his mark', () => markedBySam(first), 30_000)
-  assert.equal(await waitFor('his answer', () => answeredBy(first), 30_000), SAM)
+  await waitFor('his mark', () => markedBySam(first))
+  assert.equal(await waitFor('his answer', () => answeredBy(first)), SAM)
 
   // Carol holds the second: he looks, leaves it, and looks again while she has it.
   const second = rt.ask({ title: 'Go on again?', fields }).request_id
-  await overview.until('the second question', () => open(second), 30_000)
+  await overview.until('the second question', () => open(second))
   const claim = `${gw.url}/api/sessions/k1/requests/${second}/claim?run=${encodeURIComponent(rt.run)}`
   assert.equal((await call(claim, 'PUT', carol)).status, 200, 'Carol said she is on it first')
   const steppedAside = () =>
@@ -72,6 +72,6 @@ test('Sam says "I\'m on it" before he answers, and leaves a question someone hol
 
   // She gives it back: he takes it and answers.
   assert.equal((await call(claim, 'DELETE', carol)).status, 204)
-  await waitFor('his mark on it', () => markedBySam(second), 30_000)
-  assert.equal(await waitFor('his answer to it', () => answeredBy(second), 30_000), SAM)
+  await waitFor('his mark on it', () => markedBySam(second))
+  assert.equal(await waitFor('his answer to it', () => answeredBy(second)), SAM)
 })

@@ -68,7 +68,7 @@ test('the demo signs people in through its own OpenID provider; the one-time lin
         .map((e) => JSON.parse(e.data) as { kasmId: string; team: string; summary: { app?: string } | null })
         .map((s) => [s.kasmId, `${s.team}:${s.summary?.app ?? ''}`]),
     )
-  await waitFor('both plays in the overview', () => apps().get('demo-crm') === 'red:crm', 15_000)
+  await waitFor('both plays in the overview', () => apps().get('demo-crm') === 'red:crm')
   assert.equal(apps().get('demo'), 'blue:expenses')
   const inbox = await request(`${origin}/desktop/demo/mcp/inbox`, { headers: { cookie } })
   assert.equal(inbox.statusCode, 200)

@@ -26,7 +26,7 @@ export async function startRuntime(
   return runtime
 }
 
-export { sleep, waitFor } from '../helpers/wait.ts'
+export { waitFor } from '../helpers/wait.ts'
 
 /** An open /events response read with node:http: the raw text, parsed frames and comments. */
 export interface RawStream {

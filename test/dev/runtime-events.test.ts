@@ -293,7 +293,7 @@ test('an EventSource client resumes with Last-Event-ID after a drop, without dup
   await waitFor('two events', () => seen.length >= 2)
   rt.dropStreams()
   rt.emit('log', { msg: 'missed while down' })
-  await waitFor('reconnect and catch up', () => seen.length >= 3, 10_000)
+  await waitFor('reconnect and catch up', () => seen.length >= 3)
   rt.emit('log', { msg: 'live again' })
   await waitFor('the live one', () => seen.length >= 4)
   assert.deepEqual(
@@ -316,7 +316,9 @@ test('close() ends open streams and held requests and frees the port', async (t)
   await waitFor('the held request', () => rt.received.some((r) => r.url === '/inbox'))
   const started = Date.now()
   await rt.close()
-  assert.ok(Date.now() - started < 5000)
+  // Neither the open stream nor the held request holds it up (either would until the test's timeout); the
+  // bound is for a loaded machine.
+  assert.ok(Date.now() - started < 30_000)
   await waitFor('stream ended', () => stream.ended)
   assert.equal(await held, 'failed')
   await assert.rejects(fetch(`${rt.url}inbox`))

@@ -74,7 +74,7 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   await page.waitForURL(viewerUrl)
 
   // The sidebar goes live and shows the run's events.
-  await page.waitForSelector('#status:has-text("live")', { timeout: 10_000 })
+  await page.waitForSelector('#status:has-text("live")')
   runtime.emit('log', { level: 'info', msg: 'the run says hello' })
   await page.waitForSelector('#events li:has-text("the run says hello")')
 
@@ -95,7 +95,7 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   // Every other viewer opened on this host has a working sidebar too: the cookie is on the host.
   const other = await context.newPage()
   await other.goto(`${origin}/desktop/k2/vnc/index.html`)
-  await other.waitForSelector('#status:has-text("live")', { timeout: 10_000 })
+  await other.waitForSelector('#status:has-text("live")')
 
   // Nothing the browser saw or holds carries the messaging token.
   const storage = String(

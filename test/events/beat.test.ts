@@ -45,7 +45,8 @@ test('waits armed together fire in one turn, early by less than a beat; then the
   // a and b are due within one beat: one turn saw both.
   const first = turns.find((seen) => seen.includes('a'))
   assert.ok(first?.includes('b'), `a and b in one turn: ${JSON.stringify(turns)}`)
-  assert.ok(!first?.includes('c'), 'c is due 400 ms later')
+  // c is due 400 ms later: in that turn only if the turn itself came that late (a stalled, loaded machine).
+  assert.ok(!first?.includes('c') || (a.at[0] ?? 0) > dueC - 40 - 2, 'c is due 400 ms later')
   for (const [at, due] of [
     [a.at[0], dueA],
     [b.at[0], dueB],

@@ -80,7 +80,7 @@ export function busContract(name: string, make: () => Promise<BusHarness>): void
   /** Asserts a live delivery: at once on a synchronous bus, else once it arrived (or the wait ran out). */
   const eq = async (h: BusHarness, what: string, actual: () => unknown, expected: unknown): Promise<void> => {
     if (!h.synchronous) {
-      await waitFor(what, () => JSON.stringify(actual()) === JSON.stringify(expected), 5000).catch(() => {})
+      await waitFor(what, () => JSON.stringify(actual()) === JSON.stringify(expected)).catch(() => {})
     }
     assert.deepEqual(actual(), expected, what)
   }

@@ -11,7 +11,7 @@ import {
 import { createEventMetrics, type EventMetrics } from '../../src/events/metrics.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
-import { waitFor as until } from '../helpers/wait.ts'
+import { waitFor as until, WAIT_MS } from '../helpers/wait.ts'
 
 export const TOKEN = 'messaging-token-for-event-tests'
 
@@ -166,7 +166,7 @@ export function idRange(run: string, from: number, to: number): string[] {
 }
 
 /** Waits until `client` holds `count` events. */
-export async function eventsAtLeast(client: SseClient, count: number, timeoutMs = 8000): Promise<void> {
+export async function eventsAtLeast(client: SseClient, count: number, timeoutMs = WAIT_MS): Promise<void> {
   await until(
     `${count} events (have ${client.events.length})`,
     () => client.events.length >= count,

@@ -139,6 +139,8 @@ function reconnecting(url: string, auth: Record<string, string>): { stop(): Prom
   const loop = (async () => {
     while (!stopped) {
       const v = await openSse(url, auth)
+      // Not an assertion: a replay that is slow to come only means one reconnection fewer, so this waits a
+      // while and reconnects anyway (the test asserts that it reconnected at all).
       await until('a replayed event', () => v.events.length > 0 || v.isEnded, 10_000).catch(() => {})
       v.close()
       rounds++
@@ -182,7 +184,7 @@ test('memory: a hostile session stays within its byte budget while another sessi
     if (!big) kept = seq
     await calm.emit({ size: 200 })
     // At the gateway's pace: each event is read (or skipped) before the next is sent.
-    await until(`event ${kept} read`, async () => (await bus.head('h1'))?.seq === kept, 10_000)
+    await until(`event ${kept} read`, async () => (await bus.head('h1'))?.seq === kept)
     peak = Math.max(peak, bus.stats('h1').bytes)
     assert.ok(bus.stats().bytes <= 6 * MiB, `total ${bus.stats().bytes}`)
   }
@@ -190,7 +192,7 @@ test('memory: a hostile session stays within its byte budget while another sessi
   assert.ok(rounds > 3, `the viewer reconnected ${rounds} times`)
   assert.ok(peak > 3 * MiB && peak <= 4 * MiB, `the hostile session held at most its budget (${peak})`)
 
-  await until('the calm viewer to get every event', () => watcher.events.length === calm.seq, 30_000)
+  await until('the calm viewer to get every event', () => watcher.events.length === calm.seq)
   assert.deepEqual(
     seqs(watcher),
     Array.from({ length: calm.seq }, (_, i) => i + 1),

@@ -4,6 +4,7 @@ import { storedBytes } from '../../src/events/bus.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../../src/events/memory-bus.ts'
 import { eventFrame, Heartbeat, runComment } from '../../src/events/sse.ts'
 import { parseEventId } from '../../src/protocol/events.ts'
+import { waitFor } from '../helpers/wait.ts'
 import { ev, recorder } from './bus-contract.ts'
 
 /*
@@ -36,10 +37,7 @@ test('heartbeat: one timer while targets exist, every target pinged each interva
   for (const target of targets) hb.add(target)
   assert.equal(hb.running, true)
   assert.equal(hb.size, 30)
-  const deadline = Date.now() + 5000
-  while ([...pings.values()].filter((n) => n >= 2).length < 30 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 10))
-  }
+  await waitFor('every target pinged twice', () => [...pings.values()].filter((n) => n >= 2).length === 30)
   assert.equal(pings.size, 30, 'every target was pinged')
   assert.ok([...pings.values()].every((n) => n >= 2))
   for (const target of targets.slice(1)) hb.delete(target)

@@ -154,7 +154,7 @@ test('a Redis that goes away while the reader appends is the bus failing, not th
 
   await redis.start()
   const sentinel = rt.emit('step', { n: 'sentinel' }).seq
-  await until('the sentinel', () => viewer.ids().at(-1) === `${rt.run}:${sentinel}`, 20_000)
+  await until('the sentinel', () => viewer.ids().at(-1) === `${rt.run}:${sentinel}`)
   assert.deepEqual(viewer.ids(), idRange(rt.run, 1, sentinel), 'nothing lost or repeated over the outage')
   const failed = logs.records().find((r) => r.msg === 'event bus append failed; reader waiting for the bus')
   assert.ok(failed === undefined || Number(failed.level) <= 40, 'never an error')

@@ -33,7 +33,8 @@ test('a viewer that hangs up is freed at once, not at the next heartbeat', async
   const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
   await until('the viewer to be counted', () => gw.app.events.streams.viewers().length === 1)
   viewer.close()
-  await until('the viewer to be freed', () => gw.app.events.streams.viewers().length === 0, 3000)
+  // Half the ping interval: generous for a loaded machine, and a viewer only the next ping found gone fails.
+  await until('the viewer to be freed', () => gw.app.events.streams.viewers().length === 0, 30_000)
 })
 
 test('refusals: no credential 401, unknown or foreign session 404, viewer role is enough', async (t) => {
@@ -108,7 +109,9 @@ test('shutdown ends every viewer stream cleanly and at once', async (t) => {
   await gw.close()
   const ends = await Promise.all(viewers.map((v) => v.ended))
   assert.deepEqual(new Set(ends), new Set(['end']))
-  assert.ok(Date.now() - started < 5000, 'close did not wait for a timeout')
+  // Under half the shutdown grace (30 s), which is what a close that waited would take; generous for a loaded
+  // machine.
+  assert.ok(Date.now() - started < 15_000, 'close did not wait for the grace')
   assert.deepEqual(gw.app.events.streams.stats(), {
     viewers: 0,
     sessions: 0,

@@ -3,16 +3,21 @@ import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import type { Request, Response } from 'playwright-core'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
+import { WAIT_MS } from './wait.ts'
 
 /** Debian's Chromium; CI installs it (`.ci/run`). Browsers are never downloaded. */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
-/** Launches headless Chromium with the flags this closed network needs. Close it when done. */
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({
+/**
+ * Launches headless Chromium with the flags this closed network needs. Close it when done. Every context it
+ * opens (a page of its own included) waits {@link WAIT_MS} for an action, a selector or a navigation instead
+ * of Playwright's 30 s: a loaded 2-core run has taken longer than that to render a console page.
+ */
+export async function launchChromium(): Promise<Browser> {
+  const browser = await chromium.launch({
     executablePath: CHROMIUM,
-    // Far under the test timeout: a launch that hangs fails as itself, not as a silent file timeout.
-    timeout: 30_000,
+    // Under the test timeout: a launch that hangs fails as itself, not as a silent file timeout.
+    timeout: WAIT_MS,
     args: [
       '--headless',
       '--no-sandbox',
@@ -23,6 +28,8 @@ export function launchChromium(): Promise<Browser> {
       '--no-first-run',
     ],
   })
+  browser.on('context', (context) => context.setDefaultTimeout(WAIT_MS))
+  return browser
 }
 
 /** A Chromium for one test (one per test file is plenty), closed by `t.after`. */

@@ -6,7 +6,7 @@ import { send, startProxy } from '../upstream/support.ts'
 test('an overloaded replica sheds every request but the probes with 503 overloaded, in our shape', async (t) => {
   // A heap threshold of one byte: the replica is over it from its first sample on.
   const { gw, echo, auth } = await startProxy(t, { GATEWAY_OVERLOAD_HEAP_USED_BYTES: '1' })
-  await waitFor('the first pressure sample', () => gw.app.pressure?.over() === 'heapUsedBytes', 5000)
+  await waitFor('the first pressure sample', () => gw.app.pressure?.over() === 'heapUsedBytes')
   for (const path of [
     '/desktop/k1/mcp/inbox',
     '/desktop/k1/mcp/events',

@@ -85,7 +85,7 @@ export function chatLinkContract(name: string, make: (t: TestContext) => Promise
       const short = new ChatLinks(writer, { ttlMs: 300 })
       await short.link(OSCAR, claims('oscar'))
       assert.ok((await short.check(OSCAR)).ok)
-      await until('ended by its time', async () => !(await short.check(OSCAR)).ok, 5000)
+      await until('ended by its time', async () => !(await short.check(OSCAR)).ok)
       assert.deepEqual(await short.check(OSCAR), { ok: false, reason: 'unlinked' })
       assert.deepEqual(
         (await reader.list(10)).map((r) => r.user),
@@ -196,9 +196,9 @@ export function chatLinkContract(name: string, make: (t: TestContext) => Promise
       })
       await links.link(OLIVIA, claims('olivia'), idp('s1'))
       await new Promise((resolve) => setTimeout(resolve, 5))
-      const started = Date.now()
+      // It resolves while the refresh is still held (released below): it did not wait for it, however slow.
       const quick = await links.check(OLIVIA, 50)
-      assert.ok(quick.ok && Date.now() - started < 1000)
+      assert.ok(quick.ok)
       assert.deepEqual(quick.record.roles, ['operator'], 'the roles it had')
       release({ claims: claims('olivia', ['admin']), tokens: { refreshToken: 'rt3' } })
       await links.idle()

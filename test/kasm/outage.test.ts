@@ -31,9 +31,9 @@ test('Kasm unreachable, refusing and then answering an error page: nothing remov
   // refusing connections, then four behind a proxy that answers its HTML error page.
   const started = Date.now()
   await kasm.setDown('refuse')
-  await until('four refused syncs', async () => (await failedRuns()) >= 4, 20_000)
+  await until('four refused syncs', async () => (await failedRuns()) >= 4)
   await kasm.setDown('html')
-  await until('four more against the error page', async () => (await failedRuns()) >= 8, 20_000)
+  await until('four more against the error page', async () => (await failedRuns()) >= 8)
   const failed = await failedRuns()
   const elapsed = Date.now() - started
   await kasm.setDown(null)

@@ -95,7 +95,7 @@ test('two replicas reconcile once, not twice; the other takes over when the sync
   holder.child.kill('SIGKILL')
   await holder.exited
   await kasm.destroy(c)
-  await until('the survivor removes it', async () => !(await listed(survivor)).includes(c), 15_000)
+  await until('the survivor removes it', async () => !(await listed(survivor)).includes(c))
   assert.deepEqual(await removals(survivor), [a, b, c].sort())
   assert.equal(await metric(survivor, 'krg_kasm_sync_holder'), 1)
 })

@@ -66,13 +66,16 @@ test('a session destroyed in Kasm is removed within one sync interval: viewers e
       (s) => s.kasmId === 'hand-1' && s.staleSince !== undefined,
     )
   })
+  // Syncs finished so far: the runs are numbered from 1, so the one under way now (if any) is the next number.
+  const finished = async () =>
+    ((await metric(gw.url, 'krg_kasm_sync_runs_total{result="ok"}')) || 0) +
+    ((await metric(gw.url, 'krg_kasm_sync_runs_total{result="failed"}')) || 0)
+  const finishedBefore = await finished()
   const destroyedAt = Date.now()
   await kasm.destroy(session.id)
   await kasm.destroy(ownId)
-  await until('removed from the registry', async () => (await gw.app.sessions.get(gone)) === undefined, 5000)
-  const elapsed = Date.now() - destroyedAt
-  assert.ok(elapsed < 2500, `removed ${elapsed} ms after Kasm destroyed it, with a 1 s sync`)
-  t.diagnostic(`removed ${elapsed} ms after Kasm destroyed it (GATEWAY_KASM_SYNC_S=1)`)
+  await until('removed from the registry', async () => (await gw.app.sessions.get(gone)) === undefined)
+  t.diagnostic(`removed ${Date.now() - destroyedAt} ms after Kasm destroyed it (GATEWAY_KASM_SYNC_S=1)`)
   assert.equal(await viewer.ended, 'end', 'the viewer got a clean end of stream')
   await until('presence cleared', async () => (await gw.app.presence.of(gone)).viewers === 0)
   await until(
@@ -89,6 +92,13 @@ test('a session destroyed in Kasm is removed within one sync interval: viewers e
       [gone, 'kasm/sync', 'remove', 'Kasm no longer has this session'],
       [ownId, 'kasm/sync', 'remove', 'Kasm no longer has this session'],
     ].sort(),
+  )
+  // Within one interval, counted in syncs rather than milliseconds (a loaded machine's syncs are slower): the
+  // sync under way when Kasm destroyed it may have listed it still, the one after removes it.
+  const removedBy = Number(records.find((r) => r.kasmId === gone)?.requestId.replace('kasm-sync-', ''))
+  assert.ok(
+    removedBy <= finishedBefore + 2,
+    `removed by sync ${removedBy}, ${finishedBefore} had finished before`,
   )
   // The others stay: the live launched one, and the stale hand-registered one, flagged in the API and metrics.
   assert.ok(await gw.app.sessions.get(kept))

@@ -149,7 +149,9 @@ test('a 4xx is given up at once; a target timing out is retried within its windo
     ...fastNotify,
     GATEWAY_NOTIFY_URL: rx.url,
     GATEWAY_NOTIFY_TIMEOUT_MS: '200',
-    GATEWAY_NOTIFY_RETRY_FOR_S: '1',
+    // Three seconds: a retry must start within the window, and on a loaded machine the first 200 ms timeout
+    // alone has fired most of a second late.
+    GATEWAY_NOTIFY_RETRY_FOR_S: '3',
     GATEWAY_NOTIFY_RETRY_MS: '100',
   })
   rt.ask({ title: 'Gone', fields: FIELDS })
@@ -168,7 +170,7 @@ test('a 4xx is given up at once; a target timing out is retried within its windo
 
   rx.hang = true
   rt.escalate('nobody answers')
-  await until('given up after timeouts', async () => (await list())[0]?.status === 'failed', 15_000)
+  await until('given up after timeouts', async () => (await list())[0]?.status === 'failed')
   const [escalated] = await list()
   assert.equal(escalated?.type, 'escalation.started')
   assert.equal(escalated?.error, 'timeout')
@@ -217,14 +219,14 @@ test('a question still open at half its deadline: request.opened again with remi
   const rx = await receiver(t)
   const { rt } = await startStack(t, { ...fastNotify, GATEWAY_NOTIFY_URL: rx.url })
   const q = rt.ask({ title: 'Soon', fields: FIELDS, deadlineS: 4 })
-  await until('the reminder', () => rx.of('request.opened').length === 2, 10_000)
+  await until('the reminder', () => rx.of('request.opened').length === 2)
   const [first, again] = rx.of('request.opened')
   assert.equal(first?.body.reminder, undefined)
   assert.equal(again?.body.reminder, true)
   assert.notEqual(first?.body.delivery, again?.body.delivery)
   assert.equal(requestOf(again?.body)?.request_id, q.request_id)
   // The runtime times the question out at its deadline: closed, and no second reminder before it.
-  await until('closed by timeout', () => rx.of('request.closed').length === 1, 10_000)
+  await until('closed by timeout', () => rx.of('request.closed').length === 1)
   assert.equal(requestOf(rx.of('request.closed')[0]?.body)?.closed_by, 'timeout')
   assert.equal(rx.of('request.opened').length, 2)
 })

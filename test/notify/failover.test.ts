@@ -26,12 +26,8 @@ async function routedCluster(t: { after(fn: () => unknown): void }, retryMs: str
     GATEWAY_NOTIFY_RETRY_MS: retryMs,
   })
   await c.addSession('k1')
-  await until(
-    'one replica reads k1 unviewed',
-    async () => (await leaseHolders(c.replicas)).length === 1,
-    15_000,
-  )
-  await until('the upstream stream is open', () => c.runtime.openEventStreams === 1, 15_000)
+  await until('one replica reads k1 unviewed', async () => (await leaseHolders(c.replicas)).length === 1)
+  await until('the upstream stream is open', () => c.runtime.openEventStreams === 1)
   const [held] = await leaseHolders(c.replicas)
   const owner = c.replicas.find((r) => r.index === held)
   const survivor = c.replicas.find((r) => r.index !== held)
@@ -43,15 +39,11 @@ test('two replicas, the owner SIGKILLed between the event and the answer to its 
   const { rx, c, owner, survivor } = await routedCluster(t, '50')
   rx.hang = true
   const q = c.runtime.ask({ title: 'Which export?', fields: [{ id: 'x', type: 'string', required: true }] })
-  await until('the owner sent request.opened', () => rx.of('request.opened').length === 1, 15_000)
+  await until('the owner sent request.opened', () => rx.of('request.opened').length === 1)
   owner.child.kill('SIGKILL')
   await owner.exited
   rx.hang = false
-  await until(
-    'the survivor reads',
-    () => c.runtime.eventConnections >= 2 && c.runtime.openEventStreams === 1,
-    15_000,
-  )
+  await until('the survivor reads', () => c.runtime.eventConnections >= 2 && c.runtime.openEventStreams === 1)
 
   const dan = await bearer({ sub: 'dan', roles: ['operator'], teams: ['blue'] }, { expiresIn: '1h' })
   const reply = await replyTo(survivor, dan, 'k1', {
@@ -62,7 +54,7 @@ test('two replicas, the owner SIGKILLed between the event and the answer to its 
   })
   assert.equal(reply.status, 202, reply.body)
   // The survivor's deliveries go out in order: its verdict on the opened one came before the closed one.
-  await until('the survivor sent request.closed', () => rx.of('request.closed').length === 1, 15_000)
+  await until('the survivor sent request.closed', () => rx.of('request.closed').length === 1)
   assert.equal(rx.of('request.opened').length, 1, `request.opened once:\n${c.logs()}`)
   assert.ok(rx.received.every((r) => r.signed))
 
@@ -94,11 +86,10 @@ test('the owner SIGKILLed while its delivery waits to retry: the new owner resum
   await until(
     'the failed attempt recorded in Redis',
     async () => (await deliveries())[0]?.status === 'retrying',
-    15_000,
   )
   owner.child.kill('SIGKILL')
   await owner.exited
-  await until('the survivor resumed it', () => rx.received.length === 2, 15_000)
+  await until('the survivor resumed it', () => rx.received.length === 2)
   const [first, second] = rx.received
   assert.equal(first?.answered, 503)
   assert.equal(second?.answered, 204)

@@ -48,7 +48,7 @@ test('each attempt is signed over its own timestamp and the same body bytes; a r
   })
   const before = Math.floor(Date.now() / 1000)
   rt.ask({ title: 'Sign me', fields: FIELDS })
-  await until('the retry', () => rx.received.length === 2, 10_000)
+  await until('the retry', () => rx.received.length === 2)
   const [first, retry] = rx.received as [Received, Received]
   assert.deepEqual(
     rx.received.map((r) => [r.answered, r.verdict]),

@@ -35,8 +35,7 @@ describe('the overview on two replicas', () => {
     const [r0, r1] = c.replicas as [Cluster['replicas'][0], Cluster['replicas'][0]]
     const a = await openOverview(t, r0, carol)
     const b = await openOverview(t, r1, dan)
-    for (const o of [a, b])
-      await o.until('live on both replicas', (m) => m.get('k1')?.health === 'live', 15_000)
+    for (const o of [a, b]) await o.until('live on both replicas', (m) => m.get('k1')?.health === 'live')
     assert.equal(c.runtime.openEventStreams, 1, 'one upstream stream for both replicas')
 
     const q = c.runtime.ask({ title: 'Which export?', fields: [{ id: 'x', type: 'string', required: true }] })
@@ -69,7 +68,6 @@ describe('the overview on two replicas', () => {
     await b.until(
       'Carol watching, seen from the other replica',
       (m) => m.get('k1')?.watchers.includes('Carol') === true,
-      15_000,
     )
 
     const reply = await replyTo(r1, dan, 'k1', {
@@ -105,15 +103,10 @@ describe('the overview on two replicas', () => {
     await until(
       'the other replica reads',
       () => c.runtime.eventConnections >= 2 && c.runtime.openEventStreams === 1,
-      15_000,
     )
     c.runtime.emit('status', { phase: 'done', verdict: 'pass', outcome: 'passed' })
     c.runtime.closeTrace({ done: true })
-    await survivor.until(
-      'the verdict after the failover',
-      (m) => m.get('k1')?.summary?.verdict === 'pass',
-      15_000,
-    )
+    await survivor.until('the verdict after the failover', (m) => m.get('k1')?.summary?.verdict === 'pass')
     assert.equal(survivor.entries().get('k1')?.health, 'live')
   })
 })

@@ -4,7 +4,7 @@ import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runt
 import type { SessionSummary } from '../../src/summary/types.ts'
 import { openSse, type SseClient } from '../events/helpers.ts'
 import type { TestGateway } from '../helpers/gateway.ts'
-import { waitFor } from '../helpers/wait.ts'
+import { WAIT_MS, waitFor } from '../helpers/wait.ts'
 
 export const TOKEN = 'messaging-token-for-overview-tests'
 
@@ -52,7 +52,7 @@ export async function openOverview(
   return {
     sse,
     entries,
-    until: (what, check, timeoutMs = 8000) =>
+    until: (what, check, timeoutMs = WAIT_MS) =>
       waitFor(
         what,
         () => {

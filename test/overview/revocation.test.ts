@@ -12,9 +12,15 @@ import {
 } from '../signin/harness.ts'
 
 /**
- * A revoked cookie session loses its overview streams within a second on every replica, as it loses its event
- * streams: the periodic recheck is set to a minute here, so it cannot be what ends them.
+ * A revoked cookie session loses its overview streams at once on every replica, as it loses its event streams:
+ * the periodic recheck is set to a minute here, so it cannot be what ends them.
  */
+
+/**
+ * How long a test waits for streams that end at once: generous for a loaded machine, and half the periodic
+ * recheck (a minute), so a revocation only the recheck noticed fails.
+ */
+const AT_ONCE_MS = 30_000
 
 const slowRecheck = { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000', GATEWAY_STREAM_LINGER_MS: '0' }
 
@@ -31,7 +37,7 @@ async function signOutAtIdp(stack: SignInStack, browser: Browser): Promise<void>
   await browser.submit(confirm, '/session/end/confirm', { logout: 'yes' })
 }
 
-test('a back-channel logout ends the open overview of that IdP session within a second, and no other', async (t) => {
+test('a back-channel logout ends the open overview of that IdP session at once, and no other', async (t) => {
   const stack = await startSignInStack(t, { env: slowRecheck })
   const { browser, cookie } = await signedIn(stack)
   const mine = await overview(stack.origin, cookie)
@@ -42,9 +48,7 @@ test('a back-channel logout ends the open overview of that IdP session within a 
   assert.equal(stack.app.overview.hub.stats().streams, 2)
 
   await signOutAtIdp(stack, browser)
-  const loggedOut = Date.now()
-  await until('the overview ended', () => mine.isEnded, 1000)
-  assert.ok(Date.now() - loggedOut < 1000)
+  await until('the overview ended', () => mine.isEnded, AT_ONCE_MS)
   assert.equal(theirs.isEnded, false)
   await until('the hub let it go', () => stack.app.overview.hub.stats().streams === 1)
   // Its reconnect is refused.
@@ -52,7 +56,7 @@ test('a back-channel logout ends the open overview of that IdP session within a 
   assert.equal(again.status, 401)
 })
 
-test('cluster mode: a back-channel logout reaching one replica ends the overview on another within a second', async (t) => {
+test('cluster mode: a back-channel logout reaching one replica ends the overview on another at once', async (t) => {
   const env = { ...slowRecheck, ...sharedRedisEnv(t) }
   const a = await startSignInStack(t, { env })
   const b = await startReplicaOf(t, a, env)
@@ -67,9 +71,7 @@ test('cluster mode: a back-channel logout reaching one replica ends the overview
 
   // The IdP posts the logout token to the registered URI: replica A.
   await signOutAtIdp(a, browser)
-  const loggedOut = Date.now()
-  await until('the overviews on both replicas ended', () => onA.isEnded && onB.isEnded, 1000)
-  assert.ok(Date.now() - loggedOut < 1000)
+  await until('the overviews on both replicas ended', () => onA.isEnded && onB.isEnded, AT_ONCE_MS)
   assert.equal(survivor.isEnded, false, 'only that IdP session')
   const me = await request(`${b.origin}/auth/me`, { headers: { cookie } })
   assert.equal(me.statusCode, 401)

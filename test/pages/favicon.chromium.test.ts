@@ -54,7 +54,7 @@ test('the way in, in Chromium: no console error (no icon missing), on the gatewa
   })
   // A page of the gateway's own (signed out), then the sign-in through the IdP's form and consent page.
   await page.goto(`${stack.base}auth/logged-out`)
-  await waitFor('the gateway icon fetched', () => icons.length > 0, 30_000)
+  await waitFor('the gateway icon fetched', () => icons.length > 0)
   assert.deepEqual(icons[0], { url: '/favicon.ico', status: 200 })
   assert.equal(await signInWithChromium(page, stack.idp.issuer, stack.base), 303)
   await page.waitForLoadState('load')

@@ -27,8 +27,8 @@ test('two replicas: the sequence counted once; a killed and restarted reader cou
     body: JSON.stringify({ upstream: runtime.url, team: 'blue', messagingToken: TOKEN }),
   })
   assert.equal(put.status, 201, put.body)
-  await until('one replica reads k1', async () => (await leaseHolders(c.replicas)).length === 1, 15_000)
-  await until('the upstream stream is open', () => runtime.openEventStreams === 1, 15_000)
+  await until('one replica reads k1', async () => (await leaseHolders(c.replicas)).length === 1)
+  await until('the upstream stream is open', () => runtime.openEventStreams === 1)
 
   const alive = () => c.replicas.filter((r) => r.alive())
   const urls = () => alive().map((r) => r.url)
@@ -40,21 +40,17 @@ test('two replicas: the sequence counted once; a killed and restarted reader cou
   )
   const person = await writer(c.replicas[0]?.url as string, dan)
   await playSequence(runtime, 'k1', next, person)
-  const counted = await until(
-    'the sequence counted over both replicas',
-    async () => {
-      const now = await reportCounts(urls(), 'blue')
-      return now.handoffWaits === 2 && now.opened === 5 && now.closed.reply === 2 ? now : null
-    },
-    30_000,
-  )
+  const counted = await until('the sequence counted over both replicas', async () => {
+    const now = await reportCounts(urls(), 'blue')
+    return now.handoffWaits === 2 && now.opened === 5 && now.closed.reply === 2 ? now : null
+  })
   assert.deepEqual(counted, SEQUENCE_COUNTS, c.logs())
   // Every replica that folds the session also tries, after a grace, whatever the reader wrote: a no-op.
   const [holder] = await leaseHolders(c.replicas)
   const owner = c.replicas.find((r) => r.index === holder) as Replica
   const other = c.replicas.find((r) => r.index !== holder) as Replica
   const graced = Date.now() + 3 * 2000 + 1000
-  await until('past the grace', () => Date.now() > graced, 15_000)
+  await until('past the grace', () => Date.now() > graced)
   assert.deepEqual(await reportCounts(urls(), 'blue'), SEQUENCE_COUNTS, 'still once after the grace')
   const recordsOf = async (url: string) => {
     const res = await request(`${url}/api/report?window=24h`, { headers: { authorization: `Bearer ${dan}` } })
@@ -69,21 +65,16 @@ test('two replicas: the sequence counted once; a killed and restarted reader cou
   const survivorBefore = await reportCounts([other.url], 'blue')
   owner.child.kill('SIGKILL')
   await owner.exited
-  await until(
-    'the survivor reads',
-    async () => (await leaseHolders(c.replicas)).includes(other.index),
-    15_000,
-  )
+  await until('the survivor reads', async () => (await leaseHolders(c.replicas)).includes(other.index))
   const restarted = await c.startReplica(2)
   // Its summary of k1 has folded the history it replayed from Redis (the handoff that ran out).
   await until(
     'the restarted replica folded the history',
     async () =>
       (await recordsOf(restarted.url)) === 7 && (await reportCounts([restarted.url], 'blue')).opened === 0,
-    15_000,
   )
   const graceAfter = Date.now() + 3 * 2000 + 1000
-  await until('past the grace again', () => Date.now() > graceAfter, 15_000)
+  await until('past the grace again', () => Date.now() > graceAfter)
   const fresh = await reportCounts([restarted.url], 'blue')
   assert.equal(fresh.opened, 0, `no history counted:\n${c.logs()}`)
   assert.deepEqual(Object.values(fresh.closed), [0, 0, 0, 0, 0])
@@ -109,14 +100,10 @@ test('two replicas: the sequence counted once; a killed and restarted reader cou
       values: { x: 'y' },
     },
   )
-  await until(
-    'the new answer counted',
-    async () => {
-      const both = await reportCounts(urls(), 'blue')
-      return both.closed.reply === (survivorBefore.closed.reply ?? 0) + 1
-    },
-    20_000,
-  )
+  await until('the new answer counted', async () => {
+    const both = await reportCounts(urls(), 'blue')
+    return both.closed.reply === (survivorBefore.closed.reply ?? 0) + 1
+  })
   const both = await reportCounts(urls(), 'blue')
   assert.equal(both.opened, survivorBefore.opened + 1)
   assert.equal(await recordsOf(restarted.url), 8)

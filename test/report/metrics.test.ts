@@ -60,14 +60,10 @@ test('the scripted sequence: every metric once, the records with who and through
   )
 
   const { runs, timedOut } = await playSequence(runtime, 'k1', () => gw.url, await writer(gw.url, dan))
-  const counts = await waitFor(
-    'the sequence counted',
-    async () => {
-      const now = await reportCounts([gw.url], 'blue')
-      return now.handoffWaits === 2 && now.closed.reply === 2 && now.opened === 5 ? now : null
-    },
-    20_000,
-  )
+  const counts = await waitFor('the sequence counted', async () => {
+    const now = await reportCounts([gw.url], 'blue')
+    return now.handoffWaits === 2 && now.closed.reply === 2 && now.opened === 5 ? now : null
+  })
   assert.deepEqual(counts, SEQUENCE_COUNTS)
 
   const records = await gw.app.teamReport.store.list(['blue'], Date.now() - 3600_000)
@@ -236,14 +232,10 @@ test('a pause the runtime ends with any word but operator ran out, whatever the 
   pause('the last pause')
   runtime.closeTrace({ done: true })
 
-  const counts = await waitFor(
-    'every pause counted',
-    async () => {
-      const c = await reportCounts([gw.url], 'blue')
-      return c.handoffWaits === words.length + 1 ? c : null
-    },
-    20_000,
-  )
+  const counts = await waitFor('every pause counted', async () => {
+    const c = await reportCounts([gw.url], 'blue')
+    return c.handoffWaits === words.length + 1 ? c : null
+  })
   assert.deepEqual(counts.handoffs, { operator: 1, timeout: words.length - 1, run_end: 1 })
   const handoffs = (await gw.app.teamReport.store.list(['blue'], 0)).filter(
     (r): r is HandoffRecord => r.kind === 'handoff',

@@ -6,7 +6,7 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { loggerOptions } from '../../src/logger.ts'
 import { testEnv } from '../helpers/jwt.ts'
-import { waitFor } from '../helpers/wait.ts'
+import { BOOT_MS, waitFor } from '../helpers/wait.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
 
 const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as {
@@ -51,7 +51,7 @@ test('SIGTERM ends with a "shutdown complete" line, then exit 0', async (t) => {
     out += chunk.toString()
   })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
-  await waitFor('listening', () => out.includes('Server listening'), 20_000)
+  await waitFor('listening', () => out.includes('Server listening'), BOOT_MS)
   child.kill('SIGTERM')
   assert.equal(await exited, 0)
   const lines = out

@@ -72,7 +72,7 @@ test('a person disabled at the IdP loses the session at the next refresh, and th
   const stream = await watch(t, stack, cookie)
   stack.idp.updatePerson('olivia', { disabled: true })
   // The open stream alone uses the session (its recheck), which starts the refresh the IdP refuses.
-  await until('the stream ended', () => stream.isEnded, 5000)
+  await until('the stream ended', () => stream.isEnded)
   assert.equal((await me(stack, cookie)).status, 401)
   assert.equal(await refreshes(stack, 'refused'), 1)
 })
@@ -122,7 +122,7 @@ test('sign-out: CSRF-checked, ends the session everywhere, then RP-initiated log
   assert.equal(again.status, 303)
 })
 
-test('back-channel logout from the IdP ends the cookie session and its live event stream within a second', async (t) => {
+test('back-channel logout from the IdP ends the cookie session and its live event stream at once', async (t) => {
   const stack = await startSignInStack(t, { env: { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000' } })
   const { browser, cookie } = await signedIn(stack)
   const stream = await watch(t, stack, cookie)
@@ -133,9 +133,9 @@ test('back-channel logout from the IdP ends the cookie session and its live even
   // The person signs out at the IdP itself (not through the gateway): the IdP tells the gateway.
   const confirm = await browser.navigate(`${stack.idp.issuer}/session/end`)
   await browser.submit(confirm, '/session/end/confirm', { logout: 'yes' })
-  const ended = Date.now()
-  await until('the stream ended', () => stream.isEnded, 1000)
-  assert.ok(Date.now() - ended < 1000)
+  // Half the periodic recheck (a minute): generous for a loaded machine, and a logout only the recheck noticed
+  // fails.
+  await until('the stream ended', () => stream.isEnded, 30_000)
   assert.equal((await me(stack, cookie)).status, 401)
   assert.equal((await me(stack, sessionCookie(other))).status, 200, 'only that IdP session')
   const record = (await audit(stack)).find((r) => r.route === 'auth/backchannel-logout')

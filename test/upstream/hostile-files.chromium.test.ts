@@ -14,7 +14,7 @@ const PNG = Buffer.from(
 
 /** Opens `url`; resolves with what Chromium did with it: rendered it as a page, or started a download. */
 async function open(page: Page, url: string): Promise<'rendered' | 'download'> {
-  const download = page.waitForEvent('download', { timeout: 5000 }).then(
+  const download = page.waitForEvent('download').then(
     (d) => d,
     () => null,
   )

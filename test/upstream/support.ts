@@ -8,6 +8,7 @@ import { loadConfig } from '../../src/config.ts'
 import { loggerOptions } from '../../src/logger.ts'
 import { startGateway, type TestGateway } from '../helpers/gateway.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
+import { WAIT_MS } from '../helpers/wait.ts'
 
 /** One request as the echo server saw it; `body` grows while the request streams in. */
 export interface Received {
@@ -120,6 +121,7 @@ export function send(origin: string, options: SendOptions): Promise<RawAnswer> {
       agent: false,
     })
     let answered = false
+    let gaveUp = false
     req.on('response', (res) => {
       answered = true
       const chunks: Buffer[] = []
@@ -138,14 +140,21 @@ export function send(origin: string, options: SendOptions): Promise<RawAnswer> {
       res.on('error', reject)
     })
     req.on('error', (err) => {
-      // EPIPE/ECONNRESET while still writing an over-limit body: the answer may still be on its way.
-      if (!answered) setTimeout(() => !answered && reject(err), 500).unref()
+      if (answered) return
+      // The body's own failure (a client giving up): no answer is coming.
+      if (gaveUp) return reject(err)
+      // EPIPE/ECONNRESET while still writing an over-limit body: the answer may still be on its way, and on a
+      // loaded machine it has come later than half a second.
+      setTimeout(() => !answered && reject(err), WAIT_MS).unref()
     })
     const body = options.body
     if (typeof body === 'function') {
       body(req).then(
         () => req.end(),
-        (err: unknown) => req.destroy(err as Error),
+        (err: unknown) => {
+          gaveUp = true
+          req.destroy(err as Error)
+        },
       )
     } else {
       req.end(body)
