@@ -6,10 +6,10 @@ import { fileURLToPath } from 'node:url'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import type { RouteOptions } from 'fastify'
 import { z } from 'zod'
-import { documentApp } from '../../scripts/docs-openapi.ts'
 import { jsonSchemaOf } from '../../src/openapi/json-schema.ts'
 import type { ZodParts } from '../../src/openapi/zod-input.ts'
 import { SESSION_PREFIX } from '../../src/upstream/routes.ts'
+import { builtDocument, openapiPath } from './document.ts'
 
 /**
  * What a gateway route takes (its body, query string, path parameters) is documented from the schema that
@@ -29,19 +29,10 @@ interface Document {
   paths: Record<string, Record<string, Operation>>
 }
 
-const built = (async () => {
-  const routes: RouteOptions[] = []
-  const app = await documentApp({ onRoute: (route) => void routes.push(route) })
-  try {
-    return { routes, document: structuredClone(app.swagger()) as unknown as Document }
-  } finally {
-    await app.close()
-  }
-})()
+const built = builtDocument<Document>()
 
 function operationOf(document: Document, route: RouteOptions, method: string): Operation {
-  const path = route.url.replace(/:([A-Za-z]+)/g, '{$1}')
-  const operation = document.paths[path]?.[method.toLowerCase()]
+  const operation = document.paths[openapiPath(route.url)]?.[method.toLowerCase()]
   assert.ok(operation, `${method} ${route.url} is in the document`)
   return operation
 }
@@ -339,7 +330,7 @@ test('every gateway route that takes a body documents it, or is listed as taking
     for (const method of [route.method].flat()) {
       if (!['POST', 'PUT', 'PATCH', 'DELETE'].includes(method)) continue
       const name = `${method} ${route.url}`
-      const operation = document.paths[route.url.replace(/:([A-Za-z]+)/g, '{$1}')]?.[method.toLowerCase()]
+      const operation = document.paths[openapiPath(route.url)]?.[method.toLowerCase()]
       assert.ok(operation, `${name} is in the document`)
       if (operation.requestBody !== undefined || name in BODIES_NOT_JSON || NO_BODY.includes(name)) continue
       undocumented.push(name)
