@@ -25,7 +25,9 @@ export interface ZodInput<P extends ZodParts> {
   /**
    * The route's `config`: `swaggerTransform` puts the parts' JSON Schemas in the document (for the document
    * only: Fastify's validator, which coerces types and strips unknown properties, never sees them), and
-   * `zodInput` names the parts, for the tests that hold the document to them.
+   * `zodInput` names the parts, for the tests that hold the document to them. A route's own
+   * `swaggerTransform` replaces the plugin's (openapi/plugin.ts), which only hides the forwarded v1 routes
+   * and static assets: never use this on those.
    */
   readonly config: {
     readonly swaggerTransform: (route: { schema: object; url: string }) => { schema: object; url: string }
