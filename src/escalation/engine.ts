@@ -191,6 +191,15 @@ export class Escalations {
         const notices = entry.notices
         entry.notices = []
         const record = await this.#read(kasmId, escalationField(entry.run, entry.item))
+        // The steps that went out, again: the ledger drops what its predecessor recorded, and resumes a
+        // delivery whose last attempt certainly failed (`retrying`) with the same id and body.
+        for (const step of record?.steps ?? [])
+          if (step.state === 'sent')
+            await this.#o.fanout.send(
+              { ...entry.opened, step: step.step },
+              step.targets.filter((t) => t.outcome === 'sent'),
+              entry.routes,
+            )
         const notified = record === null ? [] : notifiedTargets(record)
         for (const notice of notices) await this.#o.fanout.send(notice, notified, entry.routes)
         if (entry.claim !== null)
