@@ -3,6 +3,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
+import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { makePlan, plannedTargets } from '../../src/escalation/plan.ts'
 import {
@@ -99,4 +100,34 @@ test('every bad entry is refused, naming the entry and never a key', async () =>
   }
   const twice = await notifyFile([{ person: 'olivia' }, { person: 'olivia', after_s: 5 }])
   await assert.rejects(loadNotifyFile(twice, env), /\[1\]: the same person as an earlier entry/)
+})
+
+test('two pagers on one URL are told apart by their key; the same key twice stops the boot; the claim TTL is bounded', async () => {
+  const url = 'https://127.0.0.1:9/v2/enqueue'
+  const two = await notifyFile([
+    { pagerduty: { routingKey: KEY, url } },
+    { pagerduty: { routingKey: `${KEY}-other`, url }, after_s: 60 },
+  ])
+  const app = await buildApp(loadConfig(testEnv({ GATEWAY_NOTIFY_FILE: two })))
+  assert.deepEqual(
+    app.notifications
+      ?.routes()
+      .teams.get('blue')
+      ?.map((t) => t.label),
+    ['team:blue#0', 'team:blue#1'],
+  )
+  await app.close()
+  // Named by their place in the file, a person entry before them included.
+  const same = await notifyFile([
+    { person: 'olivia' },
+    { pagerduty: { routingKey: KEY, url } },
+    { pagerduty: { routingKey: KEY, url } },
+  ])
+  await assert.rejects(buildApp(loadConfig(testEnv({ GATEWAY_NOTIFY_FILE: same }))), (err: Error) => {
+    assert.match(err.message, /teams\."blue"\[2\]\.url: the same URL as \[1\]/)
+    assert.ok(!err.message.includes(KEY))
+    return true
+  })
+  for (const ttl of ['0', '86401', '1.5'])
+    assert.throws(() => loadConfig(testEnv({ GATEWAY_CLAIM_TTL_S: ttl })), /GATEWAY_CLAIM_TTL_S/)
 })
