@@ -322,4 +322,32 @@ test('a reload of the notify file (SIGHUP) applies to questions opened after it'
   assert.equal(about('/late', 'request.opened', first).length, 0)
   assert.equal(about('/step1', 'request.opened', second).length, 0)
   await writeFile(file, JSON.stringify(plan()))
+  const applied = await counter('krg_notify_file_reloads_total', { outcome: 'applied' })
+  process.emit('SIGHUP')
+  await waitFor(
+    'the first plan again',
+    async () => (await counter('krg_notify_file_reloads_total', { outcome: 'applied' })) > applied,
+  )
+})
+
+test('a handoff escalates the same way, its end being its deadline; its end goes to the notified', async () => {
+  // The run's last test: a handoff fixes the run's verdict.
+  const handoffs = (path: string, type: string) =>
+    rx.received.filter((r) => r.path === path && r.headers['x-krg-event'] === type)
+  const before = (path: string) => handoffs(path, 'escalation.started').length
+  const [hook, step1] = [before('/hook'), before('/step1')]
+  rt.escalate('a person, please', 2)
+  await waitFor('step 1 of the handoff', () => before('/step1') === step1 + 1)
+  assert.equal(before('/hook'), hook + 1)
+  assert.equal(handoffs('/step1', 'escalation.started').at(-1)?.body.step, 1)
+  const rec = await waitFor('its record', async () => {
+    const value = (await gw.app.board.read('s1')).get(escalationField(rt.run, 'escalation'))
+    return value === undefined ? null : parseEscalationState(value)
+  })
+  // Its deadline is the pause's end as the run's configuration says (runner.escalation_pause_s).
+  assert.match(String(rec.deadline), /^\d{4}-\d\d-\d\dT/)
+  assert.equal(rec.item, 'escalation')
+  await waitFor('the pause ended, told to the notified', () =>
+    ['/hook', '/step1'].every((p) => handoffs(p, 'escalation.ended').length > 0),
+  )
 })
