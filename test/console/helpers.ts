@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import type { TestContext } from 'node:test'
-import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type { Browser, BrowserContext, Cookie, Page } from 'playwright-core'
 import type { Role } from '../../src/auth/operator.ts'
 import type { DemoPerson } from '../../src/dev/demo-idp.ts'
 import type { TestGateway } from '../helpers/gateway.ts'
@@ -46,6 +46,9 @@ export async function startConsoleGateway(
   return { app: stack.app, url: stack.origin, stack, close: () => stack.app.close() }
 }
 
+/** Cookies (the gateway's session, the IdP's) of each person's first sign-in, by gateway: see `reuse`. */
+const signedInBefore = new WeakMap<ConsoleGateway, Map<string, Cookie[]>>()
+
 /**
  * Opens `path` (the console's home by default) signed out, as a person would: the console sends them to the
  * IdP, they sign in as `person` (the first time in this browser context; later the IdP remembers them), and
@@ -63,6 +66,12 @@ export async function signIn(
     context?: BrowserContext
     /** Called before the first navigation (to listen to every request of the page). */
     before?: (page: Page) => void
+    /**
+     * Signed in already: the new context gets the cookies of `person`'s first sign-in on this gateway and opens
+     * `path` directly (the first sign-in goes through the IdP as above). The IdP's forms cost seconds on a
+     * loaded machine; only a test about signing in needs them every time.
+     */
+    reuse?: boolean
   } = {},
 ): Promise<Page> {
   const context =
@@ -73,13 +82,23 @@ export async function signIn(
   t.after(() => assert.deepEqual(errors, [], 'the console threw'))
   options.before?.(page)
   const [path = '/', hash] = (options.path ?? '/').split('#')
-  const status = await signInWithChromium(page, gw.stack.idp.issuer, `${gw.url}${path}`, {
-    username: person.sub,
-  })
-  assert.equal(status, 303, 'signed in')
-  await page.waitForURL(`${gw.url}${path}`)
-  // A fragment (a tab) does not survive the IdP's forms: the person opens the deep link again.
-  if (hash !== undefined) await page.goto(`${gw.url}${path}#${hash}`)
+  const known = signedInBefore.get(gw) ?? new Map<string, Cookie[]>()
+  signedInBefore.set(gw, known)
+  const cookies = options.reuse === true ? known.get(person.sub) : undefined
+  if (cookies !== undefined) {
+    await context.addCookies(cookies)
+    await page.goto(`${gw.url}${options.path ?? '/'}`)
+    assert.equal(page.url(), `${gw.url}${options.path ?? '/'}`, 'still signed in')
+  } else {
+    const status = await signInWithChromium(page, gw.stack.idp.issuer, `${gw.url}${path}`, {
+      username: person.sub,
+    })
+    assert.equal(status, 303, 'signed in')
+    await page.waitForURL(`${gw.url}${path}`)
+    if (!known.has(person.sub)) known.set(person.sub, await context.cookies())
+    // A fragment (a tab) does not survive the IdP's forms: the person opens the deep link again.
+    if (hash !== undefined) await page.goto(`${gw.url}${path}#${hash}`)
+  }
   await page.waitForSelector('#app > :not(.boot)')
   return page
 }
