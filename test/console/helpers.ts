@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict'
-import type { TestContext } from 'node:test'
+import { after, type TestContext } from 'node:test'
 import type { Browser, BrowserContext, Cookie, Page } from 'playwright-core'
 import type { Role } from '../../src/auth/operator.ts'
 import type { DemoPerson } from '../../src/dev/demo-idp.ts'
+import type { SimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import type { TestGateway } from '../helpers/gateway.ts'
 import { WAIT_MS, waitFor } from '../helpers/wait.ts'
-import { fastEnv } from '../overview/helpers.ts'
+import { addRuntime, fastEnv } from '../overview/helpers.ts'
 import { type SignInStack, signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
 export { addRuntime, TOKEN } from '../overview/helpers.ts'
@@ -28,7 +29,7 @@ export interface ConsoleGateway extends TestGateway {
  * oidc-provider) that knows `people`.
  */
 export async function startConsoleGateway(
-  t: TestContext,
+  t: { after(fn: () => unknown): void },
   options: { people: readonly Person[]; env?: Record<string, string> },
 ): Promise<ConsoleGateway> {
   const people: DemoPerson[] = options.people.map((p) => ({
@@ -44,6 +45,42 @@ export async function startConsoleGateway(
     idp: { people },
   })
   return { app: stack.app, url: stack.origin, stack, close: () => stack.app.close() }
+}
+
+/**
+ * One console gateway (and its IdP) for every test of a file whose tests need nothing of their own from it:
+ * call at the file's top level, then `await gateway()` in each test. Started on first use, closed after the
+ * file's last test. Each test registers its sessions with {@link addSharedRuntime}, under names of its own.
+ * With `signIn`'s `reuse`, only the file's first sign-in of a person goes through the IdP's forms.
+ */
+export function consoleGatewayPerFile(options: {
+  people: readonly Person[]
+  env?: Record<string, string>
+}): () => Promise<ConsoleGateway> {
+  const cleanups: (() => unknown)[] = []
+  let started: Promise<ConsoleGateway> | undefined
+  after(async () => {
+    for (const cleanup of cleanups) await cleanup()
+  })
+  return () => {
+    started ??= startConsoleGateway({ after: (fn) => cleanups.push(fn) }, options)
+    return started
+  }
+}
+
+/**
+ * {@link addRuntime} on a gateway the file shares ({@link consoleGatewayPerFile}): the session is removed when
+ * the test ends, so that no later test's console shows it, and the gateway stops reading a runtime that closed.
+ */
+export async function addSharedRuntime(
+  t: TestContext,
+  gw: ConsoleGateway,
+  kasmId: string,
+  team: string,
+  options: Parameters<typeof addRuntime>[4] = {},
+): Promise<SimulatedRuntime> {
+  t.after(() => gw.app.sessions.remove(kasmId))
+  return addRuntime(t, gw, kasmId, team, options)
 }
 
 /** Cookies (the gateway's session, the IdP's) of each person's first sign-in, by gateway: see `reuse`. */
