@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumPerFile } from '../helpers/chromium.ts'
 import { addRuntime, settled, signIn, startConsoleGateway, until } from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
@@ -55,9 +57,9 @@ test('a session that waits for an answer opens on its soonest question, its firs
     ],
     deadlineS: 200,
   })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport })
+    const page = await signIn(t, b, gw, carol, { viewport, reuse: true })
     const row = page.locator('.session-row', { hasText: 'k1' })
     // Waiting for an answer, with the soonest question's time left (under 3:20, never the later one's 4:40;
     // a loaded machine may take a while to get here), not "Agent working".
@@ -122,9 +124,9 @@ test('a handoff opens on the pause with the Kasm viewer’s link, which is absen
   const other = await addRuntime(t, plain, 'k-h', 'blue', { escalationPauseS: 600 })
   other.emit('status', { phase: 'agentic' })
   other.escalate('the approval needs a second factor')
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport })
+    const page = await signIn(t, b, gw, carol, { viewport, reuse: true })
     await page.click('.session-row >> text=k-h')
     await page.waitForURL(`${gw.url}/sessions/k-h?handoff`)
     await until(page, "document.activeElement?.classList.contains('viewer-link')")
@@ -150,7 +152,7 @@ test('a handoff opens on the pause with the Kasm viewer’s link, which is absen
     )
     await page.context().close()
 
-    const without = await signIn(t, b, plain, carol, { viewport })
+    const without = await signIn(t, b, plain, carol, { viewport, reuse: true })
     await without.click('.session-row >> text=k-h')
     await until(without, "document.activeElement?.textContent === 'I’m done, finish'")
     assert.equal(
@@ -172,9 +174,9 @@ test('Home’s “What you can do” goes where each is done; every tab is in th
     title: 'How many?',
     fields: [{ id: 'n', type: 'integer', required: true, label: 'How many' }],
   })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#home' })
+    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#home', reuse: true })
     await page.waitForSelector('.can button')
     const go = async (name: string, expect: string) => {
       await page.click('#tab-home')
@@ -224,9 +226,13 @@ test('after an answer the keyboard goes to its result: the next open question, t
     fields: [{ id: 'n', type: 'integer', required: true, label: 'How many' }],
     deadlineS: 200,
   })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport, path: `/sessions/k1?request=${first.request_id}` })
+    const page = await signIn(t, b, gw, carol, {
+      viewport,
+      path: `/sessions/k1?request=${first.request_id}`,
+      reuse: true,
+    })
     await until(
       page,
       `document.activeElement?.closest('[data-request]')?.dataset.request === '${first.request_id}'`,
