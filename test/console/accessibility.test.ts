@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { assertAccessible, chromiumFor } from '../helpers/chromium.ts'
+import { assertAccessible, chromiumPerFile } from '../helpers/chromium.ts'
 import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red'] }
 
@@ -109,11 +111,11 @@ test('zero axe-core violations at desktop and phone widths, in light and dark', 
     env: { GATEWAY_KASM_PUBLIC_URL: 'https://kasm.example.test' },
   })
   const rt = await busySessions(t, gw)
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const viewport of WIDTHS) {
     for (const colorScheme of ['light', 'dark'] as const) {
       const context = await b.newContext({ viewport, colorScheme })
-      const page = await signIn(t, b, gw, carol, { context })
+      const page = await signIn(t, b, gw, carol, { context, reuse: true })
       await checkEverything(page, `${viewport.width}px, ${colorScheme}`)
       // Readable at the phone width: nothing wider than the screen.
       const overflow = (await page.evaluate('document.documentElement.scrollWidth')) as number
@@ -136,7 +138,7 @@ test('the main journey by keyboard alone: reach a session, switch tabs, answer a
       { id: 'n', type: 'integer', label: 'Tabs' },
     ],
   })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol)
   await page.waitForSelector('.session-row >> text=Which browser?')
   // What has the focus: its text, or for an input its type and value.
