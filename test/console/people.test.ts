@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumPerFile } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { call, openOverview } from '../overview/helpers.ts'
 import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
@@ -22,7 +24,7 @@ test("another operator answers first: the 409 says who, and shows their answer; 
     fields: [{ id: 'sheet', type: 'string', required: true, label: 'Sheet' }],
   })
 
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
   const q1 = page.locator(`[data-request="${first.request_id}"]`)
   const q2 = page.locator(`[data-request="${second.request_id}"]`)
@@ -63,7 +65,7 @@ test('a viewer sees the session and its questions but no write control at all', 
   rt.emit('info', { run_id: rt.run, agentic: true })
   rt.emit('status', { phase: 'agentic' })
   const q = rt.ask({ title: 'Approve?', fields: [{ id: 'ok', type: 'boolean', required: true }] })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, vic, { path: '/sessions/k1#inbox' })
   const question = page.locator(`[data-request="${q.request_id}"]`)
   await question.locator('text=Your role can read this question but not answer it.').waitFor()
@@ -80,7 +82,7 @@ test('a handoff pause: I’m done, finish with the reason and the time left, the
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
   rt.emit('status', { phase: 'agentic' })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol)
   await page.waitForSelector('.session-row >> text=k1')
   rt.escalate('the approval needs a second factor')
