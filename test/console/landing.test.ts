@@ -2,12 +2,22 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
 import { chromiumPerFile } from '../helpers/chromium.ts'
-import { addRuntime, settled, signIn, startConsoleGateway, until } from './helpers.ts'
+import {
+  addRuntime,
+  addSharedRuntime,
+  consoleGatewayPerFile,
+  settled,
+  signIn,
+  startConsoleGateway,
+  until,
+} from './helpers.ts'
 
 const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
+/** The file's one gateway, for the tests that need nothing of their own from it: each has sessions of its own. */
+const gateway = consoleGatewayPerFile({ people: [carol, vic] })
 
 const WIDTHS = [
   { width: 1366, height: 800 },
@@ -38,8 +48,9 @@ function focus(page: Page): Promise<Focus> {
 }
 
 test('a session that waits for an answer opens on its soonest question, its first field focused; the state says what it waits for', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-landing', 'blue')
   rt.emit('info', { run_id: rt.run, app: 'expenses', agentic: true })
   rt.emit('status', { phase: 'agentic' })
   // Enough steps that the inbox is below the fold on a phone.
@@ -57,10 +68,9 @@ test('a session that waits for an answer opens on its soonest question, its firs
     ],
     deadlineS: 200,
   })
-  const b = await chromium(t)
   for (const viewport of WIDTHS) {
     const page = await signIn(t, b, gw, carol, { viewport, reuse: true })
-    const row = page.locator('.session-row', { hasText: 'k1' })
+    const row = page.locator('.session-row', { hasText: 'k-landing' })
     // Waiting for an answer, with the soonest question's time left (under 3:20, never the later one's 4:40;
     // a loaded machine may take a while to get here), not "Agent working".
     await row.locator('.run-state >> text=Waiting for an answer').waitFor()
@@ -72,7 +82,7 @@ test('a session that waits for an answer opens on its soonest question, its firs
     assert.equal(await row.locator('time').count(), 1, 'one countdown per row')
 
     await row.click()
-    await page.waitForURL(`${gw.url}/sessions/k1?run=${rt.run}&request=${soonest.request_id}`)
+    await page.waitForURL(`${gw.url}/sessions/k-landing?run=${rt.run}&request=${soonest.request_id}`)
     await until(
       page,
       `document.activeElement?.closest('[data-request]')?.dataset.request === '${soonest.request_id}'`,
@@ -95,7 +105,7 @@ test('a session that waits for an answer opens on its soonest question, its firs
     )
 
     // A notification's deep link names its question: that one, even when it is not the soonest.
-    await page.goto(`${gw.url}/sessions/k1?request=${later.request_id}`)
+    await page.goto(`${gw.url}/sessions/k-landing?request=${later.request_id}`)
     await until(
       page,
       `document.activeElement?.closest('[data-request]')?.dataset.request === '${later.request_id}'`,
@@ -105,7 +115,7 @@ test('a session that waits for an answer opens on its soonest question, its firs
     await page.context().close()
   }
   // Signed out, the deep link survives the identity provider's forms.
-  const fresh = await signIn(t, b, gw, carol, { path: `/sessions/k1?request=${later.request_id}` })
+  const fresh = await signIn(t, b, gw, carol, { path: `/sessions/k-landing?request=${later.request_id}` })
   await until(
     fresh,
     `document.activeElement?.closest('[data-request]')?.dataset.request === '${later.request_id}'`,
@@ -166,17 +176,17 @@ test('a handoff opens on the pause with the Kasm viewer’s link, which is absen
 })
 
 test('Home’s “What you can do” goes where each is done; every tab is in the Tab order', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol, vic] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-can', 'blue')
   rt.emit('info', { run_id: rt.run, agentic: true })
   rt.emit('status', { phase: 'agentic' })
   const q = rt.ask({
     title: 'How many?',
     fields: [{ id: 'n', type: 'integer', required: true, label: 'How many' }],
   })
-  const b = await chromium(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#home', reuse: true })
+    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k-can#home', reuse: true })
     await page.waitForSelector('.can button')
     const go = async (name: string, expect: string) => {
       await page.click('#tab-home')
@@ -206,15 +216,16 @@ test('Home’s “What you can do” goes where each is done; every tab is in th
     await page.context().close()
   }
   // A viewer's one thing to do: follow the run.
-  const viewer = await signIn(t, b, gw, vic, { path: '/sessions/k1#home' })
+  const viewer = await signIn(t, b, gw, vic, { path: '/sessions/k-can#home' })
   await viewer.getByRole('button', { name: 'Follow the run in the Timeline' }).click()
   assert.equal(await viewer.getAttribute('#tab-timeline', 'aria-selected'), 'true')
   await settled(viewer)
 })
 
 test('after an answer the keyboard goes to its result: the next open question, then the answered card', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-answers', 'blue')
   rt.emit('status', { phase: 'agentic' })
   const first = rt.ask({
     title: 'First?',
@@ -226,11 +237,10 @@ test('after an answer the keyboard goes to its result: the next open question, t
     fields: [{ id: 'n', type: 'integer', required: true, label: 'How many' }],
     deadlineS: 200,
   })
-  const b = await chromium(t)
   for (const viewport of WIDTHS) {
     const page = await signIn(t, b, gw, carol, {
       viewport,
-      path: `/sessions/k1?request=${first.request_id}`,
+      path: `/sessions/k-answers?request=${first.request_id}`,
       reuse: true,
     })
     await until(
