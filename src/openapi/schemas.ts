@@ -18,6 +18,7 @@ export const ERROR_ANSWER = {
     error: { type: 'string', description: 'stable code, e.g. `session_not_found`', examples: ['forbidden'] },
     message: { type: 'string', description: 'for people; its wording may change' },
     requestId: { type: 'string', description: 'the X-Request-ID of the request' },
+    limit: { type: 'integer', description: '`payload_too_large` only: the byte limit the body went over' },
   },
   required: ['error', 'message', 'requestId'],
   additionalProperties: false,
