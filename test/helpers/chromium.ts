@@ -78,7 +78,9 @@ const axeSource = readFile(createRequire(import.meta.url).resolve('axe-core/axe.
  * that runs no script at all included).
  */
 export async function assertAccessible(page: Page, what: string): Promise<void> {
-  await page.evaluate(await axeSource)
+  // Once per document: the console's views change without loading a new one, and axe-core is 650 KB of script
+  // to parse.
+  if ((await page.evaluate('typeof axe')) === 'undefined') await page.evaluate(await axeSource)
   const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
     passes: unknown[]
     violations: {
