@@ -140,6 +140,22 @@ export async function signIn(
   return page
 }
 
+/**
+ * Asserts that `text` ends with what is left of a pause of `pauseS` seconds that started at `since`
+ * (`Date.now()` taken before it started), "m:ss" then a full stop: no more than the whole pause, and no less than
+ * what was left of it just now, however long a loaded machine took to get here.
+ */
+export function assertTimeLeft(text: string, pauseS: number, since: number): void {
+  const shown = /(\d+):(\d\d)\.$/.exec(text)
+  assert.ok(shown, `no time left in "${text}"`)
+  const left = Number(shown[1]) * 60 + Number(shown[2])
+  const elapsed = (Date.now() - since) / 1000
+  assert.ok(
+    left <= pauseS && left >= pauseS - elapsed - 1,
+    `"${text}": ${left} s left of a ${pauseS} s pause that started ${elapsed} s ago`,
+  )
+}
+
 /** Waits until nothing is scheduled in the page (two animation frames): what the console renders is on screen. */
 export async function settled(page: Page): Promise<void> {
   await page.evaluate('new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r())))')
