@@ -91,16 +91,3 @@ export const TIME = { type: 'string', format: 'date-time' } as const
 
 /** A session id (sessions/types.ts KASM_ID). */
 export const KASM_ID_SCHEMA = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' } as const
-
-/**
- * Route `config` that puts `parts` (a body, a query string) in the document without giving them to Fastify's
- * validator: for routes that check them with zod (messages of their own, no type coercion, nothing stripped).
- */
-export function documented(parts: { body?: unknown; querystring?: unknown }) {
-  return {
-    swaggerTransform: ({ schema, url }: { schema: object; url: string }) => ({
-      schema: { ...schema, ...parts },
-      url,
-    }),
-  }
-}
