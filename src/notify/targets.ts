@@ -215,6 +215,11 @@ async function readSecretFile(path: string, name: string): Promise<{ value: stri
   }
 }
 
+/** A chat channel's `afterS`, only when it has one (a channel without it looks as it always did). */
+function stepOf(afterS: number | undefined): { afterS?: number } {
+  return afterS === undefined || afterS === 0 ? {} : { afterS }
+}
+
 /** Whether a raw entry of the notify file is of the kind keyed `key` (`slack`, `person`, `pagerduty`). */
 function isKind(raw: unknown, key: string): boolean {
   return typeof raw === 'object' && raw !== null && Object.hasOwn(raw, key)
@@ -291,7 +296,7 @@ export async function loadNotifyFile(
             conversation,
             serviceUrl,
             label: `msteams:${conversation}`,
-            afterS: entry.data.after_s ?? 0,
+            ...stepOf(entry.data.after_s),
           })
         }
         continue
@@ -307,7 +312,7 @@ export async function loadNotifyFile(
             chat: 'slack',
             channel,
             label: `slack:${channel}`,
-            afterS: entry.data.after_s ?? 0,
+            ...stepOf(entry.data.after_s),
           })
         }
         continue
