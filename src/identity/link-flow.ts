@@ -41,6 +41,8 @@ export interface LinkCode {
   /** What a decline names the pending link by: the hash its store key is made of (not the browser's id). */
   readonly ref: string
   readonly summary: PendingSummary
+  /** How the chat adapter reaches the account (the link token's, see LinkRequest.reach). */
+  readonly reach?: string
 }
 
 /** What happened to a pending link the chat user was asked about. */
@@ -195,7 +197,8 @@ export class ChatLinkFlow {
     await this.#put(key, { ...pending, code: { hash: digest(code), tries: 0 } })
     const sent: PendingSummary = { ...summary, codeSent: true }
     this.#setCookie(reply, sent)
-    return { code, ref: hashSessionId(summary.id), summary: sent }
+    const reach = pending.request.reach
+    return { code, ref: hashSessionId(summary.id), summary: sent, ...(reach === undefined ? {} : { reach }) }
   }
 
   /**
