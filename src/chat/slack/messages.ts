@@ -72,7 +72,7 @@ export class SlackMessages {
             verdict: n.verdict ?? null,
             outcome: n.outcome ?? null,
           })
-          await this.#o.web.chat.postMessage({ channel: job.target.channel, ...message, ...NO_UNFURL })
+          await this.#o.web.chat.postMessage({ channel: slackChannel(job), ...message, ...NO_UNFURL })
           return { ok: true }
         }
       }
@@ -87,14 +87,14 @@ export class SlackMessages {
     const question = await questionOfJob(this.#o, job)
     const view = this.#view(job, question)
     const posted = await this.#o.web.chat.postMessage({
-      channel: job.target.channel,
+      channel: slackChannel(job),
       ...questionMessage(view),
       ...NO_UNFURL,
     })
     await this.#remember(
       key,
       job,
-      String(posted.channel ?? job.target.channel),
+      String(posted.channel ?? slackChannel(job)),
       String(posted.ts),
       question,
       'open',
@@ -143,14 +143,14 @@ export class SlackMessages {
     if ((await this.#o.messages.get(key)) !== null) return { ok: true }
     const message = handoffMessage({ ...whereOf(job), reason: job.notification.escalation?.reason ?? '' })
     const posted = await this.#o.web.chat.postMessage({
-      channel: job.target.channel,
+      channel: slackChannel(job),
       ...message,
       ...NO_UNFURL,
     })
     await this.#remember(
       key,
       job,
-      String(posted.channel ?? job.target.channel),
+      String(posted.channel ?? slackChannel(job)),
       String(posted.ts),
       undefined,
       'open',
@@ -206,3 +206,9 @@ export class SlackMessages {
 
 /** Links to the console are the gateway's own: Slack need not fetch them. */
 const NO_UNFURL = { unfurl_links: false, unfurl_media: false } as const
+
+/** The Slack channel of a job: the notify plugin hands this adapter Slack targets only. */
+function slackChannel(job: ChatJob): string {
+  if (job.target.chat !== 'slack') throw new Error(`not a Slack target: ${job.target.label}`)
+  return job.target.channel
+}
