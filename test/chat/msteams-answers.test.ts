@@ -20,6 +20,15 @@ import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { Browser, type SignInStack, startSignInStack, type Visit } from '../signin/harness.ts'
 import { openLink, PEOPLE } from './helpers.ts'
+import {
+  action,
+  type Card,
+  cardAbout as cardAboutIn,
+  cardOf,
+  cardText,
+  clickCard,
+  openUrl,
+} from './msteams-helpers.ts'
 
 /**
  * The Teams adapter end to end on one gateway (shared by the file), against the Bot Framework stand-in, a real
@@ -96,68 +105,13 @@ after(async () => {
   for (const fn of cleanups.reverse()) await fn()
 })
 
-type Card = { body: Record<string, unknown>[]; actions?: Record<string, unknown>[] }
-
-/** The card of a posted activity. */
-function cardOf(activity: ConnectorActivity | Record<string, unknown>): Card {
-  const a = ('activity' in activity ? activity.activity : activity) as { attachments?: { content: Card }[] }
-  const card = a.attachments?.[0]?.content
-  assert.ok(card, 'a card')
-  return card
-}
-
-/** All of a card's text (runs and blocks), joined. */
-function textOf(card: Card): string {
-  return (
-    JSON.stringify(card)
-      .match(/"text":"((?:[^"\\]|\\.)*)"/g)
-      ?.map((m) => JSON.parse(m.slice(7)) as string)
-      .join('') ?? ''
-  )
-}
-
-/** The card posted in the channel whose text holds `title`. */
-function cardAbout(title: string): Promise<ConnectorActivity> {
-  return waitFor(`the card about “${title}”`, () =>
-    bf.posted(CONVERSATION).find((a) => textOf(cardOf(a)).includes(title)),
-  )
-}
-
-/** The Action.Execute of a card with `title`. */
-function action(card: Card, title: string): { verb: string; data: Record<string, unknown> } {
-  const found = card.actions?.find((a) => a.type === 'Action.Execute' && a.title === title)
-  assert.ok(found, `no “${title}” on ${JSON.stringify(card.actions)}`)
-  return { verb: String(found.verb), data: found.data as Record<string, unknown> }
-}
-
-/** `user` clicks `title` on the posted card (with `inputs` merged, as Teams does); the card they get back. */
-async function click(
+const cardAbout = (title: string) => cardAboutIn(bf, CONVERSATION, title)
+const click = (
   user: TeamsUser,
   posted: ConnectorActivity,
   title: string,
   inputs: Record<string, string> = {},
-): Promise<Card> {
-  const { verb, data } = action(cardOf(posted), title)
-  const res = await bf.send(
-    endpoint,
-    invokeActivity(
-      { serviceUrl: bf.serviceUrl, conversationId: `${CONVERSATION};messageid=${posted.id}` },
-      user,
-      { verb, data: { ...data, ...inputs } },
-      posted.id,
-    ),
-  )
-  assert.equal(res.status, 200, res.text)
-  const body = res.json as { statusCode: number; type: string; value: Card }
-  assert.equal(body.type, 'application/vnd.microsoft.card.adaptive')
-  return body.value
-}
-
-function openUrl(card: Card, title: string): string {
-  const url = card.actions?.find((a) => a.type === 'Action.OpenUrl' && a.title === title)?.url
-  assert.ok(typeof url === 'string', `no “${title}” link`)
-  return url
-}
+) => clickCard(bf, endpoint, CONVERSATION, user, posted, title, inputs)
 
 function repliesSent(): number {
   return rt.received.filter((r) => r.method === 'POST' && r.url.split('?')[0] === '/messages').length
@@ -184,15 +138,15 @@ function personalCards(user: TeamsUser): Card[] {
 
 /** The code of a link-code card ("… 1234 5678"). */
 function codeIn(card: Card): string {
-  const code = /(\d{4}) (\d{4})/.exec(textOf(card))
-  assert.ok(code, `no code in ${textOf(card)}`)
+  const code = /(\d{4}) (\d{4})/.exec(cardText(card))
+  assert.ok(code, `no code in ${cardText(card)}`)
   return `${code[1]}${code[2]}`
 }
 
 /** `user` links to `username` by the code the bot sends them in Teams, starting from a click on `posted`. */
 async function linkByCode(user: TeamsUser, posted: ConnectorActivity, title: string, username: string) {
   const card = await click(user, posted, title)
-  assert.match(textOf(card), /Connect your Teams account to answer from Teams/)
+  assert.match(cardText(card), /Connect your Teams account to answer from Teams/)
   const { browser, page } = await openLink(openUrl(card, 'Connect your Teams account'), username)
   assert.equal(page.status, 200, page.text)
   assert.match(page.text, /Connect your Teams account/)
@@ -222,12 +176,15 @@ test('a question opens: one card in the team’s conversation, with a button per
     openUrl(card, 'Open in console'),
     `${stack.base}sessions/k1?run=${rt.run}&request=${q.request_id}`,
   )
-  assert.equal(bf.posted(CONVERSATION).filter((a) => textOf(cardOf(a)).includes('Which browser?')).length, 1)
+  assert.equal(
+    bf.posted(CONVERSATION).filter((a) => cardText(cardOf(a)).includes('Which browser?')).length,
+    1,
+  )
 
   // Olivia is known by her Entra sign-in: her click is her answer, and she gets the answered card.
   const mine = await click(OLIVIA, posted, 'firefox')
-  assert.match(textOf(mine), /Your answer was sent\./)
-  assert.match(textOf(mine), /Answered by Olivia Operator in Teams · Browser: firefox/)
+  assert.match(cardText(mine), /Your answer was sent\./)
+  assert.match(cardText(mine), /Answered by Olivia Operator in Teams · Browser: firefox/)
   assert.deepEqual(await replyValues(q.request_id), { browser: 'firefox' })
   const record = (await stack.app.audit.recent({ limit: 50 })).find(
     (r) => r.replyTo === q.request_id && r.status < 300,
@@ -235,8 +192,8 @@ test('a question opens: one card in the team’s conversation, with a button per
   assert.deepEqual([record?.sub, record?.via], ['olivia', 'msteams'])
   // Everyone's card says so.
   await waitFor('the shared card updated', () => posted.updates === 1)
-  assert.match(textOf(cardOf(posted)), /Question closed/)
-  assert.match(textOf(cardOf(posted)), /Answered by Olivia Operator in Teams · Browser: firefox/)
+  assert.match(cardText(cardOf(posted)), /Question closed/)
+  assert.match(cardText(cardOf(posted)), /Answered by Olivia Operator in Teams · Browser: firefox/)
   assert.equal(
     cardOf(posted).actions?.some((a) => a.type === 'Action.Execute'),
     false,
@@ -255,7 +212,7 @@ test('a form answer: the gateway’s check and the runtime’s 422 come back nex
   const sent = repliesSent()
   const tooMany = await click(OLIVIA, posted, 'Answer', { 'f:nights': '20', 'f:key': 'abc-1' })
   const error = tooMany.body.find((e) => e.id === 'krg-error-nights')
-  assert.ok(error, textOf(tooMany))
+  assert.ok(error, cardText(tooMany))
   assert.match(JSON.stringify(error), /at most 14/)
   // The values typed are kept.
   assert.equal(tooMany.body.find((e) => e.id === 'f:key')?.value, 'abc-1')
@@ -265,7 +222,7 @@ test('a form answer: the gateway’s check and the runtime’s 422 come back nex
   assert.match(JSON.stringify(refused.body.find((e) => e.id === 'krg-error-key')), /does not match/)
   assert.equal((await runtimeRequest(q.request_id)).state, 'open')
   const done = await click(OLIVIA, posted, 'Answer', { 'f:nights': '2', 'f:key': 'abc-1' })
-  assert.match(textOf(done), /Answered by Olivia Operator in Teams · Nights: 2 · key: abc-1/)
+  assert.match(cardText(done), /Answered by Olivia Operator in Teams · Nights: 2 · key: abc-1/)
   assert.deepEqual(await replyValues(q.request_id), { nights: 2, key: 'abc-1' })
   await waitFor('the shared card updated', () => posted.updates === 1)
 })
@@ -288,13 +245,13 @@ test('an unlinked Teams user connects by the code the bot sends them in Teams, t
   await linkByCode(VICTOR, posted, 'No', 'victor')
   const watch = await click(VICTOR, posted, 'No')
   assert.match(
-    textOf(watch),
+    cardText(watch),
     /You may only watch this session: answering needs the operator role in team blue\./,
   )
   assert.equal(repliesSent(), sent)
 
   const answered = await click(OSCAR, posted, 'Yes')
-  assert.match(textOf(answered), /Answered by Oscar Operator in Teams · ok: Yes/)
+  assert.match(cardText(answered), /Answered by Oscar Operator in Teams · ok: Yes/)
   assert.deepEqual(await replyValues(q.request_id), { ok: true })
 })
 
@@ -316,7 +273,7 @@ test('a forwarded link: the code goes to the Teams user the link names, never to
     invokeActivity({ serviceUrl: bf.serviceUrl, personal: true, conversationId: 'a:x' }, OSCAR, notMe),
   )
   assert.match(
-    textOf((other.json as { value: Card }).value),
+    cardText((other.json as { value: Card }).value),
     /This code was not sent to you: nothing changed\./,
   )
   // Eve herself declines: the page says so, and the code no longer works.
@@ -324,7 +281,7 @@ test('a forwarded link: the code goes to the Teams user the link names, never to
     endpoint,
     invokeActivity({ serviceUrl: bf.serviceUrl, personal: true, conversationId: 'a:x' }, eve, notMe),
   )
-  assert.match(textOf((own.json as { value: Card }).value), /Nothing was linked: you said this was not you/)
+  assert.match(cardText((own.json as { value: Card }).value), /Nothing was linked: you said this was not you/)
   const refused: Visit = await browser.submit(asked, 'auth/slack-link/code', { code: codeIn(dm) })
   assert.equal(refused.status, 409, refused.text)
   assert.match(refused.text, /chat_link_declined/)
@@ -339,9 +296,9 @@ test('two people answer at once: one reply; the other is told who answered first
   const values = (await replyValues(q.request_id)) as { browser: string }
   const [won, lost] = values.browser === 'chrome' ? [a, b] : [b, a]
   const winner = values.browser === 'chrome' ? 'Olivia Operator' : 'Oscar Operator'
-  assert.match(textOf(won), /Your answer was sent\./)
+  assert.match(cardText(won), /Your answer was sent\./)
   assert.match(
-    textOf(lost),
+    cardText(lost),
     new RegExp(`Someone answered first\\. Answered by ${winner} in Teams · Browser: ${values.browser}`),
   )
   const replies = rt.received.filter((r) => r.method === 'POST' && r.url.split('?')[0] === '/messages')
@@ -370,15 +327,15 @@ test('an answer given elsewhere (the console’s route) and a timeout update eve
   })
   assert.equal(res.status, 202, await res.text())
   await waitFor('the card updated', () => posted.updates === 1)
-  assert.match(textOf(cardOf(posted)), /Answered by Carol Console · Browser: chrome/)
+  assert.match(cardText(cardOf(posted)), /Answered by Carol Console · Browser: chrome/)
   // A click that comes after is told, and nothing is sent.
   const sent = repliesSent()
   const late = await click(OSCAR, asSeen, 'firefox')
-  assert.match(textOf(late), /Someone answered first\./)
+  assert.match(cardText(late), /Someone answered first\./)
   assert.equal(repliesSent(), sent)
 
   rt.ask({ title: 'Quick?', fields: CHOICE, deadlineS: 1 })
   const quick = await cardAbout('Quick?')
   await waitFor('timed out', () => quick.updates === 1)
-  assert.match(textOf(cardOf(quick)), /Timed out: nobody answered in time/)
+  assert.match(cardText(cardOf(quick)), /Timed out: nobody answered in time/)
 })
