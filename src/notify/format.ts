@@ -31,6 +31,9 @@ function jsonBody({ notification: n, delivery, url, at }: Rendering): Record<str
     ...(n.reminder ? { reminder: true } : {}),
     ...(n.request === undefined ? {} : { request: n.request }),
     ...(n.escalation === undefined ? {} : { escalation: n.escalation }),
+    ...(n.step === undefined ? {} : { step: n.step }),
+    ...(n.claim === undefined ? {} : { claim: n.claim }),
+    ...(n.unclaimed === undefined ? {} : { unclaimed: n.unclaimed }),
     ...(n.verdict === undefined ? {} : { verdict: n.verdict }),
     ...(n.outcome === undefined ? {} : { outcome: n.outcome }),
     url,
@@ -60,6 +63,12 @@ function line(n: Notification, session: string): string {
     }
     case 'request.closed':
       return `Question closed (${esc(r?.closed_by ?? 'closed')}) in ${session}: “${esc(r?.title ?? '')}”`
+    case 'request.claimed':
+      return `${esc(n.claim?.name ?? 'Someone')} is on the question in ${session}: “${esc(r?.title ?? '')}”`
+    case 'request.unclaimed': {
+      const why = n.unclaimed?.reason === 'lapsed' ? 'lapsed without an answer' : 'was given back'
+      return `${esc(n.unclaimed?.holder.name ?? 'A')}'s claim ${why}; the question is open again in ${session}: “${esc(r?.title ?? '')}”`
+    }
     case 'escalation.started':
       return `*Handoff:* the agent in ${session} asks a person to take over: ${esc(n.escalation?.reason ?? '')}`
     case 'escalation.ended':

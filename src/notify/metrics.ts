@@ -5,6 +5,8 @@ import type { NotificationType } from './notification.ts'
 export const NOTIFICATION_TYPES = {
   'request.opened': true,
   'request.closed': true,
+  'request.claimed': true,
+  'request.unclaimed': true,
   'escalation.started': true,
   'escalation.ended': true,
   'run.ended': true,

@@ -1,8 +1,18 @@
 import { createHash } from 'node:crypto'
 import type { Transition } from '../summary/types.ts'
 
-/** What a notification says happened (the `type` of the body and the `X-Krg-Event` header). */
-export type NotificationType = Transition['type']
+/**
+ * What a notification says happened (the `type` of the body and the `X-Krg-Event` header): a summary
+ * transition, or a person taking a question ("I'm on it") and the question being free again.
+ */
+export type NotificationType = Transition['type'] | 'request.claimed' | 'request.unclaimed'
+
+/** Who holds a question: a person's id and name, and since when (ISO 8601). Never a credential. */
+export interface ClaimNotice {
+  readonly sub: string
+  readonly name: string
+  readonly at: string
+}
 
 /**
  * One thing a person may need to act on, built from a summary {@link Transition}: ids, titles, reasons and
@@ -25,6 +35,15 @@ export interface Notification {
     readonly closed_by?: string
   }
   readonly escalation?: { readonly reason: string; readonly ended_by?: string }
+  /**
+   * The escalation step this notification belongs to (`request.opened` and `escalation.started`): 0 for the
+   * targets without `after_s`, N for the N-th later `after_s` of the team's list (src/escalation).
+   */
+  readonly step?: number
+  /** `request.claimed`: who took the question. */
+  readonly claim?: ClaimNotice
+  /** `request.unclaimed`: who held it and why it is free again (given back, or lapsed without an answer). */
+  readonly unclaimed?: { readonly holder: ClaimNotice; readonly reason: 'released' | 'lapsed' }
   readonly verdict?: string | null
   readonly outcome?: string | null
 }

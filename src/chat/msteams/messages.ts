@@ -86,6 +86,10 @@ export class TeamsMessages {
             : await this.#open(job, place, key(requestIdOf(n)))
         case 'request.closed':
           return await this.#close(job, place, key(requestIdOf(n)))
+        case 'request.claimed':
+        case 'request.unclaimed':
+          // Not yet shown on the card (as on Slack's message: issue 39 adds the holder).
+          return { ok: true }
         case 'escalation.started':
           return await this.#handoff(job, place, key('escalation'))
         case 'escalation.ended':

@@ -62,6 +62,10 @@ export class SlackMessages {
             : await this.#open(job, key(requestIdOf(n)))
         case 'request.closed':
           return await this.#close(job, key(requestIdOf(n)))
+        case 'request.claimed':
+        case 'request.unclaimed':
+          // Not yet shown on the message (issue 39 adds the holder to it).
+          return { ok: true }
         case 'escalation.started':
           return await this.#handoff(job, key('escalation'))
         case 'escalation.ended':
