@@ -375,11 +375,6 @@ export const MsteamsKeysUnavailable = gatewayError(
   "cannot read the Bot Framework's signing keys to check this activity",
   503,
 )
-export const MsteamsActivityInvalid = gatewayError(
-  'msteams_activity_invalid',
-  'the body is not a Bot Framework activity the gateway can read',
-  400,
-)
 export const ChatLinkInvalid = gatewayError(
   'chat_link_invalid',
   'this link to connect your chat account %s',

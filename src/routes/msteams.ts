@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fastify'
 import type { JWTPayload } from 'jose'
-import { parseActivity } from '../chat/msteams/activity.ts'
+import { teamsActivitySchema } from '../chat/msteams/activity.ts'
 import { TeamsKeysUnavailable } from '../chat/msteams/auth.ts'
 import { notifyEntry } from '../chat/msteams/bot.ts'
 import { allowedServiceBase } from '../chat/msteams/service-url.ts'
-import { MsteamsActivityInvalid, MsteamsKeysUnavailable, MsteamsUnauthorized } from '../errors.ts'
+import { MsteamsKeysUnavailable, MsteamsUnauthorized } from '../errors.ts'
 import { MSTEAMS } from '../openapi/routes/msteams.ts'
+import { zodInput } from '../openapi/zod-input.ts'
 
 /** Teams' activities are far smaller (an invoke's card inputs included); the limit bounds what anyone posts. */
 export const MAX_ACTIVITY_BYTES = 256 * 1024
@@ -25,7 +26,9 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
   const claimsOf = new WeakMap<FastifyRequest, JWTPayload>()
   const env = app.config.env
 
-  const config = { rateLimit: false, anonymousLimit: false } as const
+  // The activity's schema is both the check and the document's description of the body.
+  const input = zodInput({ body: teamsActivitySchema })
+  const config: FastifyContextConfig = { rateLimit: false, anonymousLimit: false, ...input.config }
   app.post(
     '/teams/messages',
     {
@@ -54,10 +57,13 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       const claims = claimsOf.get(request)
       if (claims === undefined) throw new MsteamsUnauthorized()
-      const activity = parseActivity(request.body)
-      if (activity === null) {
+      let activity: ReturnType<typeof input.body>
+      try {
+        activity = input.body(request)
+      } catch (err) {
+        // Signed, but not an activity we can read (400 bad_request): nothing is acted on.
         counted.inc({ type: 'other', outcome: 'invalid' })
-        throw new MsteamsActivityInvalid()
+        throw err
       }
       const mismatch = bearer.matches(claims, activity)
       if (mismatch !== undefined) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import pino from 'pino'
 import { parseActivity } from '../../src/chat/msteams/activity.ts'
-import { TeamsBearerCheck } from '../../src/chat/msteams/auth.ts'
+import { TeamsBearerCheck, TeamsKeysUnavailable } from '../../src/chat/msteams/auth.ts'
 import { retryAfterMs, TeamsApiError, TeamsConnectorClient } from '../../src/chat/msteams/connector.ts'
 import { BotFrameworkOpenId } from '../../src/chat/msteams/openid.ts'
 import { allowedServiceBase } from '../../src/chat/msteams/service-url.ts'
@@ -205,6 +205,42 @@ test('a 429 is retried after its Retry-After, a 5xx with backoff; a 4xx is not r
   await assert.rejects(connector(200).post(bf.serviceUrl, conversation, { type: 'message' }), {
     code: 'http_502',
   })
+  bf.clearFailures()
+})
+
+test('a connector 401 renews the token once; a failing token endpoint is retried like the connector', async () => {
+  const client = connector()
+  const conversation = channelConversationId()
+  await client.post(bf.serviceUrl, conversation, { type: 'message', text: 'first' })
+  const tokensBefore = bf.tokenRequests.length
+  bf.revokeTokens()
+  await client.post(bf.serviceUrl, conversation, { type: 'message', text: 'with a fresh token' })
+  assert.equal(bf.tokenRequests.length - tokensBefore, 1)
+  assert.deepEqual(
+    bf.calls.slice(-2).map((c) => c.status),
+    [401, 201],
+  )
+  // A fresh client (no token yet) whose token endpoint answers 503 twice, then gives one.
+  bf.failTokens(2, 503)
+  await connector().post(bf.serviceUrl, conversation, { type: 'message', text: 'after the token endpoint' })
+  assert.equal(bf.posted(conversation).length, 3)
+})
+
+test('keys that cannot be read are not a refusal of the sender: TeamsKeysUnavailable', async () => {
+  const dead = new TeamsBearerCheck({
+    appId: APP_ID,
+    tenantId: TENANT_ID,
+    openId: new BotFrameworkOpenId({
+      url: 'http://127.0.0.1:9/v1/.well-known/openidconfiguration',
+      timeoutMs: 5000,
+      production: false,
+    }),
+    timeoutMs: 5000,
+  })
+  const activity = mentionActivity({ serviceUrl: bf.serviceUrl }, teamsUser())
+  await assert.rejects(dead.verify(`Bearer ${await bf.sign(activity)}`), TeamsKeysUnavailable)
+  // Without a bearer at all it is refused before anything is read.
+  assert.deepEqual(await dead.verify(undefined), { ok: false, reason: 'missing' })
 })
 
 test('the bot token never goes to a serviceUrl outside GATEWAY_TEAMS_SERVICE_URLS', async () => {

@@ -222,7 +222,7 @@ test('the body is bounded, and a signed body that is no activity is refused', as
   assert.equal((await bf.send(endpoint, activity, { body: big, authorization: null })).status, 401)
   const notActivity = await bf.send(endpoint, activity, { body: JSON.stringify({ hello: 'world' }) })
   assert.equal(notActivity.status, 400)
-  assert.equal((notActivity.json as { error: string }).error, 'msteams_activity_invalid')
+  assert.equal((notActivity.json as { error: string }).error, 'bad_request')
 })
 
 test('the installations list is for admins only', async () => {
