@@ -1,8 +1,8 @@
 import type { Notification } from '../notify/notification.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { ChatAnswers } from './answers.ts'
-import type { PostedQuestion } from './messages.ts'
-import type { ChatJob } from './outbox.ts'
+import type { ChatMessageKey, PostedQuestion } from './messages.ts'
+import type { ChatDeliveryResult, ChatJob } from './outbox.ts'
 import type { ReplyClosing } from './questions.ts'
 import type { RuntimeReads } from './runtime-reads.ts'
 
@@ -63,4 +63,39 @@ export async function answeredClosing(
       ? null
       : await sources.reads.replyValues(session, asked.replyId)
   return { by: 'reply', answerer, values }
+}
+
+/** An adapter's steps for each kind of notification, each given the key of the message it is about. */
+export interface JobSteps {
+  open(key: ChatMessageKey): Promise<ChatDeliveryResult>
+  remind(key: ChatMessageKey): Promise<ChatDeliveryResult>
+  close(key: ChatMessageKey): Promise<ChatDeliveryResult>
+  handoff(key: ChatMessageKey): Promise<ChatDeliveryResult>
+  handoffEnded(key: ChatMessageKey): Promise<ChatDeliveryResult>
+  runEnded(): Promise<ChatDeliveryResult>
+}
+
+/**
+ * Runs the step of `job`'s notification, the message's key made of `target` (the channel's label), the
+ * session, the run and the item (the request id, or `escalation`). Claims are not shown yet (issue 39 adds
+ * the holder to the message).
+ */
+export function runJob(job: ChatJob, target: string, steps: JobSteps): Promise<ChatDeliveryResult> {
+  const n = job.notification
+  const key = (item: string): ChatMessageKey => ({ target, kasmId: n.kasmId, run: n.run, item })
+  switch (n.type) {
+    case 'request.opened':
+      return n.reminder ? steps.remind(key(requestIdOf(n))) : steps.open(key(requestIdOf(n)))
+    case 'request.closed':
+      return steps.close(key(requestIdOf(n)))
+    case 'request.claimed':
+    case 'request.unclaimed':
+      return Promise.resolve({ ok: true })
+    case 'escalation.started':
+      return steps.handoff(key('escalation'))
+    case 'escalation.ended':
+      return steps.handoffEnded(key('escalation'))
+    case 'run.ended':
+      return steps.runEnded()
+  }
 }

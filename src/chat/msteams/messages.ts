@@ -1,7 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import type { ChatAnswers } from '../answers.ts'
-import { answeredClosing, fallbackQuestion, questionOfJob, requestIdOf, whereOf } from '../job-questions.ts'
+import {
+  answeredClosing,
+  fallbackQuestion,
+  questionOfJob,
+  requestIdOf,
+  runJob,
+  whereOf,
+} from '../job-questions.ts'
 import type { ChatMessage, ChatMessageKey, ChatMessageStore, PostedQuestion } from '../messages.ts'
 import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
 import type { Closing, QuestionView, ReplyClosing } from '../questions.ts'
@@ -72,29 +79,14 @@ export class TeamsMessages {
     const place = this.#o.placeOf(job)
     if (place === null) return { ok: false, error: 'not_a_teams_target' }
     const n = job.notification
-    const key = (item: string): ChatMessageKey => ({
-      target: place.label,
-      kasmId: n.kasmId,
-      run: n.run,
-      item,
-    })
     try {
-      switch (n.type) {
-        case 'request.opened':
-          return n.reminder
-            ? await this.#remind(place, key(requestIdOf(n)))
-            : await this.#open(job, place, key(requestIdOf(n)))
-        case 'request.closed':
-          return await this.#close(job, place, key(requestIdOf(n)))
-        case 'request.claimed':
-        case 'request.unclaimed':
-          // Not yet shown on the card (as on Slack's message: issue 39 adds the holder).
-          return { ok: true }
-        case 'escalation.started':
-          return await this.#handoff(job, place, key('escalation'))
-        case 'escalation.ended':
-          return await this.#handoffEnded(job, place, key('escalation'))
-        case 'run.ended': {
+      return await runJob(job, place.label, {
+        open: (key) => this.#open(job, place, key),
+        remind: (key) => this.#remind(place, key),
+        close: (key) => this.#close(job, place, key),
+        handoff: (key) => this.#handoff(job, place, key),
+        handoffEnded: (key) => this.#handoffEnded(job, place, key),
+        runEnded: async () => {
           const card = runEndedCard({
             ...whereOf(job),
             verdict: n.verdict ?? null,
@@ -102,8 +94,8 @@ export class TeamsMessages {
           })
           await this.#o.connector.post(place.serviceUrl, place.conversation, cardActivity(card))
           return { ok: true }
-        }
-      }
+        },
+      })
     } catch (err) {
       if (err instanceof TeamsApiError) return { ok: false, error: err.code }
       this.#o.log.warn({ err }, 'teams: delivery failed')

@@ -2,7 +2,14 @@ import type { WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import type { ChatAnswers } from '../answers.ts'
-import { answeredClosing, fallbackQuestion, questionOfJob, requestIdOf, whereOf } from '../job-questions.ts'
+import {
+  answeredClosing,
+  fallbackQuestion,
+  questionOfJob,
+  requestIdOf,
+  runJob,
+  whereOf,
+} from '../job-questions.ts'
 import type { ChatMessage, ChatMessageKey, ChatMessageStore, PostedQuestion } from '../messages.ts'
 import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
@@ -48,29 +55,14 @@ export class SlackMessages {
 
   async deliver(job: ChatJob): Promise<ChatDeliveryResult> {
     const n = job.notification
-    const key = (item: string): ChatMessageKey => ({
-      target: job.target.label,
-      kasmId: n.kasmId,
-      run: n.run,
-      item,
-    })
     try {
-      switch (n.type) {
-        case 'request.opened':
-          return n.reminder
-            ? await this.#remind(key(requestIdOf(n)))
-            : await this.#open(job, key(requestIdOf(n)))
-        case 'request.closed':
-          return await this.#close(job, key(requestIdOf(n)))
-        case 'request.claimed':
-        case 'request.unclaimed':
-          // Not yet shown on the message (issue 39 adds the holder to it).
-          return { ok: true }
-        case 'escalation.started':
-          return await this.#handoff(job, key('escalation'))
-        case 'escalation.ended':
-          return await this.#handoffEnded(job, key('escalation'))
-        case 'run.ended': {
+      return await runJob(job, job.target.label, {
+        open: (key) => this.#open(job, key),
+        remind: (key) => this.#remind(key),
+        close: (key) => this.#close(job, key),
+        handoff: (key) => this.#handoff(job, key),
+        handoffEnded: (key) => this.#handoffEnded(job, key),
+        runEnded: async () => {
           const message = runEndedMessage({
             ...whereOf(job),
             verdict: n.verdict ?? null,
@@ -78,8 +70,8 @@ export class SlackMessages {
           })
           await this.#o.web.chat.postMessage({ channel: slackChannel(job), ...message, ...NO_UNFURL })
           return { ok: true }
-        }
-      }
+        },
+      })
     } catch (err) {
       return { ok: false, error: slackErrorCode(err) }
     }
