@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
+import { allowedServiceBase } from '../chat/msteams/service-url.ts'
 import { ConfigError, type Env } from '../config.ts'
 import { readConfigFile } from '../sessions/file.ts'
 import { Secret } from '../sessions/secret.ts'
@@ -24,12 +25,26 @@ export interface NotifyTarget {
   readonly label: string
 }
 
-/** A chat channel of the notify file (`{slack: {channel}}`), where the chat adapter posts and is answered. */
-export interface ChatTarget {
+/** A chat channel of the notify file: a Slack channel or a Teams conversation. */
+export type ChatTarget = SlackChatTarget | TeamsChatTarget
+
+/** A Slack channel of the notify file (`{slack: {channel}}`), where the Slack app posts and is answered. */
+export interface SlackChatTarget {
   readonly chat: 'slack'
   /** The channel's id (Slack: `C…` or `G…`). */
   readonly channel: string
   /** A stable name for metrics, the delivery ledger and the admin API: `slack:<channel>`. */
+  readonly label: string
+}
+
+/** A Teams conversation of the notify file (`{msteams: {conversation, serviceUrl}}`), where the Teams bot posts. */
+export interface TeamsChatTarget {
+  readonly chat: 'msteams'
+  /** The channel's (or group chat's) conversation id, `19:…@thread.tacv2`. */
+  readonly conversation: string
+  /** The connector's address for it, within GATEWAY_TEAMS_SERVICE_URLS. */
+  readonly serviceUrl: string
+  /** A stable name for metrics, the delivery ledger and the admin API: `msteams:<conversation>`. */
   readonly label: string
 }
 
@@ -97,6 +112,24 @@ const chatEntrySchema = z
   })
   .strict()
 
+const teamsEntrySchema = z
+  .object({
+    msteams: z
+      .object({
+        conversation: z
+          .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+          .regex(
+            /^19:[^\s;"'<>]{1,400}$/,
+            "must be a channel's conversation id such as 19:…@thread.tacv2 (without ;messageid=…)",
+          ),
+        serviceUrl: z
+          .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+          .url('must be the connector URL the bot gave (e.g. https://smba.trafficmanager.net/amer/)'),
+      })
+      .strict(),
+  })
+  .strict()
+
 const fileSchema = z
   .object(
     {
@@ -111,9 +144,10 @@ const fileSchema = z
 
 /**
  * Reads and validates GATEWAY_NOTIFY_FILE (JSON or YAML, as the sessions file): `{teams: {<team>: [{url,
- * format?, secret? | secretFile?} | {slack: {channel}}]}}`. A target without a format or secret takes
+ * format?, secret? | secretFile?} | {slack: {channel}} | {msteams: {conversation, serviceUrl}}]}}`. A target without a format or secret takes
  * GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. Chat channels go into `chat` (a Slack channel needs
- * GATEWAY_SLACK_BOT_TOKEN). Throws {@link ConfigError} naming the file and every bad entry, never a value.
+ * GATEWAY_SLACK_BOT_TOKEN, a Teams one GATEWAY_TEAMS_APP_ID and a serviceUrl within GATEWAY_TEAMS_SERVICE_URLS).
+ * Throws {@link ConfigError} naming the file and every bad entry, never a value.
  */
 export async function loadNotifyFile(
   path: string,
@@ -141,6 +175,25 @@ export async function loadNotifyFile(
     const targets: NotifyTarget[] = []
     const channels: ChatTarget[] = []
     for (const [index, raw] of rawList.entries()) {
+      if (typeof raw === 'object' && raw !== null && Object.hasOwn(raw, 'msteams')) {
+        const entry = teamsEntrySchema.safeParse(raw)
+        if (!entry.success) problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)
+        else if (env.GATEWAY_TEAMS_APP_ID === undefined)
+          problems.push(`${where}[${index}]: a Teams channel needs GATEWAY_TEAMS_APP_ID`)
+        else if (
+          allowedServiceBase(
+            entry.data.msteams.serviceUrl,
+            env.GATEWAY_TEAMS_SERVICE_URLS,
+            env.NODE_ENV === 'production',
+          ) === null
+        )
+          problems.push(`${where}[${index}]: msteams.serviceUrl: not within GATEWAY_TEAMS_SERVICE_URLS`)
+        else {
+          const { conversation, serviceUrl } = entry.data.msteams
+          channels.push({ chat: 'msteams', conversation, serviceUrl, label: `msteams:${conversation}` })
+        }
+        continue
+      }
       if (typeof raw === 'object' && raw !== null && Object.hasOwn(raw, 'slack')) {
         const entry = chatEntrySchema.safeParse(raw)
         if (!entry.success) problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)

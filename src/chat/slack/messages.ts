@@ -76,7 +76,7 @@ export class SlackMessages {
             verdict: n.verdict ?? null,
             outcome: n.outcome ?? null,
           })
-          await this.#o.web.chat.postMessage({ channel: job.target.channel, ...message, ...NO_UNFURL })
+          await this.#o.web.chat.postMessage({ channel: slackChannel(job), ...message, ...NO_UNFURL })
           return { ok: true }
         }
       }
@@ -91,14 +91,14 @@ export class SlackMessages {
     const question = await this.#question(job)
     const view = this.#view(job, question)
     const posted = await this.#o.web.chat.postMessage({
-      channel: job.target.channel,
+      channel: slackChannel(job),
       ...questionMessage(view),
       ...NO_UNFURL,
     })
     await this.#remember(
       key,
       job,
-      String(posted.channel ?? job.target.channel),
+      String(posted.channel ?? slackChannel(job)),
       String(posted.ts),
       question,
       'open',
@@ -154,14 +154,14 @@ export class SlackMessages {
     if ((await this.#o.messages.get(key)) !== null) return { ok: true }
     const message = handoffMessage({ ...where(job), reason: job.notification.escalation?.reason ?? '' })
     const posted = await this.#o.web.chat.postMessage({
-      channel: job.target.channel,
+      channel: slackChannel(job),
       ...message,
       ...NO_UNFURL,
     })
     await this.#remember(
       key,
       job,
-      String(posted.channel ?? job.target.channel),
+      String(posted.channel ?? slackChannel(job)),
       String(posted.ts),
       undefined,
       'open',
@@ -245,4 +245,10 @@ function requestIdOf(n: Notification): string {
 
 function where(job: ChatJob): { kasmId: string; team: string; url: string } {
   return { kasmId: job.notification.kasmId, team: job.notification.team, url: job.url }
+}
+
+/** The Slack channel of a job: the notify plugin hands this adapter Slack targets only. */
+function slackChannel(job: ChatJob): string {
+  if (job.target.chat !== 'slack') throw new Error(`not a Slack target: ${job.target.label}`)
+  return job.target.channel
 }
