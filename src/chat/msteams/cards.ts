@@ -1,3 +1,4 @@
+import type { IAdaptiveCard } from '@microsoft/teams.cards'
 import type { FieldDef, FieldIssue } from '../../protocol/fields.ts'
 import {
   type Closing,
@@ -12,8 +13,8 @@ import {
 } from '../questions.ts'
 
 /**
- * Adaptive Cards for Microsoft Teams, as pure functions over plain typed objects (Microsoft's typed builder,
- * `@microsoft/teams.cards`, needs Node 22): a question's card (choice buttons, or the inputs and "Answer"),
+ * Adaptive Cards for Microsoft Teams, as pure functions over plain typed objects (narrower than Microsoft's
+ * `@microsoft/teams.cards` types, which they are checked against below): a question's card (choice buttons, or the inputs and "Answer"),
  * its closing, the card one person gets back from a click (a notice, the field errors next to their inputs),
  * handoffs, run ends, reminders and the direct card with a link code; and the way back from an
  * `Action.Execute`'s data to a reply's values.
@@ -44,10 +45,10 @@ export type CardElement =
       readonly weight?: 'Bolder'
       readonly isSubtle?: boolean
     }
-  | { readonly type: 'RichTextBlock'; readonly inlines: readonly TextRun[]; readonly id?: string }
+  | { readonly type: 'RichTextBlock'; readonly inlines: TextRun[]; readonly id?: string }
   | {
       readonly type: 'Container'
-      readonly items: readonly CardElement[]
+      readonly items: CardElement[]
       readonly style?: 'attention' | 'good' | 'warning' | 'emphasis'
       readonly id?: string
     }
@@ -83,7 +84,7 @@ export type CardInput =
       readonly errorMessage?: string
       readonly style: 'compact' | 'expanded'
       readonly isMultiSelect: boolean
-      readonly choices: readonly { readonly title: string; readonly value: string }[]
+      readonly choices: { readonly title: string; readonly value: string }[]
       readonly value?: string
     }
 
@@ -104,10 +105,16 @@ export interface AdaptiveCard {
   readonly type: 'AdaptiveCard'
   readonly $schema: 'http://adaptivecards.io/schemas/adaptive-card.json'
   readonly version: '1.4'
-  readonly body: readonly CardElement[]
-  readonly actions?: readonly CardAction[]
-  readonly msteams: { readonly width: 'Full' }
+  readonly body: CardElement[]
+  readonly actions?: CardAction[]
+  readonly msteams: { readonly width: 'full' }
 }
+
+/**
+ * A card as Microsoft's Teams SDK types it (`IAdaptiveCard`): this compiles only while every card of ours is
+ * one the SDK's schema takes, which is the point of it.
+ */
+export const asSdkCard = (card: AdaptiveCard): IAdaptiveCard => card
 
 /** The content type of an Adaptive Card attachment and of an invoke's card answer. */
 export const CARD_CONTENT_TYPE = 'application/vnd.microsoft.card.adaptive'
@@ -171,7 +178,7 @@ function card(body: CardElement[], actions: CardAction[]): AdaptiveCard {
     version: '1.4',
     body,
     ...(actions.length === 0 ? {} : { actions }),
-    msteams: { width: 'Full' },
+    msteams: { width: 'full' },
   }
 }
 
