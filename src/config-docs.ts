@@ -338,6 +338,10 @@ export const configDocs: { readonly [Name in keyof Env]-?: VariableDoc } = {
     topic: 'teams',
     text: "URL prefixes (each ending with `/`) an activity's `serviceUrl` must start with before the bot sends its token there: Microsoft's public, GCC, GCC High and DoD connectors by default; https (http only to loopback, outside production)",
   },
+  GATEWAY_TEAMS_ENTRA_ISSUER: {
+    topic: 'teams',
+    text: "the identity provider issuer whose ID tokens' `tid` and `oid` make a person known in Teams with no link step (their latest sign-in's `tid` must be GATEWAY_TEAMS_TENANT_ID); default `<GATEWAY_TEAMS_LOGIN_URL>/<GATEWAY_TEAMS_TENANT_ID>/v2.0`, Entra's own. Only then is the gateway's sign-in Entra's",
+  },
   GATEWAY_EVENT_BUFFER: {
     topic: 'events',
     text: "events kept per session for replay (like the runtime's `trace_replay_events`)",

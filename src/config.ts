@@ -359,6 +359,7 @@ export const envSchema = z.object({
         'https://smba.infra.dod.teams.microsoft.us/',
       ].join(','),
     ),
+  GATEWAY_TEAMS_ENTRA_ISSUER: z.string().url().optional(),
 
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
   GATEWAY_EVENT_MAX_BYTES: int(1024).default(2 * 1024 * 1024),

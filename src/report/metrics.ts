@@ -38,7 +38,7 @@ export function createReportMetrics(registry: Registry): ReportMetrics {
     }),
     answerSeconds: new Histogram({
       name: 'krg_question_answer_seconds',
-      help: 'Time from a question to the reply that closed it, by team and channel (console, sidebar, api, slack; unknown: not through the gateway)',
+      help: 'Time from a question to the reply that closed it, by team and channel (console, sidebar, api, slack, msteams; unknown: not through the gateway)',
       labelNames: ['team', 'via'],
       buckets: [5, 10, 15, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800, 3600],
       registers,

@@ -6,7 +6,7 @@ import { TeamsBearerCheck, TeamsKeysUnavailable } from '../../src/chat/msteams/a
 import { retryAfterMs, TeamsApiError, TeamsConnectorClient } from '../../src/chat/msteams/connector.ts'
 import { BotFrameworkOpenId } from '../../src/chat/msteams/openid.ts'
 import { allowedServiceBase } from '../../src/chat/msteams/service-url.ts'
-import { TeamsTokens } from '../../src/chat/msteams/token.ts'
+import { TeamsTokenError, TeamsTokens } from '../../src/chat/msteams/token.ts'
 import {
   APP_ID,
   APP_PASSWORD,
@@ -224,6 +224,53 @@ test('a connector 401 renews the token once; a failing token endpoint is retried
   bf.failTokens(2, 503)
   await connector().post(bf.serviceUrl, conversation, { type: 'message', text: 'after the token endpoint' })
   assert.equal(bf.posted(conversation).length, 3)
+})
+
+test('a redirect is not followed (the token would travel with it), an oversized answer is not read', async () => {
+  const client = connector()
+  const conversation = channelConversationId()
+  const calls = bf.calls.length
+  bf.misbehaveNext('redirect')
+  await assert.rejects(client.post(bf.serviceUrl, conversation, { type: 'message' }), {
+    code: 'http_307',
+    status: 307,
+  })
+  assert.deepEqual(
+    bf.calls.slice(calls).map((c) => c.status),
+    [307],
+    'asked once, the redirect not followed',
+  )
+  bf.misbehaveNext('oversized')
+  await assert.rejects(client.post(bf.serviceUrl, conversation, { type: 'message' }), {
+    code: 'bad_response',
+  })
+  assert.equal(bf.calls.length - calls, 2, 'an oversized answer is not asked again')
+})
+
+test("a refused bot token is a TeamsTokenError naming Entra's code, never its description", async () => {
+  const wrong = new TeamsTokens({
+    loginUrl: bf.loginUrl,
+    tenantId: TENANT_ID,
+    appId: APP_ID,
+    password: 'not the password',
+    scope: async () => 'https://api.botframework.com/.default',
+    timeoutMs: 10_000,
+  })
+  await assert.rejects(wrong.get(), (err: unknown) => {
+    assert.ok(err instanceof TeamsTokenError)
+    assert.equal(err.status, 401)
+    assert.equal(err.message, 'the token endpoint refused: invalid_client')
+    return true
+  })
+  const unreachable = new TeamsTokens({
+    loginUrl: 'http://127.0.0.1:9',
+    tenantId: TENANT_ID,
+    appId: APP_ID,
+    password: APP_PASSWORD,
+    scope: async () => 'https://api.botframework.com/.default',
+    timeoutMs: 5000,
+  })
+  await assert.rejects(unreachable.get(), { name: 'TeamsTokenError', status: 0 })
 })
 
 test('keys that cannot be read are not a refusal of the sender: TeamsKeysUnavailable', async () => {
