@@ -3,6 +3,7 @@ import { LoginAttempts } from '../auth/oidc/login-attempts.ts'
 import { ChatLinkFlow } from '../identity/link-flow.ts'
 import type { ChatAdapter } from './adapter.ts'
 import { ChatAnswers } from './answers.ts'
+import { ChatClaims } from './claims.ts'
 import { RuntimeReads } from './runtime-reads.ts'
 import type { SeenKeys } from './seen-keys.ts'
 import { SlackAdapter } from './slack/adapter.ts'
@@ -78,6 +79,7 @@ export const chatPlugin = fp(
       sessions: app.sessions,
       answers,
       answerable: signingSecret !== null || env.GATEWAY_SLACK_APP_TOKEN !== undefined,
+      claimTtlS: 90,
       log,
     })
     const linking = new ChatLinkFlow(app, {
@@ -93,6 +95,7 @@ export const chatPlugin = fp(
     const interactions = new SlackInteractions({
       web: quick,
       answers,
+      claims: new ChatClaims(app, log),
       people: app.people,
       messages: store,
       slackMessages: messages,
@@ -125,5 +128,8 @@ export const chatPlugin = fp(
     app.addHook('onReady', () => adapter.start())
     app.addHook('preClose', () => adapter.close())
   },
-  { name: 'chat', dependencies: ['auth', 'sessions', 'upstream', 'audit', 'stores', 'metrics'] },
+  {
+    name: 'chat',
+    dependencies: ['auth', 'sessions', 'upstream', 'audit', 'stores', 'metrics', 'overview'],
+  },
 )
