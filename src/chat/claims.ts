@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import type { Operator } from '../auth/operator.ts'
 import { DELEGATION_HEADER } from '../identity/delegation.ts'
 import type { Claim } from '../overview/claims.ts'
-import type { Denial } from './answers.ts'
+import { type Denial, denialOf, parse } from './answers.ts'
 
 /** The question a chat user takes or gives back. */
 export interface ClaimedQuestion {
@@ -64,21 +64,16 @@ export class ChatClaims {
       ...(clientIp === undefined ? {} : { remoteAddress: clientIp }),
     })
     if (res.statusCode === 200 || res.statusCode === 204) return { kind: 'done' }
-    const code = errorOf(res.body)
-    switch (res.statusCode) {
-      case 409:
-        if (code === 'question_closed') return { kind: 'closed' }
-        return { kind: 'held', holder: await this.#holder(question) }
-      case 403:
-        return { kind: 'denied', reason: 'viewer' }
-      case 404:
-        return { kind: 'denied', reason: 'team' }
-      case 429:
-        return { kind: 'denied', reason: 'rate_limited' }
-      default:
-        this.#log.warn({ kasmId, status: res.statusCode, code }, 'chat claim failed')
-        return { kind: 'failed', code: code ?? `http_${res.statusCode}` }
-    }
+    const code = parse(res.body)?.error
+    if (res.statusCode === 409)
+      return code === 'question_closed'
+        ? { kind: 'closed' }
+        : { kind: 'held', holder: await this.#holder(question) }
+    const denial = denialOf(res.statusCode)
+    if (denial !== null) return { kind: 'denied', reason: denial }
+    const failure = typeof code === 'string' ? code : `http_${res.statusCode}`
+    this.#log.warn({ kasmId, status: res.statusCode, code: failure }, 'chat claim failed')
+    return { kind: 'failed', code: failure }
   }
 
   /** Who holds the question now (the 409 names them; this adds since when). */
@@ -90,14 +85,5 @@ export class ChatClaims {
       this.#log.warn({ err }, 'question marks cannot be read: the holder is unknown')
       return null
     }
-  }
-}
-
-function errorOf(text: string): string | undefined {
-  try {
-    const body = JSON.parse(text) as { error?: unknown }
-    return typeof body.error === 'string' ? body.error : undefined
-  } catch {
-    return undefined
   }
 }
