@@ -88,3 +88,9 @@ export class Claims {
     return out
   }
 }
+
+/** The board field of a question's claim (src/escalation watches claims come and go). */
+export const claimField = field
+
+/** Reads a claim's board value; null when this version cannot read it. */
+export const parseClaim = parse
