@@ -79,7 +79,7 @@ export const chatPlugin = fp(
       sessions: app.sessions,
       answers,
       answerable: signingSecret !== null || env.GATEWAY_SLACK_APP_TOKEN !== undefined,
-      claimTtlS: 90,
+      claimTtlS: env.GATEWAY_CLAIM_TTL_S,
       log,
     })
     const linking = new ChatLinkFlow(app, {

@@ -1,5 +1,6 @@
 import type { WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
+import { personLabel } from '../../escalation/fanout.ts'
 import type { ClaimNotice, Notification } from '../../notify/notification.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import type { ChatAnswers } from '../answers.ts'
@@ -144,7 +145,8 @@ export class SlackMessages {
   async #unclaimed(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
     const done = await this.#held(job, key)
     const unclaimed = job.notification.unclaimed
-    if (unclaimed?.reason !== 'lapsed' || job.target.label !== personLabel(unclaimed.holder.sub)) return done
+    if (unclaimed?.reason !== 'lapsed' || job.target.label !== `${personLabel(unclaimed.holder.sub)}/slack`)
+      return done
     const message = await this.#o.messages.get(key)
     const title = message?.question?.title ?? job.notification.request?.title ?? ''
     const text = claimLapsedText({ title, afterS: this.#o.claimTtlS }).text
@@ -272,11 +274,6 @@ export class SlackMessages {
 
 /** Links to the console are the gateway's own: Slack need not fetch them. */
 const NO_UNFURL = { unfurl_links: false, unfurl_media: false } as const
-
-/** The Slack target of a `person:` escalation target (src/escalation): that person's direct messages. */
-export function personLabel(sub: string): string {
-  return `person:${sub}/slack`
-}
 
 function requestIdOf(n: Notification): string {
   return n.request?.request_id ?? ''
