@@ -285,3 +285,30 @@ test("I'm on it from Slack: the console's rules and audit, the holder on the mes
     },
   )
 })
+
+test('a claim from Slack that lapses: the engine frees the message and tells the holder in a direct message', async (t) => {
+  // The shortest claim there is: the lapse itself is the behaviour, and the engine arms it from the claim's time.
+  const stack = await startSlackStack(t, { env: { GATEWAY_CLAIM_TTL_S: '1' } })
+  stack.rt.ask({ title: 'Warm up', fields: CHOICE })
+  await link(stack, OLIVIA, await messageAbout(stack, 'Warm up'), 'olivia', 'krg:choose:0')
+  const q = stack.rt.ask({ title: 'Ship it?', fields: CHOICE })
+  const message = await messageAbout(stack, 'Ship it?')
+  await click(stack, OLIVIA, message, 'krg:claim')
+  const told = await waitFor('the holder told', () =>
+    stack.slack.posts(OLIVIA.id).find((m) => m.text.includes('lapsed')),
+  )
+  assert.equal(
+    told.text,
+    'Your claim on “Ship it?” lapsed after 1 s without an answer; the escalation goes on.',
+  )
+  assert.equal(told.channel, stack.slack.dm(OLIVIA.id))
+  assert.equal(await holderOf(stack, q.request_id), undefined, 'off the board')
+  // The message named her (an update) and is free again (another), whatever order a slow machine saw.
+  await waitFor(
+    'the message free again',
+    () => message.updates >= 2 && buttons(message)['krg:claim'] !== undefined,
+  )
+  assert.doesNotMatch(textOf(message), /is on it/)
+  // Only the holder is told: the channel's thread stays quiet.
+  assert.equal(stack.slack.thread(message.ts).length, 0)
+})
