@@ -101,10 +101,11 @@ const SLACK_ID = /^[A-Z0-9]{2,32}$/
 
 /**
  * Slack's interactions, whichever way they arrive (the Request URL or Socket Mode): the answer buttons of a
- * single-choice question, "Answer…" and its modal, "I'm on it" and "Give it back". Buttons and "Answer…" are acknowledged at once and
- * worked on after; a modal's submission is answered in its acknowledgement (field errors, or closed), with
- * what did not fit in the time continuing after it. Who may answer, and what an answer goes through, is
- * chat/answers.ts's; this renders the outcome where the person is: an ephemeral message, or the modal.
+ * single-choice question, "Answer…" and its modal, "I'm on it" and "Give it back". Buttons and "Answer…"
+ * are acknowledged at once and worked on after; a modal's submission is answered in its acknowledgement
+ * (field errors, or closed), with what did not fit in the time continuing after it. Who may answer, and what
+ * an answer or a claim goes through, is chat/answers.ts's and chat/claims.ts's; this renders the outcome
+ * where the person is: an ephemeral message, or the modal.
  */
 export class SlackInteractions {
   readonly #o: SlackInteractionsOptions
