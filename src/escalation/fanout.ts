@@ -35,10 +35,16 @@ export class Fanout {
     this.#o = options
   }
 
-  /** Sends `n` to each target; answers how each fared. */
-  async send(n: Notification, targets: readonly Pick<StepTarget, 'kind' | 'label'>[]): Promise<StepTarget[]> {
+  /**
+   * Sends `n` to each target, found by label in `routes` (the routes when the question was first seen, so a
+   * reload that renumbers a team's targets does not redirect an open question's steps; default: now).
+   */
+  async send(
+    n: Notification,
+    targets: readonly Pick<StepTarget, 'kind' | 'label'>[],
+    routes: NotifyRoutes = this.#o.routes(),
+  ): Promise<StepTarget[]> {
     const url = this.#o.link(n.kasmId, notificationFocus(n))
-    const routes = this.#o.routes()
     const out: StepTarget[] = []
     for (const t of targets) {
       const sent = (): StepTarget => ({ kind: t.kind, label: t.label, outcome: 'sent' })
