@@ -1,4 +1,4 @@
-import type { Notification } from '../notify/notification.ts'
+import type { ClaimNotice, Notification } from '../notify/notification.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { ChatAnswers } from './answers.ts'
 import type { ChatMessageKey, PostedQuestion } from './messages.ts'
@@ -73,12 +73,15 @@ export interface JobSteps {
   handoff(key: ChatMessageKey): Promise<ChatDeliveryResult>
   handoffEnded(key: ChatMessageKey): Promise<ChatDeliveryResult>
   runEnded(): Promise<ChatDeliveryResult>
+  /** Someone said "I'm on it": the message shows who (absent: the adapter does not show holders). */
+  claimed?(key: ChatMessageKey, claim: ClaimNotice | undefined): Promise<ChatDeliveryResult>
+  /** The claim was given back or lapsed: the message shows nobody again. */
+  unclaimed?(key: ChatMessageKey): Promise<ChatDeliveryResult>
 }
 
 /**
  * Runs the step of `job`'s notification, the message's key made of `target` (the channel's label), the
- * session, the run and the item (the request id, or `escalation`). Claims are not shown yet (issue 39 adds
- * the holder to the message).
+ * session, the run and the item (the request id, or `escalation`).
  */
 export function runJob(job: ChatJob, target: string, steps: JobSteps): Promise<ChatDeliveryResult> {
   const n = job.notification
@@ -89,8 +92,9 @@ export function runJob(job: ChatJob, target: string, steps: JobSteps): Promise<C
     case 'request.closed':
       return steps.close(key(requestIdOf(n)))
     case 'request.claimed':
+      return steps.claimed?.(key(requestIdOf(n)), n.claim) ?? Promise.resolve({ ok: true })
     case 'request.unclaimed':
-      return Promise.resolve({ ok: true })
+      return steps.unclaimed?.(key(requestIdOf(n))) ?? Promise.resolve({ ok: true })
     case 'escalation.started':
       return steps.handoff(key('escalation'))
     case 'escalation.ended':
