@@ -1,3 +1,4 @@
+import type { EscalationView } from '../../overview/escalations.ts'
 import type { SessionSummary } from '../../summary/types.ts'
 import type { RunActivity } from './activity.ts'
 import { ApiError, newKey, post, upload } from './api.ts'
@@ -85,6 +86,7 @@ export class InboxView {
   #inbox: InboxState | null = null
   #pendingKey: { content: string; key: string } | null = null
   #claims: Readonly<Record<string, { name: string }>> = {}
+  #escalations: Readonly<Record<string, EscalationView>> = {}
 
   constructor(options: InboxOptions) {
     this.#o = options
@@ -309,6 +311,7 @@ export class InboxView {
       })
       this.#questions.set(request.request_id, view)
       view.setHolder(this.#claims[request.request_id]?.name ?? null)
+      view.setEscalation(this.#escalations[request.request_id] ?? null)
       for (const shown of this.#messages.values())
         if (shown.record.reply_to === request.request_id) view.replyChanged(shown.record)
     } else view.update(request)
@@ -352,6 +355,12 @@ export class InboxView {
   setClaims(claims: Readonly<Record<string, { name: string }>>): void {
     this.#claims = claims
     for (const [id, view] of this.#questions) view.setHolder(claims[id]?.name ?? null)
+  }
+
+  /** Escalation steps of the current run's open questions, from the overview. */
+  setEscalations(escalations: Readonly<Record<string, EscalationView>>): void {
+    this.#escalations = escalations
+    for (const [id, view] of this.#questions) view.setEscalation(escalations[id] ?? null)
   }
 
   /** A message, new or at a later state (message and delivery events, GETs). */
