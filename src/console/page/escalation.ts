@@ -56,9 +56,9 @@ function stepItem(step: EscalationStep, nextStep: number | null): HTMLLIElement 
   switch (step.state) {
     case 'sent':
       what = [
-        step.at === null ? null : timeOf(step.at, 'step-at'),
-        step.at === null ? '' : ' ',
         phrase === '' ? 'nothing sent' : phrase,
+        step.at === null ? null : ' at ',
+        step.at === null ? null : timeOf(step.at, 'step-at'),
       ]
       break
     case 'due':
