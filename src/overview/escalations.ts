@@ -45,7 +45,7 @@ function targetView(raw: unknown): StepTarget | null {
   const t = raw as Record<string, unknown>
   const label = text(t.label, MAX_LABEL)
   if (typeof t.kind !== 'string' || !KINDS.has(t.kind) || label === null) return null
-  if (t.outcome !== 'sent' && t.outcome !== 'skipped') return null
+  if (t.outcome !== 'sent' && t.outcome !== 'skipped' && t.outcome !== 'planned') return null
   const reason = t.outcome === 'skipped' ? text(t.reason, 40) : null
   return {
     kind: t.kind as TargetKind,
