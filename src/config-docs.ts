@@ -289,6 +289,10 @@ export const configDocs: { readonly [Name in keyof Env]-?: VariableDoc } = {
     topic: 'notify',
     text: 'no retry starts later than this after the first attempt (the delivery is then `failed`)',
   },
+  GATEWAY_CLAIM_TTL_S: {
+    topic: 'notify',
+    text: 'how long an "I\'m on it" claim on a question holds without an answer (1..86400 s): then it lapses, the holder is told and the question\'s escalation steps go on (see [notifications.md](notifications.md#escalation))',
+  },
   GATEWAY_SLACK_BOT_TOKEN: {
     topic: 'slack',
     text: "the Slack app's bot token: its messages in the notify file's channels (see [chat.md](chat.md)); requires `GATEWAY_PUBLIC_ORIGIN`",

@@ -280,6 +280,8 @@ export const envSchema = z.object({
   GATEWAY_NOTIFY_TIMEOUT_MS: int(100, 120_000).default(10_000),
   GATEWAY_NOTIFY_RETRY_MS: int(10, 600_000).default(2000),
   GATEWAY_NOTIFY_RETRY_FOR_S: int(0, 86_400).default(600),
+  // "I'm on it" lapses after this long without an answer, and the question's escalation steps go on.
+  GATEWAY_CLAIM_TTL_S: int(1, 86_400).default(90),
 
   // The Slack app (src/chat/slack): its message in each team's channel (GATEWAY_NOTIFY_FILE), answers from
   // Slack through the Request URL (signing secret) and/or Socket Mode (app token), linked accounts.

@@ -8,13 +8,16 @@
 /** What kind of target a step notifies (the `kind` label of `krg_escalation_steps_total`). */
 export type TargetKind = 'webhook' | 'slack' | 'msteams' | 'person' | 'pagerduty'
 
-/** How one target of a step fared: notified, or skipped with a reason (`no_linked_account`, …). */
+/**
+ * How one target of a step fared: notified, skipped with a reason (`no_linked_account`, `target_removed`),
+ * or `planned` while its step has not gone out (due, stopped, beyond the deadline).
+ */
 export interface StepTarget {
   readonly kind: TargetKind
   /** The target's label (`team:red#2`, `slack:C0123ABCD`, `person:olivia`): never a URL or key. */
   readonly label: string
-  readonly outcome: 'sent' | 'skipped'
-  /** Why it was skipped (`no_linked_account`); absent when sent. */
+  readonly outcome: 'sent' | 'skipped' | 'planned'
+  /** Why it was skipped (`no_linked_account`, `target_removed`); absent otherwise. */
   readonly reason?: string
 }
 
@@ -38,6 +41,13 @@ export interface EscalationState {
   readonly item: string
   /** ISO 8601: when the gateway first saw it open (the origin of every `after_s`). */
   readonly openedAt: string
+  /**
+   * The seq of the event that opened it: a handoff pause of the same run that started later is another
+   * pause (its record replaces this one). Absent in records of older versions.
+   */
+  readonly seq?: number
+  /** ISO 8601: the question's deadline (the pause's end) when the plan was made; null when none. */
+  readonly deadline?: string | null
   readonly steps: readonly EscalationStep[]
   /**
    * The next step and when it is due (ISO 8601); null when none remains or while a person holds the
@@ -73,6 +83,8 @@ export function parseEscalationState(value: string): EscalationState | null {
       run: s.run,
       item: s.item,
       openedAt: s.openedAt,
+      ...(typeof s.seq === 'number' ? { seq: s.seq } : {}),
+      ...(s.deadline === undefined ? {} : { deadline: s.deadline }),
       steps: s.steps,
       next: s.next ?? null,
     }

@@ -1,3 +1,4 @@
+import { pagerBody } from '../escalation/pagerduty.ts'
 import type { Notification } from './notification.ts'
 import type { NotifyFormat } from './targets.ts'
 
@@ -12,10 +13,20 @@ export interface Rendering {
   readonly at: string
   /** The console's session view (absolute with GATEWAY_PUBLIC_ORIGIN, else a path). */
   readonly url: string
+  /** `pagerduty`: the target's routing key (it goes in the body). */
+  readonly routingKey?: string
 }
 
-/** The raw body a target gets (the signature covers its timestamp and exactly these bytes). */
-export function renderBody(format: NotifyFormat, rendering: Rendering): string {
+/**
+ * The raw body a target gets (the signature covers its timestamp and exactly these bytes); null when the
+ * target gets nothing of this notification (a pager and a reminder: src/escalation/pagerduty.ts).
+ */
+export function renderBody(format: NotifyFormat, rendering: Rendering): string | null {
+  if (format === 'pagerduty') {
+    const { notification, routingKey, url, at } = rendering
+    const body = pagerBody(notification, routingKey ?? '', url, at)
+    return body === null ? null : JSON.stringify(body)
+  }
   return JSON.stringify(format === 'slack' ? slackBody(rendering) : jsonBody(rendering))
 }
 

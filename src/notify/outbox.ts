@@ -179,6 +179,7 @@ export class Outbox {
         delivery: job.delivery,
         url: job.url,
         at: new Date(entry.createdAt).toISOString(),
+        ...(job.target.routingKey === undefined ? {} : { routingKey: job.target.routingKey.reveal() }),
       })
     }
     if (entry.attempts > 0) await this.#note(entry, 'sending', null, null)

@@ -4,6 +4,9 @@ import { Agent } from 'undici'
 import { ChatOutbox } from '../chat/outbox.ts'
 import { ConfigError } from '../config.ts'
 import { sessionPath } from '../console/links.ts'
+import { Escalations } from '../escalation/engine.ts'
+import { Fanout } from '../escalation/fanout.ts'
+import { createEscalationMetrics } from '../escalation/metrics.ts'
 import type { DeliveryLedger } from './ledger.ts'
 import { createNotifyMetrics } from './metrics.ts'
 import { Outbox } from './outbox.ts'
@@ -14,6 +17,7 @@ import {
   globalTargets,
   loadNotifyFile,
   type NotifyRoutes,
+  type PersonTarget,
 } from './targets.ts'
 import { NotifyWatcher } from './watcher.ts'
 
@@ -22,6 +26,8 @@ export interface Notifications {
   readonly ledger: DeliveryLedger
   readonly watcher: NotifyWatcher
   readonly outbox: Outbox
+  /** The escalation engine (steps, claims). */
+  readonly escalations: Escalations
   /** The routes now. */
   routes(): NotifyRoutes
 }
@@ -53,10 +59,12 @@ export const notifyPlugin = fp(
     const chat = app.chat
     const load = async (): Promise<NotifyRoutes> => {
       const channels = new Map<string, ChatTarget[]>()
+      const people = new Map<string, PersonTarget[]>()
       const routes: NotifyRoutes = {
         global: globalTargets(env),
-        teams: file === undefined ? new Map() : await loadNotifyFile(file, env, channels),
+        teams: file === undefined ? new Map() : await loadNotifyFile(file, env, channels, people),
         chat: channels,
+        people,
       }
       await checkTargets(policy, routes, file)
       return routes
@@ -108,20 +116,37 @@ export const notifyPlugin = fp(
           })
     const posting = chatOutbox
     const origin = env.GATEWAY_PUBLIC_ORIGIN ?? ''
+    const reading = (kasmId: string): boolean => app.events.streams.reader(kasmId) !== null
+    const fanout = new Fanout({
+      routes: () => routes,
+      send: (job) => void sending.enqueue(job),
+      ...(posting === null ? {} : { sendChat: (job) => void posting.enqueue(job) }),
+      links: app.people.links,
+      link: (kasmId, focus) => `${origin}${sessionPath(app.config.basePath, kasmId, focus)}`,
+    })
+    const escalations = new Escalations({
+      board: app.board,
+      reading,
+      routes: () => routes,
+      chat: posting !== null,
+      fanout,
+      claimTtlMs: env.GATEWAY_CLAIM_TTL_S * 1000,
+      metrics: createEscalationMetrics(app.metrics.registry),
+      log: log.child({ part: 'escalation' }),
+    })
     const watcher = new NotifyWatcher({
       summaries: app.summaries,
       sessions: app.sessions,
-      reading: (kasmId) => app.events.streams.reader(kasmId) !== null,
-      send: (job) => void sending.enqueue(job),
-      ...(posting === null ? {} : { sendChat: (job) => void posting.enqueue(job) }),
+      reading,
+      escalations,
+      chat: posting !== null,
       routes: () => routes,
-      link: (kasmId, focus) => `${origin}${sessionPath(app.config.basePath, kasmId, focus)}`,
       // A takeover comes within a lease time or two; a loaded replica may need longer. What it sends is claimed
       // first, so a long window only risks a late notification, never a second one.
       pendingMs: Math.max(60_000, 5 * env.GATEWAY_LEASE_MS),
       log,
     })
-    app.decorate('notifications', { ledger, watcher, outbox, routes: () => routes })
+    app.decorate('notifications', { ledger, watcher, outbox, escalations, routes: () => routes })
 
     const failed = (what: string) => (err: unknown) => log.error({ err }, what)
     const offReader = app.events.streams.onReaderStart((kasmId) => watcher.readerStarted(kasmId))
@@ -166,6 +191,7 @@ export const notifyPlugin = fp(
       offReader()
       offSessions()
       watcher.close()
+      escalations.close()
       await sending.close()
       await posting?.close()
     })

@@ -7,8 +7,11 @@ import { Secret } from '../sessions/secret.ts'
 import { formatIssues, teamSchema } from '../sessions/validate.ts'
 import type { UrlPolicy } from '../upstream/url-policy.ts'
 
-/** The body a webhook gets: ours (`json`), or what Slack-compatible incoming webhooks accept (`slack`). */
-export type NotifyFormat = 'json' | 'slack'
+/**
+ * The body a webhook gets: ours (`json`), what Slack-compatible incoming webhooks accept (`slack`), or an
+ * Events API v2 event (`pagerduty`: PagerDuty, Opsgenie and other Events-v2 receivers).
+ */
+export type NotifyFormat = 'json' | 'slack' | 'pagerduty'
 
 /** One webhook. */
 export interface NotifyTarget {
@@ -22,6 +25,10 @@ export interface NotifyTarget {
    * notify file's. Never a URL path (a Slack webhook's path is its key) nor a session id.
    */
   readonly label: string
+  /** Seconds after the question opened that it is notified if still open and unclaimed (absent: 0). */
+  readonly afterS?: number
+  /** `pagerduty`: the Events v2 routing (integration) key, sent in the body; never logged. */
+  readonly routingKey?: Secret
 }
 
 /** A chat channel of the notify file (`{slack: {channel}}`), where the chat adapter posts and is answered. */
@@ -31,6 +38,16 @@ export interface ChatTarget {
   readonly channel: string
   /** A stable name for metrics, the delivery ledger and the admin API: `slack:<channel>`. */
   readonly label: string
+  /** Seconds after the question opened that it is notified if still open and unclaimed (absent: 0). */
+  readonly afterS?: number
+}
+
+/** A person of the notify file (`person: <sub>`): a direct message through their linked chat account(s). */
+export interface PersonTarget {
+  readonly sub: string
+  /** `person:<sub>` (each linked account's delivery adds `/<chat>`). */
+  readonly label: string
+  readonly afterS: number
 }
 
 /** Where each team's notifications go. */
@@ -41,6 +58,13 @@ export interface NotifyRoutes {
   readonly teams: ReadonlyMap<string, readonly NotifyTarget[]>
   /** GATEWAY_NOTIFY_FILE's chat channels per team (the Slack app), beside its webhooks. */
   readonly chat?: ReadonlyMap<string, readonly ChatTarget[]>
+  /** GATEWAY_NOTIFY_FILE's `person:` targets per team. */
+  readonly people?: ReadonlyMap<string, readonly PersonTarget[]>
+}
+
+/** The `person:` targets of a session of `team`. */
+export function personTargetsFor(routes: NotifyRoutes, team: string): readonly PersonTarget[] {
+  return routes.people?.get(team) ?? []
 }
 
 /** The chat channels of a session of `team`. */
@@ -74,8 +98,17 @@ const webhookUrl = z
   .url('must be an absolute http(s) URL')
   .regex(/^https?:\/\//, 'must be an http(s) URL')
 
+/** `after_s` of any target: seconds after the question opened (its escalation step); default 0. */
+const afterS = z
+  .number({ invalid_type_error: 'must be a whole number of seconds' })
+  .int('must be a whole number of seconds')
+  .min(0, 'must be 0 or more')
+  .max(86_400, 'must be at most 86400 (a day)')
+  .optional()
+
 const entrySchema = z
   .object({
+    after_s: afterS,
     url: webhookUrl,
     format: z.enum(['json', 'slack']).optional(),
     secret: z.string().min(16, 'must be at least 16 characters').optional(),
@@ -87,6 +120,7 @@ const entrySchema = z
 
 const chatEntrySchema = z
   .object({
+    after_s: afterS,
     slack: z
       .object({
         channel: z
@@ -96,6 +130,59 @@ const chatEntrySchema = z
       .strict(),
   })
   .strict()
+
+const personEntrySchema = z
+  .object({
+    after_s: afterS,
+    person: z
+      .string({ invalid_type_error: "must be a person's id (their sign-in's sub)" })
+      .min(1, "must be a person's id (their sign-in's sub)")
+      .max(256, 'must be at most 256 characters')
+      .regex(/^[^\s/]+$/, 'must not hold spaces or slashes'),
+  })
+  .strict()
+
+/** Where PagerDuty's Events API v2 takes events; Opsgenie and other receivers set their own `url`. */
+export const PAGERDUTY_EVENTS_URL = 'https://events.pagerduty.com/v2/enqueue'
+
+const routingKey = z
+  .string()
+  .min(8, 'must be at least 8 characters')
+  .max(256, 'must be at most 256 characters')
+  .regex(/^[\x21-\x7e]+$/, 'must be printable characters without spaces')
+
+const pagerEntrySchema = z
+  .object({
+    after_s: afterS,
+    pagerduty: z
+      .object({
+        /** The integration's routing key; better in a file (`routingKeyFile`) so the notify file holds none. */
+        routingKey: routingKey.optional(),
+        routingKeyFile: z.string().min(1).optional(),
+        url: webhookUrl.optional(),
+      })
+      .strict()
+      .refine(
+        (p) => (p.routingKey === undefined) !== (p.routingKeyFile === undefined),
+        'set routingKey or routingKeyFile (one of them)',
+      ),
+  })
+  .strict()
+
+/** Reads a secret file named relative to the notify file: its text, or why not (never its content). */
+async function readSecretFile(path: string, name: string): Promise<{ value: string } | { problem: string }> {
+  const file = resolve(dirname(path), name)
+  try {
+    return { value: (await readFile(file, 'utf8')).replace(/\r?\n$/, '') }
+  } catch (err) {
+    return { problem: `cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})` }
+  }
+}
+
+/** Whether a raw entry of the notify file is of the kind keyed `key` (`slack`, `person`, `pagerduty`). */
+function isKind(raw: unknown, key: string): boolean {
+  return typeof raw === 'object' && raw !== null && Object.hasOwn(raw, key)
+}
 
 const fileSchema = z
   .object(
@@ -111,14 +198,17 @@ const fileSchema = z
 
 /**
  * Reads and validates GATEWAY_NOTIFY_FILE (JSON or YAML, as the sessions file): `{teams: {<team>: [{url,
- * format?, secret? | secretFile?} | {slack: {channel}}]}}`. A target without a format or secret takes
- * GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. Chat channels go into `chat` (a Slack channel needs
- * GATEWAY_SLACK_BOT_TOKEN). Throws {@link ConfigError} naming the file and every bad entry, never a value.
+ * format?, secret? | secretFile?} | {slack: {channel}} | {person: <sub>} | {pagerduty: {routingKey? |
+ * routingKeyFile?, url?}}]}}`, each with an optional `after_s` (its escalation step). A target without a
+ * format or secret takes GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. Chat channels go into `chat` (a
+ * Slack channel needs GATEWAY_SLACK_BOT_TOKEN), people into `people`; pagers are webhooks of format
+ * `pagerduty`. Throws {@link ConfigError} naming the file and every bad entry, never a value.
  */
 export async function loadNotifyFile(
   path: string,
   env: Env,
   chat?: Map<string, ChatTarget[]>,
+  people?: Map<string, PersonTarget[]>,
 ): Promise<Map<string, NotifyTarget[]>> {
   const fail = (detail: string): never => {
     throw new ConfigError(`GATEWAY_NOTIFY_FILE (${path}): ${detail}`)
@@ -140,36 +230,79 @@ export async function loadNotifyFile(
     }
     const targets: NotifyTarget[] = []
     const channels: ChatTarget[] = []
+    const persons: PersonTarget[] = []
     for (const [index, raw] of rawList.entries()) {
-      if (typeof raw === 'object' && raw !== null && Object.hasOwn(raw, 'slack')) {
+      const at = `${where}[${index}]`
+      const label = `team:${team.data}#${index}`
+      if (isKind(raw, 'slack')) {
         const entry = chatEntrySchema.safeParse(raw)
-        if (!entry.success) problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)
+        if (!entry.success) problems.push(`${at}: ${formatIssues(entry.error)}`)
         else if (env.GATEWAY_SLACK_BOT_TOKEN === undefined)
-          problems.push(`${where}[${index}]: a Slack channel needs GATEWAY_SLACK_BOT_TOKEN`)
+          problems.push(`${at}: a Slack channel needs GATEWAY_SLACK_BOT_TOKEN`)
         else {
           const channel = entry.data.slack.channel
-          channels.push({ chat: 'slack', channel, label: `slack:${channel}` })
+          channels.push({
+            chat: 'slack',
+            channel,
+            label: `slack:${channel}`,
+            afterS: entry.data.after_s ?? 0,
+          })
         }
+        continue
+      }
+      if (isKind(raw, 'person')) {
+        const entry = personEntrySchema.safeParse(raw)
+        if (!entry.success) problems.push(`${at}: ${formatIssues(entry.error)}`)
+        else if (persons.some((p) => p.sub === entry.data.person))
+          problems.push(`${at}: the same person as an earlier entry`)
+        else {
+          const sub = entry.data.person
+          persons.push({ sub, label: `person:${sub}`, afterS: entry.data.after_s ?? 0 })
+        }
+        continue
+      }
+      if (isKind(raw, 'pagerduty')) {
+        const entry = pagerEntrySchema.safeParse(raw)
+        if (!entry.success) {
+          problems.push(`${at}: ${formatIssues(entry.error)}`)
+          continue
+        }
+        let key = entry.data.pagerduty.routingKey
+        const keyFile = entry.data.pagerduty.routingKeyFile
+        if (keyFile !== undefined) {
+          const read = await readSecretFile(path, keyFile)
+          const checked = 'value' in read ? routingKey.safeParse(read.value) : null
+          if (!('value' in read)) problems.push(`${at}: routingKeyFile: ${read.problem}`)
+          else if (!checked?.success)
+            problems.push(`${at}: routingKeyFile: ${keyFile} ${formatIssues(checked?.error as z.ZodError)}`)
+          else key = read.value
+        }
+        if (key === undefined) continue
+        targets.push({
+          url: entry.data.pagerduty.url ?? PAGERDUTY_EVENTS_URL,
+          format: 'pagerduty',
+          secret: null,
+          label,
+          afterS: entry.data.after_s ?? 0,
+          routingKey: new Secret(key),
+        })
         continue
       }
       const entry = entrySchema.safeParse(raw)
       if (!entry.success) {
-        problems.push(`${where}[${index}]: ${formatIssues(entry.error)}`)
+        problems.push(`${at}: ${formatIssues(entry.error)}`)
         continue
       }
       let secret = entry.data.secret ?? env.GATEWAY_NOTIFY_SECRET
       if (entry.data.secretFile !== undefined) {
-        const file = resolve(dirname(path), entry.data.secretFile)
-        try {
-          secret = (await readFile(file, 'utf8')).replace(/\r?\n$/, '')
-        } catch (err) {
-          problems.push(
-            `${where}[${index}]: secretFile: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
-          )
+        const read = await readSecretFile(path, entry.data.secretFile)
+        if (!('value' in read)) {
+          problems.push(`${at}: secretFile: ${read.problem}`)
           continue
         }
+        secret = read.value
         if (secret.length < 16) {
-          problems.push(`${where}[${index}]: secretFile: ${file} must hold at least 16 characters`)
+          problems.push(`${at}: secretFile: ${entry.data.secretFile} must hold at least 16 characters`)
           continue
         }
       }
@@ -177,11 +310,13 @@ export async function loadNotifyFile(
         url: entry.data.url,
         format: entry.data.format ?? env.GATEWAY_NOTIFY_FORMAT,
         secret: secret === undefined ? null : new Secret(secret),
-        label: `team:${team.data}#${index}`,
+        label,
+        afterS: entry.data.after_s ?? 0,
       })
     }
     teams.set(team.data, targets)
     chat?.set(team.data, channels)
+    people?.set(team.data, persons)
   }
   if (problems.length > 0) return fail(problems.join('; '))
   return teams
@@ -200,8 +335,10 @@ export async function checkTargets(policy: UrlPolicy, routes: NotifyRoutes, file
     for (const [index, target] of targets.entries()) {
       const refusal = await policy.check(target.url)
       if (refusal !== undefined) problems.push(`${where(index)}: ${refusal.reason}`)
-      const earlier = first.get(target.url)
-      if (earlier === undefined) first.set(target.url, index)
+      // Two pagers share Events API's URL: the routing key tells them apart (compared in memory only).
+      const same = `${target.url}\u0000${target.routingKey?.reveal() ?? ''}`
+      const earlier = first.get(same)
+      if (earlier === undefined) first.set(same, index)
       else problems.push(`${where(index)}: the same URL as [${earlier}]`)
     }
   }

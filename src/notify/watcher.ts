@@ -1,12 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify'
-import type { ChatJob } from '../chat/outbox.ts'
-import { notificationFocus, type SessionFocus } from '../console/links.ts'
+import type { Escalations } from '../escalation/engine.ts'
+import { plannedTargets } from '../escalation/plan.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { SessionSummaries, SummaryListener, SummaryPublication } from '../summary/summaries.ts'
 import type { Transition } from '../summary/types.ts'
-import { deliveryId, type Notification, notificationOf } from './notification.ts'
-import type { OutboxJob } from './outbox.ts'
-import { chatTargetsFor, type NotifyRoutes, targetsFor } from './targets.ts'
+import { type Notification, notificationOf } from './notification.ts'
+import type { NotifyRoutes } from './targets.ts'
 
 /** What {@link NotifyWatcher} works with. */
 export interface NotifyWatcherOptions {
@@ -14,14 +13,12 @@ export interface NotifyWatcherOptions {
   readonly sessions: SessionRegistry
   /** Whether this replica reads the session now (holds its reader lease): only the reader sends. */
   readonly reading: (kasmId: string) => boolean
-  /** Queues a delivery (the outbox; never waits). */
-  readonly send: (job: OutboxJob) => void
-  /** Queues a delivery to a chat channel (the chat outbox; never waits); absent without a chat adapter. */
-  readonly sendChat?: (job: ChatJob) => void
+  /** The escalation engine: it tracks questions and pauses, and sends every notification to its targets. */
+  readonly escalations: Escalations
+  /** Whether a chat adapter sends (a team with only chat channels is watched then). */
+  readonly chat: boolean
   /** The routes now (they change on SIGHUP). */
   readonly routes: () => NotifyRoutes
-  /** The console's view of a session, with what the notification is about in view (src/console/links.ts). */
-  readonly link: (kasmId: string, focus: SessionFocus | null) => string
   /**
    * How long a notification seen while another replica reads is kept, to be sent should this replica take
    * the lease over (its owner may have died before sending): a few lease times.
@@ -96,13 +93,17 @@ export class NotifyWatcher {
     else this.#apply(kasmId, session.team)
   }
 
-  /** This replica started reading the session: it sends what it kept while another replica read. */
+  /**
+   * This replica started reading the session: it sends what it kept while another replica read, then the
+   * escalation engine takes up the open questions where their records say.
+   */
   readerStarted(kasmId: string): void {
     const watched = this.#watched.get(kasmId)
-    if (watched === undefined || watched.pending.length === 0) return
+    if (watched === undefined) return
     const fresh = watched.pending.filter((p) => Date.now() - p.seenAt <= this.#o.pendingMs)
     watched.pending = []
     for (const { notification } of fresh) this.#send(notification)
+    this.#o.escalations.readerStarted(kasmId)
   }
 
   close(): void {
@@ -112,10 +113,7 @@ export class NotifyWatcher {
 
   #apply(kasmId: string, team: string): void {
     if (this.#closed) return
-    const routes = this.#o.routes()
-    const routed =
-      targetsFor(routes, team).length > 0 ||
-      (this.#o.sendChat !== undefined && chatTargetsFor(routes, team).length > 0)
+    const routed = plannedTargets(this.#o.routes(), team, this.#o.chat).length > 0
     const watched = this.#watched.get(kasmId)
     if (!routed) {
       if (watched !== undefined) this.#unwatch(kasmId)
@@ -148,6 +146,7 @@ export class NotifyWatcher {
     const watched = this.#watched.get(kasmId)
     if (watched === undefined) return
     this.#watched.delete(kasmId)
+    this.#o.escalations.forget(kasmId)
     for (const timer of watched.reminders.values()) clearTimeout(timer)
     watched.reminders.clear()
     watched.unwatch()
@@ -188,6 +187,16 @@ export class NotifyWatcher {
     }
     const notification = notificationOf(entry.kasmId, entry.team, t, { reminder })
     if (notification === null) return
+    // Openings are the engine's on every replica: the reader sends their steps, a new reader takes them up.
+    if (!reminder && (t.type === 'request.opened' || t.type === 'escalation.started')) {
+      const deadline =
+        t.type === 'request.opened'
+          ? t.request.deadline
+          : (entry.publication?.summary.escalation?.endsAt ?? null)
+      this.#o.escalations.opened(notification, deadline)
+      return
+    }
+    if (t.type === 'request.closed' || t.type === 'escalation.ended') this.#o.escalations.closed(notification)
     if (this.#o.reading(entry.kasmId)) {
       this.#send(notification)
       return
@@ -215,17 +224,17 @@ export class NotifyWatcher {
     entry.reminders.set(t.request.requestId, timer)
   }
 
-  #send(notification: Notification): void {
-    const url = this.#o.link(notification.kasmId, notificationFocus(notification))
-    for (const target of targetsFor(this.#o.routes(), notification.team)) {
-      const delivery = deliveryId(notification, target.label)
-      this.#o.send({ key: `${notification.key}\u0000${target.label}`, delivery, notification, target, url })
-    }
-    const sendChat = this.#o.sendChat
-    if (sendChat === undefined) return
-    for (const target of chatTargetsFor(this.#o.routes(), notification.team)) {
-      const delivery = deliveryId(notification, target.label)
-      sendChat({ key: `${notification.key}\u0000${target.label}`, delivery, notification, target, url })
-    }
+  /** Closings and reminders go to the targets notified so far; a run's end to those without `after_s`. */
+  #send(n: Notification): void {
+    const esc = this.#o.escalations
+    const sending =
+      n.type === 'request.closed' || n.type === 'escalation.ended'
+        ? esc.sendClosing(n)
+        : n.reminder
+          ? esc.sendReminder(n)
+          : esc.sendOther(n)
+    sending.catch((err: unknown) =>
+      this.#o.log.error({ err, kasmId: n.kasmId, type: n.type }, 'notification not sent'),
+    )
   }
 }

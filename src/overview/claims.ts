@@ -93,3 +93,9 @@ export function claimsIn(fields: ReadonlyMap<string, string>, run: string): Map<
   }
   return out
 }
+
+/** The board field of a question's claim (src/escalation watches claims come and go). */
+export const claimField = field
+
+/** Reads a claim's board value; null when this version cannot read it. */
+export const parseClaim = parse

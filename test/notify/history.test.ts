@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import pino from 'pino'
+import { Registry } from 'prom-client'
+import { Escalations } from '../../src/escalation/engine.ts'
+import { Fanout } from '../../src/escalation/fanout.ts'
+import { createEscalationMetrics } from '../../src/escalation/metrics.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../../src/events/memory-bus.ts'
 import type { OutboxJob } from '../../src/notify/outbox.ts'
 import { NotifyWatcher } from '../../src/notify/watcher.ts'
@@ -30,13 +34,29 @@ test('history is not notified, except the question and the handoff still open; l
   })
   const jobs: OutboxJob[] = []
   const target = { url: 'https://hooks.test/', format: 'json' as const, secret: null, label: 'hooks.test' }
+  const routes = () => ({ global: [target], teams: new Map() })
+  const escalations = new Escalations({
+    board: new MemoryBoard(),
+    reading: () => true,
+    routes,
+    chat: false,
+    fanout: new Fanout({
+      routes,
+      send: (job) => jobs.push(job),
+      links: null,
+      link: (kasmId) => `/sessions/${kasmId}`,
+    }),
+    claimTtlMs: 90_000,
+    metrics: createEscalationMetrics(new Registry()),
+    log,
+  })
   const watcher = new NotifyWatcher({
     summaries,
     sessions,
     reading: () => true,
-    send: (job) => jobs.push(job),
-    routes: () => ({ global: [target], teams: new Map() }),
-    link: (kasmId) => `/sessions/${kasmId}`,
+    escalations,
+    chat: false,
+    routes,
     pendingMs: 6000,
     log,
   })

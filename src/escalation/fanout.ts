@@ -1,0 +1,112 @@
+import type { ChatJob } from '../chat/outbox.ts'
+import { notificationFocus, type SessionFocus } from '../console/links.ts'
+import type { ChatLinkRecord } from '../identity/chat-link-store.ts'
+import { deliveryId, type Notification } from '../notify/notification.ts'
+import type { OutboxJob } from '../notify/outbox.ts'
+import { chatTargetsFor, type NotifyRoutes, targetsFor } from '../notify/targets.ts'
+import { pagerAction } from './pagerduty.ts'
+import type { StepTarget } from './state.ts'
+
+/** What {@link Fanout} hands deliveries to. */
+export interface FanoutOptions {
+  readonly routes: () => NotifyRoutes
+  /** The webhook outbox (pagers included). */
+  readonly send: (job: OutboxJob) => void
+  /** The chat outbox; absent without a chat adapter (then people are skipped: no linked account). */
+  readonly sendChat?: (job: ChatJob) => void
+  /** A person's linked chat accounts; null without a chat adapter. */
+  readonly links: { listOf(sub: string): Promise<ChatLinkRecord[]> } | null
+  readonly link: (kasmId: string, focus: SessionFocus | null) => string
+}
+
+/** The label of a person's target (`person:<sub>`), and the sub of one. */
+export const personLabel = (sub: string): string => `person:${sub}`
+const subOf = (label: string): string => label.slice('person:'.length)
+
+/**
+ * Hands one notification to targets named by label (as a plan keeps them), each a delivery of its own in the
+ * ledger (key: the notification's key and the delivery's label), so a step re-sent by a new reader is never
+ * sent twice. A label no longer in the routes (a reload removed it) is skipped, `target_removed`.
+ */
+export class Fanout {
+  readonly #o: FanoutOptions
+
+  constructor(options: FanoutOptions) {
+    this.#o = options
+  }
+
+  /** Sends `n` to each target; answers how each fared. */
+  async send(n: Notification, targets: readonly Pick<StepTarget, 'kind' | 'label'>[]): Promise<StepTarget[]> {
+    const url = this.#o.link(n.kasmId, notificationFocus(n))
+    const routes = this.#o.routes()
+    const out: StepTarget[] = []
+    for (const t of targets) {
+      const sent = (): StepTarget => ({ kind: t.kind, label: t.label, outcome: 'sent' })
+      const skipped = (reason: string): StepTarget => ({ ...sent(), outcome: 'skipped', reason })
+      if (t.kind === 'person') {
+        out.push((await this.#person(n, subOf(t.label), url)) ? sent() : skipped('no_linked_account'))
+        continue
+      }
+      if (t.kind === 'webhook' || t.kind === 'pagerduty') {
+        const target = targetsFor(routes, n.team).find((x) => x.label === t.label)
+        if (target === undefined) {
+          out.push(skipped('target_removed'))
+          continue
+        }
+        // A pager gets its own events only (trigger, acknowledge, resolve); a reminder is not one.
+        if (target.format !== 'pagerduty' || pagerAction(n) !== null)
+          this.#o.send({
+            key: keyOf(n, t.label),
+            delivery: deliveryId(n, t.label),
+            notification: n,
+            target,
+            url,
+          })
+        out.push(sent())
+        continue
+      }
+      const target = chatTargetsFor(routes, n.team).find((x) => x.label === t.label)
+      if (target === undefined || this.#o.sendChat === undefined) {
+        out.push(skipped('target_removed'))
+        continue
+      }
+      this.#o.sendChat({
+        key: keyOf(n, t.label),
+        delivery: deliveryId(n, t.label),
+        notification: n,
+        target,
+        url,
+      })
+      out.push(sent())
+    }
+    return out
+  }
+
+  /**
+   * A direct message to a person through their linked Slack account (the first active one): false when they
+   * have none, or no chat adapter sends.
+   */
+  async #person(n: Notification, sub: string, url: string): Promise<boolean> {
+    const sendChat = this.#o.sendChat
+    if (sendChat === undefined || this.#o.links === null) return false
+    const accounts = (await this.#o.links.listOf(sub)).filter(
+      (r) => r.state === 'active' && r.chat === 'slack' && r.expiresAt > Date.now(),
+    )
+    const account = accounts[0]
+    if (account === undefined) return false
+    const label = `${personLabel(sub)}/slack`
+    sendChat({
+      key: keyOf(n, label),
+      delivery: deliveryId(n, label),
+      notification: n,
+      target: { chat: 'slack', channel: account.user, label },
+      url,
+    })
+    return true
+  }
+}
+
+/** The ledger key of a notification to one target (as the watcher's deliveries have always been keyed). */
+function keyOf(n: Notification, label: string): string {
+  return `${n.key}\u0000${label}`
+}
