@@ -100,7 +100,7 @@ test('a question shows its escalation: what went out when, what was skipped, the
     'Step 1:',
     'Messaged olivia',
     '(oscar not reached: no linked chat account)',
-    'Step 2: next: On-call paged (after 1:50)',
+    'Step 2: On-call paged, due 1:50 after it opened (next)',
     'Step 3: Webhook team:blue#4: not sent, after the deadline (15:00)',
   ])
     assert.ok(text.includes(words), `${JSON.stringify(words)} in ${JSON.stringify(text)}`)

@@ -63,9 +63,7 @@ function stepItem(step: EscalationStep, nextStep: number | null): HTMLLIElement 
       break
     case 'due':
       what = [
-        step.step === nextStep ? 'next: ' : 'later: ',
-        everyTarget,
-        ` (after ${afterText(step.afterS)})`,
+        `${everyTarget}, due ${afterText(step.afterS)} after it opened${step.step === nextStep ? ' (next)' : ''}`,
       ]
       break
     case 'beyond_deadline':
