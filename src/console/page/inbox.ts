@@ -6,6 +6,7 @@ import { AttachmentNames } from './attachments.ts'
 import { Confirm } from './confirm.ts'
 import { countdown } from './countdown.ts'
 import { announce, h, replace, setText } from './dom.ts'
+import { renderEscalation } from './escalation.ts'
 import { bytes, clock } from './format.ts'
 import { deliveryText, pauseEndText, runState } from './labels.ts'
 import { labelledValues, QuestionView } from './questions.ts'
@@ -62,6 +63,10 @@ export class InboxView {
   readonly #finish: HTMLButtonElement
   readonly #confirmFinish: Confirm
   readonly #handoff: HTMLElement
+  /** The handoff pause's escalation steps, and what they were last drawn from. */
+  readonly #handoffSteps: HTMLElement
+  #handoffStepsView: EscalationView | null = null
+  #handoffStepsDrawn = ''
   /** What the previous run's controls said at its end (stopped, handed back), until the person dismisses it. */
   readonly #previous: HTMLElement
   /** The pause the handoff note shows (reason and end), so a render that changes nothing leaves it be. */
@@ -135,12 +140,14 @@ export class InboxView {
             'Open the session in the Kasm viewer',
           )
     this.#handoff = h('p', { class: 'handoff-note', hidden: true })
+    this.#handoffSteps = h('div', { class: 'q-steps handoff-steps', hidden: true })
     this.#previous = h('div', { class: 'previous-run', hidden: true })
     this.#controls = h(
       'div',
       { class: 'controls' },
       this.#previous,
       this.#handoff,
+      this.#handoffSteps,
       h('div', { class: 'actions' }, this.#stop, this.#finish),
       this.#confirmStop.el,
       this.#confirmFinish.el,
@@ -357,6 +364,20 @@ export class InboxView {
     for (const [id, view] of this.#questions) view.setHolder(claims[id]?.name ?? null)
   }
 
+  /** The handoff pause's escalation steps, from the overview (null: none, or no pause). */
+  setHandoffSteps(view: EscalationView | null): void {
+    this.#handoffStepsView = view
+    this.#drawHandoffSteps(this.#summary?.escalation != null)
+  }
+
+  #drawHandoffSteps(paused: boolean): void {
+    const view = paused ? this.#handoffStepsView : null
+    const drawn = JSON.stringify(view)
+    if (drawn === this.#handoffStepsDrawn) return
+    this.#handoffStepsDrawn = drawn
+    renderEscalation(this.#handoffSteps, view, null)
+  }
+
   /** Escalation steps of the current run's open questions, from the overview. */
   setEscalations(escalations: Readonly<Record<string, EscalationView>>): void {
     this.#escalations = escalations
@@ -467,6 +488,7 @@ export class InboxView {
       )
     }
     this.#handoffShown = shown
+    this.#drawHandoffSteps(pause !== null)
     const status = this.#refusal ?? this.#statusText(summary, stopping, stopped)
     this.#controlStatus.classList.toggle('refused', this.#refusal !== null)
     setText(this.#controlStatus, status ?? '')

@@ -448,6 +448,7 @@ export class SessionView {
     )
     this.#inbox.setClaims(entry?.claims ?? {})
     this.#inbox.setEscalations(entry?.escalations ?? {})
+    this.#inbox.setHandoffSteps(entry?.handoffSteps ?? null)
     this.#inbox.setState(summary, this.#inboxState)
     const open = summary.openRequests.length
     this.#inboxCount.hidden = open === 0
