@@ -173,7 +173,7 @@ function answerError(
   request: FastifyRequest,
   reply: FastifyReply,
 ): FastifyReply {
-  const { status, body } = toErrorBody(err)
+  const { status, body } = toErrorBody(err, request.routeOptions.bodyLimit)
   // The router's refusals (frameworkErrors) run no hooks: the id header is set here for them.
   reply.header(REQUEST_ID_HEADER, request.id)
   // A 503 says something is unavailable (Redis, the IdP's keys, a draining replica): that is logged once

@@ -271,16 +271,22 @@ const statusMessages: Record<number, string> = {
 }
 
 /**
- * Maps any thrown error to a status and the one error body shape `{error, message}`: the gateway's own errors
+ * Maps any thrown error to a status and the one error body shape `{error, message}` (with `limit`, the route's
+ * `bodyLimit` when given, on a body over it, as the proxied routes' 413 has it): the gateway's own errors
  * ({@link GatewayError}s) as they are, Fastify's and its plugins' by the tables here. Unknown errors become a 500 whose
  * message says nothing of the internals (they are logged, not returned). Browser navigations may render the
  * same code and message as a page; the code and status come from here either way.
  */
-export function toErrorBody(err: FastifyError | Error): { status: number; body: ErrorBody } {
+export function toErrorBody(
+  err: FastifyError | Error,
+  bodyLimit?: number,
+): { status: number; body: ErrorBody } {
   const e = err as FastifyError
   const known = e.code ? fastifyCodes[e.code] : undefined
   if (known) {
-    return { status: known.status, body: { error: known.code, message: known.message ?? e.message } }
+    const body: ErrorBody = { error: known.code, message: known.message ?? e.message }
+    if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' && bodyLimit !== undefined) body.limit = bodyLimit
+    return { status: known.status, body }
   }
   if (err instanceof GatewayError) {
     const body: ErrorBody = { error: e.code.toLowerCase(), message: e.message }

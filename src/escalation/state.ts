@@ -5,7 +5,7 @@
  * a routing key or a token.
  */
 
-/** What kind of target a step notifies (the `kind` label of `krg_escalation_steps_total`). */
+/** What kind of target a step notifies (also the `kind` label of the escalation metrics). */
 export type TargetKind = 'webhook' | 'slack' | 'msteams' | 'person' | 'pagerduty'
 
 /**

@@ -42,9 +42,14 @@ const kasmRef = (what: string) =>
 /** The body of `POST /admin/sessions`; unknown fields refused, exactly one of `image_id` and `image`. */
 export const launchBodySchema = z
   .object({
-    image_id: kasmRef('image').optional(),
-    image: z.string({ invalid_type_error: 'must be a string' }).min(1).max(256).optional(),
-    user_id: kasmRef('user').optional(),
+    image_id: kasmRef('image').optional().describe('a Kasm image id'),
+    image: z
+      .string({ invalid_type_error: 'must be a string' })
+      .min(1)
+      .max(256)
+      .optional()
+      .describe('a Kasm image name'),
+    user_id: kasmRef('user').optional().describe('the Kasm user (if the team allows choosing)'),
     team: teamSchema,
     environment: z
       .record(
@@ -54,12 +59,14 @@ export const launchBodySchema = z
           .max(4096, 'values must be at most 4096 characters'),
       )
       .refine((env) => Object.keys(env).length <= 64, 'at most 64 variables')
-      .optional(),
+      .optional()
+      .describe('at most 64 variables, given to the session'),
   })
   .strict()
   .refine((body) => (body.image_id === undefined) !== (body.image === undefined), {
     message: 'exactly one of image_id or image is required',
   })
+  .describe('exactly one of `image_id` and `image`; unknown fields refused')
 
 /** Options of {@link KasmLauncher}. */
 export interface KasmLauncherOptions {

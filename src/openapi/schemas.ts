@@ -18,6 +18,7 @@ export const ERROR_ANSWER = {
     error: { type: 'string', description: 'stable code, e.g. `session_not_found`', examples: ['forbidden'] },
     message: { type: 'string', description: 'for people; its wording may change' },
     requestId: { type: 'string', description: 'the X-Request-ID of the request' },
+    limit: { type: 'integer', description: '`payload_too_large` only: the byte limit the body went over' },
   },
   required: ['error', 'message', 'requestId'],
   additionalProperties: false,
@@ -90,16 +91,3 @@ export const TIME = { type: 'string', format: 'date-time' } as const
 
 /** A session id (sessions/types.ts KASM_ID). */
 export const KASM_ID_SCHEMA = { type: 'string', pattern: '^[A-Za-z0-9_-]{1,128}$' } as const
-
-/**
- * Route `config` that puts `parts` (a body, a query string) in the document without giving them to Fastify's
- * validator: for routes that check them with zod (messages of their own, no type coercion, nothing stripped).
- */
-export function documented(parts: { body?: unknown; querystring?: unknown }) {
-  return {
-    swaggerTransform: ({ schema, url }: { schema: object; url: string }) => ({
-      schema: { ...schema, ...parts },
-      url,
-    }),
-  }
-}

@@ -1,35 +1,40 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { z } from 'zod'
 import { type Operator, seesTeam } from '../auth/operator.ts'
-import {
-  BadRequest,
-  Forbidden,
-  KasmNotConfigured,
-  SessionConflict,
-  SessionNotFound,
-  Unauthenticated,
-} from '../errors.ts'
+import { Forbidden, KasmNotConfigured, SessionConflict, SessionNotFound, Unauthenticated } from '../errors.ts'
 import { launchBodySchema } from '../kasm/launch.ts'
-import { ADMIN, ADMIN_DOCUMENTED } from '../openapi/routes/admin.ts'
-import { documented } from '../openapi/schemas.ts'
+import { ADMIN } from '../openapi/routes/admin.ts'
+import { zodInput } from '../openapi/zod-input.ts'
 import type { SessionView } from '../sessions/types.ts'
 import { admitUpstream } from '../sessions/upstream-admission.ts'
-import { adminBodySchema, formatIssues, kasmIdSchema } from '../sessions/validate.ts'
+import { adminBodySchema, kasmIdSchema } from '../sessions/validate.ts'
 
-const auditQuerySchema = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-    kasmId: kasmIdSchema.optional(),
-    sub: z.string().min(1).max(256).optional(),
-  })
-  .strict()
+/** How many records an answer holds (a query string's number: coerced). */
+const limitSchema = z.coerce.number().int().min(1).max(1000).default(100)
 
-const notificationsQuerySchema = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(1000).default(100),
-    kasmId: kasmIdSchema.optional(),
-  })
-  .strict()
+/**
+ * What the routes parse their requests with, and what the document says they take: one source
+ * (openapi/zod-input.ts).
+ */
+const INPUT = {
+  launch: zodInput({ body: launchBodySchema }),
+  put: zodInput({
+    params: z.object({ kasmId: kasmIdSchema.describe('the Kasm session id') }),
+    body: adminBodySchema,
+  }),
+  audit: zodInput({
+    querystring: z
+      .object({
+        limit: limitSchema,
+        kasmId: kasmIdSchema.optional(),
+        sub: z.string().min(1).max(256).optional().describe('the person (their `sub`)'),
+      })
+      .strict(),
+  }),
+  notifications: zodInput({
+    querystring: z.object({ limit: limitSchema, kasmId: kasmIdSchema.optional() }).strict(),
+  }),
+}
 
 /**
  * The admin API (role admin): sessions (tokens are write-only, never returned), recent audit records and
@@ -94,22 +99,18 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
   // registered under Kasm's id. The token never appears in the answer.
   app.post(
     '/admin/sessions',
-    { schema: ADMIN.launch, onRequest, config: { ...sessionsAudit, ...documented(ADMIN_DOCUMENTED.launch) } },
+    { schema: ADMIN.launch, onRequest, config: { ...sessionsAudit, ...INPUT.launch.config } },
     async (request, reply) => {
       const operator = operatorOf(request)
       request.auditDetail.action = 'launch'
-      if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
-        throw new BadRequest('body must be a JSON object {image_id | image, user_id?, team, environment?}')
-      const body = launchBodySchema.safeParse(request.body)
-      if (!body.success) throw new BadRequest(formatIssues(body.error))
-      if (!seesTeam(operator, body.data.team))
-        throw new Forbidden(`team ${body.data.team} is not one of yours`)
+      const body = INPUT.launch.body(request)
+      if (!seesTeam(operator, body.team)) throw new Forbidden(`team ${body.team} is not one of yours`)
       // One of the caller's teams: its admins see this launch (and its refusals) in their audit.
-      request.auditDetail.team = body.data.team
+      request.auditDetail.team = body.team
       if (app.kasm === null) throw new KasmNotConfigured()
       // Before Kasm starts anything: a session this replica could not register would only be destroyed again.
       app.sessions.checkWritable()
-      const { image_id, image, user_id, team, environment } = body.data
+      const { image_id, image, user_id, team, environment } = body
       const launched = await app.kasm.launcher.launch({
         ...(image_id === undefined ? {} : { imageId: image_id }),
         ...(image === undefined ? {} : { image }),
@@ -127,29 +128,23 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
 
   app.put<{ Params: { kasmId: string } }>(
     '/admin/sessions/:kasmId',
-    { schema: ADMIN.put, onRequest, config: { ...sessionsAudit, ...documented(ADMIN_DOCUMENTED.put) } },
+    { schema: ADMIN.put, onRequest, config: { ...sessionsAudit, ...INPUT.put.config } },
     async (request, reply) => {
       const operator = operatorOf(request)
-      const id = kasmIdSchema.safeParse(request.params.kasmId)
-      if (!id.success) throw new BadRequest(`kasmId: ${formatIssues(id.error)}`)
-      const kasmId = id.data
+      const { kasmId } = INPUT.put.params(request)
       request.auditDetail.kasmId = kasmId
-      if (typeof request.body !== 'object' || request.body === null || Array.isArray(request.body))
-        throw new BadRequest('body must be a JSON object {upstream?, team, messagingToken, lifecycle?}')
-      const body = adminBodySchema.safeParse(request.body)
-      if (!body.success) throw new BadRequest(formatIssues(body.error))
-      if (!seesTeam(operator, body.data.team))
-        throw new Forbidden(`team ${body.data.team} is not one of yours`)
+      const body = INPUT.put.body(request)
+      if (!seesTeam(operator, body.team)) throw new Forbidden(`team ${body.team} is not one of yours`)
 
       // A refusal is recorded under the caller's team (the body's, checked above), never under a team they
       // cannot see: a foreign session answers as an unknown id does on GET and DELETE.
-      request.auditDetail.team = body.data.team
+      request.auditDetail.team = body.team
       app.sessions.checkWritable()
       const existing = await app.sessions.get(kasmId)
       if (existing !== undefined && !seesTeam(operator, existing.team)) throw new SessionNotFound()
-      request.auditDetail.team = existing?.team ?? body.data.team
+      request.auditDetail.team = existing?.team ?? body.team
       request.auditDetail.action = existing === undefined ? 'create' : 'replace'
-      const { lifecycle, ...registration } = body.data
+      const { lifecycle, ...registration } = body
       await admitUpstream(app.upstream.policy, app.sessions, {
         kasmId,
         team: registration.team,
@@ -217,34 +212,26 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     },
   )
 
-  app.get(
-    '/admin/audit',
-    { schema: ADMIN.audit, onRequest, config: documented(ADMIN_DOCUMENTED.audit) },
-    async (request) => {
-      const operator = operatorOf(request)
-      const query = auditQuerySchema.safeParse(request.query)
-      if (!query.success) throw new BadRequest(formatIssues(query.error))
-      const { limit, kasmId, sub } = query.data
-      const teams = await recordScope(operator, kasmId)
-      const records = await app.audit.recent({
-        limit,
-        ...(kasmId === undefined ? {} : { kasmId }),
-        ...(sub === undefined ? {} : { sub }),
-        ...(teams === undefined ? {} : { teams }),
-      })
-      return { records }
-    },
-  )
+  app.get('/admin/audit', { schema: ADMIN.audit, onRequest, config: INPUT.audit.config }, async (request) => {
+    const operator = operatorOf(request)
+    const { limit, kasmId, sub } = INPUT.audit.query(request)
+    const teams = await recordScope(operator, kasmId)
+    const records = await app.audit.recent({
+      limit,
+      ...(kasmId === undefined ? {} : { kasmId }),
+      ...(sub === undefined ? {} : { sub }),
+      ...(teams === undefined ? {} : { teams }),
+    })
+    return { records }
+  })
 
   // Recent webhook deliveries and their status (src/notify), scoped like the audit records.
   app.get(
     '/admin/notifications',
-    { schema: ADMIN.notifications, onRequest, config: documented(ADMIN_DOCUMENTED.notifications) },
+    { schema: ADMIN.notifications, onRequest, config: INPUT.notifications.config },
     async (request) => {
       const operator = operatorOf(request)
-      const query = notificationsQuerySchema.safeParse(request.query)
-      if (!query.success) throw new BadRequest(formatIssues(query.error))
-      const { limit, kasmId } = query.data
+      const { limit, kasmId } = INPUT.notifications.query(request)
       const teams = await recordScope(operator, kasmId)
       const notifications = app.notifications
       const deliveries =

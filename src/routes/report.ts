@@ -16,7 +16,13 @@ interface ReportRoute {
 const QUERY = {
   querystring: {
     type: 'object',
-    properties: { window: { type: 'string' }, team: { type: 'string' } },
+    properties: {
+      window: {
+        type: 'string',
+        description: '`24h` (the default) or `7d`; anything else is refused with 400 `report_window_invalid`',
+      },
+      team: { type: 'string', description: 'one of your teams (by default all of them)' },
+    },
     additionalProperties: false,
   },
 } as const

@@ -85,12 +85,20 @@ export const registrationSchema = z.object({
  */
 export const adminBodySchema = z
   .object({
-    upstream: upstreamSchema.optional(),
+    upstream: upstreamSchema
+      .optional()
+      .describe(
+        'the runtime’s base URL (or from GATEWAY_UPSTREAM_TEMPLATE): http(s), no credentials, query or fragment',
+      ),
     team: teamSchema,
-    messagingToken: tokenSchema,
-    lifecycle: z.enum(['manual', 'kasm'], { invalid_type_error: 'must be "manual" or "kasm"' }).optional(),
+    messagingToken: tokenSchema.describe('write-only: never returned'),
+    lifecycle: z
+      .enum(['manual', 'kasm'], { invalid_type_error: 'must be "manual" or "kasm"' })
+      .optional()
+      .describe('`kasm`: removed once Kasm no longer has the session (default `manual`: flagged stale)'),
   })
   .strict()
+  .describe('unknown fields refused')
 
 /** One entry of the sessions file; the token inline or in a file (a mounted Kubernetes secret). */
 export const fileEntrySchema = z

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict'
 import { readFile } from 'node:fs/promises'
 import { test } from 'node:test'
 import { Validator } from '@seriousme/openapi-schema-validator'
-import type { RouteOptions } from 'fastify'
-import { DOCUMENT_ENV, documentApp, OPENAPI_JSON, openapiJson } from '../../scripts/docs-openapi.ts'
+import { DOCUMENT_ENV, OPENAPI_JSON, openapiJson } from '../../scripts/docs-openapi.ts'
 import { HIDDEN_ROUTES } from '../../src/openapi/plugin.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { builtDocument, openapiPath } from './document.ts'
 
 /**
  * The OpenAPI document (`<base>api/openapi.json`, docs/openapi.json): a valid OpenAPI 3.1 document, naming
@@ -22,20 +22,7 @@ interface Document {
 }
 
 /** The app of docs/openapi.json, with every route it registered. */
-const built = (async () => {
-  const routes: RouteOptions[] = []
-  const app = await documentApp({ onRoute: (route) => void routes.push(route) })
-  try {
-    return { routes, document: structuredClone(app.swagger()) as unknown as Document }
-  } finally {
-    await app.close()
-  }
-})()
-
-/** The OpenAPI path of a Fastify URL: `:name` → `{name}`, a final `*` (the artifacts' file) → `{path}`. */
-function openapiPath(url: string): string {
-  return url.replace(/:([A-Za-z]+)/g, '{$1}').replace(/\*$/, '{path}')
-}
+const built = builtDocument<Document>()
 
 test('the document is a valid OpenAPI 3.1 document', async () => {
   const { document } = await built

@@ -112,72 +112,6 @@ const KASM_ID_PARAMS = {
 const tags = ['admin']
 const security = SECURITY
 
-/**
- * The bodies and query strings the admin routes check with their zod schemas (sessions/validate.ts,
- * kasm/launch.ts): described in the document only (a route's `swaggerTransform`), so that Fastify's validator
- * (which coerces types and strips properties) does not change what the routes accept or how they refuse.
- */
-export const ADMIN_DOCUMENTED = {
-  launch: {
-    body: {
-      type: 'object',
-      description: 'exactly one of `image_id` and `image`; unknown fields refused',
-      properties: {
-        image_id: { type: 'string', description: 'a Kasm image id' },
-        image: { type: 'string', minLength: 1, maxLength: 256, description: 'a Kasm image name' },
-        user_id: { type: 'string', description: 'the Kasm user (if the team allows choosing)' },
-        team: str,
-        environment: {
-          type: 'object',
-          maxProperties: 64,
-          propertyNames: { pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' },
-          additionalProperties: { type: 'string', maxLength: 4096 },
-        },
-      },
-      required: ['team'],
-      additionalProperties: false,
-    },
-  },
-  put: {
-    body: {
-      type: 'object',
-      description: 'unknown fields refused',
-      properties: {
-        upstream: {
-          type: 'string',
-          description: 'the runtime’s base URL (or from GATEWAY_UPSTREAM_TEMPLATE)',
-        },
-        team: str,
-        messagingToken: { type: 'string', description: 'write-only: never returned' },
-        lifecycle: { type: 'string', enum: ['manual', 'kasm'] },
-      },
-      required: ['team', 'messagingToken'],
-      additionalProperties: false,
-    },
-  },
-  audit: {
-    querystring: {
-      type: 'object',
-      properties: {
-        limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
-        kasmId: KASM_ID_SCHEMA,
-        sub: { type: 'string', minLength: 1, maxLength: 256 },
-      },
-      additionalProperties: false,
-    },
-  },
-  notifications: {
-    querystring: {
-      type: 'object',
-      properties: {
-        limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
-        kasmId: KASM_ID_SCHEMA,
-      },
-      additionalProperties: false,
-    },
-  },
-} as const
-
 /** `admin/*` (routes/admin.ts, routes/presence.ts). */
 export const ADMIN = {
   list: {
@@ -197,6 +131,7 @@ export const ADMIN = {
     tags,
     security,
     summary: 'Launch a session in Kasm as the team’s Kasm user, with a messaging token the gateway mints',
+    // Its body: routes/admin.ts, from the zod schema that checks it.
     response: {
       201: object(
         {
@@ -213,7 +148,7 @@ export const ADMIN = {
     tags,
     security,
     summary: 'Register a session (201), or replace one or rotate its token (200)',
-    params: KASM_ID_PARAMS,
+    // Its parameter and body: routes/admin.ts, from the zod schemas that check them.
     response: {
       200: { ...SESSION_VIEW, description: 'replaced' },
       201: { ...SESSION_VIEW, description: 'registered' },
