@@ -11,7 +11,7 @@ import { bearer } from '../helpers/jwt.ts'
 import { RUNTIME_TOKEN } from '../helpers/runtime-gateway.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { fastEnv, openOverview } from '../overview/helpers.ts'
-import { SESSION_TOKEN, write } from './helpers.ts'
+import { questionRecord, SESSION_TOKEN, write } from './helpers.ts'
 
 /** The team report by escalation step (issue 39): counts per team and person, the CSV's column, the metric's label. */
 
@@ -19,23 +19,7 @@ const now = Date.now()
 const iso = (agoS: number) => new Date(now - agoS * 1000).toISOString()
 
 function question(id: string, extra: Partial<QuestionRecord>): QuestionRecord {
-  return {
-    kind: 'question',
-    id: JSON.stringify(['question', 'k1', 'run-1', id]),
-    team: 'blue',
-    kasmId: 'k1',
-    run: 'run-1',
-    requestId: id,
-    title: `Question ${id}`,
-    openedAt: iso(600),
-    closedAt: iso(540),
-    deadline: iso(300),
-    closedBy: 'reply',
-    sub: 'dan',
-    name: 'Dan',
-    via: 'console',
-    ...extra,
-  }
+  return questionRecord(id, 'blue', now, extra)
 }
 
 const timedOut = { closedBy: 'timeout', sub: null, name: null, via: null, closedAt: iso(300) } as const
