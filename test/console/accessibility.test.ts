@@ -1,10 +1,25 @@
 import assert from 'node:assert/strict'
-import { test } from 'node:test'
+import { type TestContext, test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { assertAccessible, chromiumFor } from '../helpers/chromium.ts'
-import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
+import { assertAccessible, chromiumPerFile } from '../helpers/chromium.ts'
+import {
+  addSharedRuntime,
+  type ConsoleGateway,
+  consoleGatewayPerFile,
+  settled,
+  signIn,
+  TOKEN,
+  until,
+} from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red'] }
+/** The file's one gateway (it knows the Kasm origin, for the viewer's link): each test has sessions of its own. */
+const gateway = consoleGatewayPerFile({
+  people: [carol],
+  env: { GATEWAY_KASM_PUBLIC_URL: 'https://kasm.example.test' },
+})
 
 const WIDTHS = [
   { width: 1366, height: 800 },
@@ -12,8 +27,8 @@ const WIDTHS = [
 ]
 
 /** A session with something in every part of the page: a run, a step, logs, a screenshot, questions, a message. */
-async function busySessions(t: Parameters<typeof addRuntime>[0], gw: Parameters<typeof addRuntime>[1]) {
-  const rt = await addRuntime(t, gw, 'k-blue', 'blue', { futureFieldTypes: ['date'] })
+async function busySessions(t: TestContext, gw: ConsoleGateway) {
+  const rt = await addSharedRuntime(t, gw, 'k-blue', 'blue', { futureFieldTypes: ['date'] })
   rt.emit('info', { run_id: rt.run, app: 'expenses', goal: 'File the March report', agentic: true })
   rt.emit('status', { phase: 'agentic' })
   rt.emit('step', { n: 1, action: 'click(text="New report")', result: 'form opened', duration_ms: 320 })
@@ -57,7 +72,7 @@ async function busySessions(t: Parameters<typeof addRuntime>[0], gw: Parameters<
     }),
   })
   for (let i = 2; i <= 60; i++) rt.emit('step', { n: i, action: `type(${i})`, result: 'ok', duration_ms: 20 })
-  const red = await addRuntime(t, gw, 'k-red', 'red', { escalationPauseS: 600 })
+  const red = await addSharedRuntime(t, gw, 'k-red', 'red', { escalationPauseS: 600 })
   red.emit('status', { phase: 'agentic' })
   red.escalate('a second factor is needed')
   return rt
@@ -104,16 +119,13 @@ async function checkEverything(page: Page, label: string): Promise<void> {
 }
 
 test('zero axe-core violations at desktop and phone widths, in light and dark', async (t) => {
-  const gw = await startConsoleGateway(t, {
-    people: [carol],
-    env: { GATEWAY_KASM_PUBLIC_URL: 'https://kasm.example.test' },
-  })
+  const b = await chromium(t)
+  const gw = await gateway()
   const rt = await busySessions(t, gw)
-  const b = await chromiumFor(t)
   for (const viewport of WIDTHS) {
     for (const colorScheme of ['light', 'dark'] as const) {
       const context = await b.newContext({ viewport, colorScheme })
-      const page = await signIn(t, b, gw, carol, { context })
+      const page = await signIn(t, b, gw, carol, { context, reuse: true })
       await checkEverything(page, `${viewport.width}px, ${colorScheme}`)
       // Readable at the phone width: nothing wider than the screen.
       const overflow = (await page.evaluate('document.documentElement.scrollWidth')) as number
@@ -125,10 +137,11 @@ test('zero axe-core violations at desktop and phone widths, in light and dark', 
 })
 
 test('the main journey by keyboard alone: reach a session, switch tabs, answer a question, send a message', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
-  await addRuntime(t, gw, 'k2', 'blue')
+  await addSharedRuntime(t, gw, 'k2', 'blue')
   const q = rt.ask({
     title: 'Which browser?',
     fields: [
@@ -136,8 +149,7 @@ test('the main journey by keyboard alone: reach a session, switch tabs, answer a
       { id: 'n', type: 'integer', label: 'Tabs' },
     ],
   })
-  const b = await chromiumFor(t)
-  const page = await signIn(t, b, gw, carol)
+  const page = await signIn(t, b, gw, carol, { reuse: true })
   await page.waitForSelector('.session-row >> text=Which browser?')
   // What has the focus: its text, or for an input its type and value.
   const focused = () =>

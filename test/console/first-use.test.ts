@@ -4,11 +4,22 @@ import type { Browser, Page } from 'playwright-core'
 import { assertAccessible, launchChromium } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { call } from '../overview/helpers.ts'
-import { addRuntime, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
+import {
+  addRuntime,
+  addSharedRuntime,
+  consoleGatewayPerFile,
+  settled,
+  signIn,
+  startConsoleGateway,
+  TOKEN,
+  until,
+} from './helpers.ts'
 
 /** What a new user tripped over in the console (issue 37): one browser for the whole file. */
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
+/** The file's one gateway, for the tests that need nothing of their own from it: each has sessions of its own. */
+const gateway = consoleGatewayPerFile({ people: [carol] })
 
 const PHONE = { width: 390, height: 844 }
 const DESKTOP = { width: 1366, height: 800 }
@@ -25,15 +36,18 @@ function focused(page: Page): Promise<unknown> {
 }
 
 test('an answer that leaves every field empty asks first; an optional field says so, and its hint promises only what is checked', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-empty', 'blue')
   rt.emit('status', { phase: 'agentic' })
   // As the demo's "Which tags…?": one optional list, with a least number of items if any is given.
   const q = rt.ask({
     title: 'Which labels go on the invoice?',
     fields: [{ id: 'labels', type: 'string[]', enum: ['urgent', 'partner', 'paid'], min_items: 2 }],
   })
-  const page = await signIn(t, b, gw, carol, { path: `/sessions/k1?request=${q.request_id}` })
+  const page = await signIn(t, b, gw, carol, {
+    path: `/sessions/k-empty?request=${q.request_id}`,
+    reuse: true,
+  })
   const card = page.locator(`[data-request="${q.request_id}"]`)
   await card.getByRole('button', { name: 'Answer' }).waitFor()
   // Left empty, the runtime takes it (min_items applies to a list given): the hint says exactly that.
@@ -73,11 +87,11 @@ test('an answer that leaves every field empty asks first; an optional field says
 })
 
 test('“I’m done, finish” asks first as Stop does, and Escape cancels it', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-finish', 'blue', { escalationPauseS: 600 })
   rt.emit('status', { phase: 'agentic' })
   rt.escalate('the approval needs a second factor')
-  const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
+  const page = await signIn(t, b, gw, carol, { path: '/sessions/k-finish#inbox', reuse: true })
   const actions = () => rt.received.filter((r) => r.method === 'POST' && r.url.startsWith('/actions')).length
   const finish = page.getByRole('button', { name: 'I’m done, finish' })
   await finish.click()
@@ -133,16 +147,16 @@ test('“Not sent” over a limit says the limit and the size, and keeps the tex
 })
 
 test('a stopped run’s outcome stays in the Inbox when the next run starts, until the person dismisses it', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-previous', 'blue')
   rt.emit('status', { phase: 'agentic' })
   const first = rt.run
-  const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
+  const page = await signIn(t, b, gw, carol, { path: '/sessions/k-previous#inbox', reuse: true })
   await page.getByRole('button', { name: 'Stop the agent' }).waitFor()
 
   // Olivia stops it from elsewhere.
   const olivia = await bearer({ sub: 'olivia', name: 'Olivia', roles: ['operator'], teams: ['blue'] })
-  const stop = await call(`${gw.url}/desktop/k1/mcp/actions`, 'POST', olivia, {
+  const stop = await call(`${gw.url}/desktop/k-previous/mcp/actions`, 'POST', olivia, {
     run: first,
     key: 'olivia-stop',
     action: 'stop',
@@ -178,8 +192,8 @@ test('a stopped run’s outcome stays in the Inbox when the next run starts, unt
 })
 
 test('on a phone the message box comes before the earlier questions and no keyboard shortcut is offered', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-phone', 'blue')
   rt.emit('status', { phase: 'agentic' })
   // Earlier questions, answered already, and one still open.
   for (let i = 1; i <= 3; i++) {
@@ -207,7 +221,11 @@ test('on a phone the message box comes before the earlier questions and no keybo
       `document.querySelector(${JSON.stringify(selector)}).getBoundingClientRect().left`,
     ) as Promise<number>
 
-  const phone = await signIn(t, b, gw, carol, { viewport: PHONE, path: '/sessions/k1#inbox' })
+  const phone = await signIn(t, b, gw, carol, {
+    viewport: PHONE,
+    path: '/sessions/k-phone#inbox',
+    reuse: true,
+  })
   await until(phone, "document.querySelectorAll('.questions.closed .question').length === 3")
   await settled(phone)
   assert.equal(await phone.locator('.keys-hint').isVisible(), false, 'no Ctrl+Enter on a phone')
@@ -224,7 +242,11 @@ test('on a phone the message box comes before the earlier questions and no keybo
   await phone.context().close()
 
   // A wide screen: the shortcut is said, and two columns (earlier questions under what waits).
-  const desktop = await signIn(t, b, gw, carol, { viewport: DESKTOP, path: '/sessions/k1#inbox' })
+  const desktop = await signIn(t, b, gw, carol, {
+    viewport: DESKTOP,
+    path: '/sessions/k-phone#inbox',
+    reuse: true,
+  })
   await until(desktop, "document.querySelectorAll('.questions.closed .question').length === 3")
   await settled(desktop)
   assert.equal(await desktop.locator('.keys-hint').isVisible(), true)

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { chromiumFor } from '../helpers/chromium.ts'
-import { addRuntime, settled, signIn, startConsoleGateway, until } from './helpers.ts'
+import { chromiumPerFile } from '../helpers/chromium.ts'
+import { addSharedRuntime, consoleGatewayPerFile, settled, signIn, until } from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol Operator', roles: ['operator' as const], teams: ['blue', 'red'] }
+/** The file's one gateway, for the tests that need nothing of their own from it: each has sessions of its own. */
+const gateway = consoleGatewayPerFile({ people: [carol] })
 
 const WIDTHS = [
   { width: 1366, height: 800 },
@@ -23,8 +27,9 @@ function box(
 }
 
 test('the header is one line, filters keep their labels, rows line up, long free text is a textarea', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const asking = await addRuntime(t, gw, 'k-asking', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const asking = await addSharedRuntime(t, gw, 'k-asking', 'blue')
   asking.emit('status', { phase: 'agentic' })
   const q = asking.ask({
     title: 'Details?',
@@ -35,10 +40,9 @@ test('the header is one line, filters keep their labels, rows line up, long free
       { id: 'code', type: 'string', max_length: 12, label: 'Code' },
     ],
   })
-  await addRuntime(t, gw, 'k-quiet', 'red')
-  const b = await chromiumFor(t)
+  await addSharedRuntime(t, gw, 'k-quiet', 'red')
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport })
+    const page = await signIn(t, b, gw, carol, { viewport, reuse: true })
     await page.waitForSelector('.session-row >> text=k-quiet')
     await page.waitForSelector('.session-row.needs-person')
     await settled(page)
@@ -102,8 +106,9 @@ test('the header is one line, filters keep their labels, rows line up, long free
 })
 
 test('the timeline scrolls itself under the header and tabs, opens at the newest event, stays put while read back with "Jump to latest", and End reaches the newest', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-timeline', 'blue')
   rt.emit('status', { phase: 'agentic' })
   const long = 'a result long enough to wrap over several lines at a phone width, '.repeat(6)
   for (let i = 1; i <= 300; i++) {
@@ -113,14 +118,13 @@ test('the timeline scrolls itself under the header and tabs, opens at the newest
   // A runtime's own instant in a result (UTC), among the items' times.
   rt.emit('step', { n: 301, action: 'wait()', result: 'waiting until 2026-09-16T14:02:00Z' })
   const total = () => rt.emit('log', { level: 'info', msg: 'marker' }).seq
-  const b = await chromiumFor(t)
   const lastVisible =
     "(() => { const r = document.querySelector('ol.timeline').lastElementChild.getBoundingClientRect(); return r.bottom <= innerHeight + 1 && r.bottom > 0 })()"
   const listTop = "document.querySelector('ol.timeline').scrollTop"
   for (const viewport of WIDTHS) {
     // Somewhere whose clock is not UTC: the times are the person's own.
     const context = await b.newContext({ viewport, timezoneId: 'Asia/Kolkata', locale: 'en-GB' })
-    const page = await signIn(t, b, gw, carol, { context, path: '/sessions/k1#home' })
+    const page = await signIn(t, b, gw, carol, { context, path: '/sessions/k-timeline#home', reuse: true })
     const count = total()
     await page.waitForSelector('.can button')
     await page.click('#tab-timeline')

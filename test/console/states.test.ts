@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
-import { chromiumFor, cspRefusals } from '../helpers/chromium.ts'
+import { chromiumPerFile, cspRefusals } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { PASSWORD, signInWithChromium } from '../signin/harness.ts'
 import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const nora = { sub: 'nora', name: 'Nora', roles: [], teams: [] }
@@ -29,7 +31,7 @@ test('signed out: a deep link goes to sign in and back; a revocation in the runn
     env: { GATEWAY_STREAM_AUTH_RECHECK_MS: '60000' },
   })
   await addRuntime(t, gw, 'k1', 'blue')
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
 
   // Signed out, a deep link: off to the IdP through auth/login with the page to come back to.
   const page = await (await b.newContext()).newPage()
@@ -76,7 +78,7 @@ test('signed out: a deep link goes to sign in and back; a revocation in the runn
 test('sign out from the console ends the session at the gateway and at the IdP: signing in again asks for credentials', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
   await addRuntime(t, gw, 'k1', 'blue')
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol)
   const refused = cspRefusals(page)
   // The console's forms may go to the gateway and to the IdP's end-session endpoint, nowhere else.
@@ -105,7 +107,7 @@ test('the console’s own states: no role, session gone, runtime not up or refus
   const rt = await addRuntime(t, gw, 'k1', 'blue', { observeTokenRequired: true })
   rt.emit('info', { run_id: rt.run, agentic: true })
   rt.emit('status', { phase: 'agentic' })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
 
   // Someone the IdP signs in who maps to no role gets the page that says so, and no session.
   const nobody = await (await b.newContext()).newPage()
@@ -159,7 +161,7 @@ test('the console’s own states: no role, session gone, runtime not up or refus
 
 test('no session yet, then one: the overview says so, then shows it', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol)
   await page.waitForSelector('.empty >> text=No sessions yet')
   await addRuntime(t, gw, 'k1', 'blue')

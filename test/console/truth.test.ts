@@ -1,12 +1,19 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumPerFile } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { call } from '../overview/helpers.ts'
-import { addRuntime, recordSeen, signIn, startConsoleGateway, until } from './helpers.ts'
+import { addSharedRuntime, consoleGatewayPerFile, recordSeen, signIn, until } from './helpers.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
+/**
+ * Each test has a session of its own on the file's one gateway; it takes the browser first, so that its pages
+ * close before its session is removed.
+ */
+const gateway = consoleGatewayPerFile({ people: [carol, vic] })
 
 const WIDTHS = [
   { width: 1366, height: 800 },
@@ -23,17 +30,21 @@ const RECORD = (selector: string) => `(() => {
 })()`
 
 test('an answer’s status follows its delivery to "Responded", and never stays at "waiting"', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
+  const b = await chromium(t)
+  const gw = await gateway()
   // Each delivery state lasts 300 ms: long enough to see every one.
-  const rt = await addRuntime(t, gw, 'k1', 'blue', { deliveryStepMs: 300 })
+  const rt = await addSharedRuntime(t, gw, 'k-delivery', 'blue', { deliveryStepMs: 300 })
   rt.emit('status', { phase: 'agentic' })
-  const b = await chromiumFor(t)
   for (const viewport of WIDTHS) {
     const q = rt.ask({
       title: 'Go on?',
       fields: [{ id: 'ok', type: 'boolean', required: true, label: 'Go on' }],
     })
-    const page = await signIn(t, b, gw, carol, { viewport, path: `/sessions/k1?request=${q.request_id}` })
+    const page = await signIn(t, b, gw, carol, {
+      viewport,
+      path: `/sessions/k-delivery?request=${q.request_id}`,
+      reuse: true,
+    })
     const card = page.locator(`[data-request="${q.request_id}"]`)
     await until(
       page,
@@ -55,14 +66,14 @@ test('an answer’s status follows its delivery to "Responded", and never stays 
 })
 
 test('Stop asks first, says "Stopping…" until the loop has exited, then who stopped it; the verdict stays until the next run', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue', { deliveryStepMs: 400 })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-stop', 'blue', { deliveryStepMs: 400 })
   for (const viewport of WIDTHS) {
     rt.newRun()
     rt.emit('status', { phase: 'agentic' })
     const run = rt.run
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#inbox' })
+    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k-stop#inbox', reuse: true })
     await page.getByRole('button', { name: 'Stop the agent' }).click()
     // One more click, saying what it does; nothing is sent yet, and the keyboard is on the safe answer.
     const confirm = page.getByRole('group', { name: /^Stop the agent\?/ })
@@ -122,14 +133,14 @@ test('Stop asks first, says "Stopping…" until the loop has exited, then who st
 })
 
 test('a handoff a person finished reads “Handed back by Carol”, the verdict explained', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-handoff', 'blue', { escalationPauseS: 600 })
   for (const viewport of WIDTHS) {
     rt.newRun()
     rt.emit('status', { phase: 'agentic' })
     rt.escalate('the approval needs a second factor')
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1?handoff' })
+    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k-handoff?handoff', reuse: true })
     await page.getByRole('button', { name: 'I’m done, finish' }).click()
     await page.getByRole('button', { name: 'Yes, finish' }).click()
     await page.waitForSelector(
@@ -160,13 +171,13 @@ test('a handoff a person finished reads “Handed back by Carol”, the verdict 
 })
 
 test('a pause the runtime ends with its own word (deadline) reads “ran out” on Home, in the Inbox and the Timeline', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-deadline', 'blue', { escalationPauseS: 600 })
   rt.newRun()
   rt.emit('status', { phase: 'agentic' })
   rt.escalate('the approval needs a second factor')
-  const page = await signIn(t, b, gw, carol, { path: '/sessions/k1?handoff' })
+  const page = await signIn(t, b, gw, carol, { path: '/sessions/k-deadline?handoff', reuse: true })
   await page.getByRole('button', { name: 'I’m done, finish' }).waitFor()
   // A second runtime writes `deadline` where ours writes `timeout`: the spec names only `operator`.
   rt.emit('escalation', { reason: 'the approval needs a second factor', paused_s: 42, ended_by: 'deadline' })
@@ -185,20 +196,21 @@ test('a pause the runtime ends with its own word (deadline) reads “ran out” 
 })
 
 test('messages show who sent them, their files by name and size, and answers as the card shows them', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-messages', 'blue')
   rt.emit('status', { phase: 'agentic' })
   const dan = await bearer({ sub: 'dan', name: 'Dan', roles: ['operator'], teams: ['blue'] })
   const form = new FormData()
   form.append('file', new Blob(['phone: 555-0100\n'], { type: 'text/plain' }), 'notes.txt')
   const uploaded = (await (
-    await fetch(`${gw.url}/desktop/k1/mcp/attachments`, {
+    await fetch(`${gw.url}/desktop/k-messages/mcp/attachments`, {
       method: 'POST',
       headers: { authorization: `Bearer ${dan}` },
       body: form,
     })
   ).json()) as { id: string }
-  const base = `${gw.url}/desktop/k1/mcp/`
+  const base = `${gw.url}/desktop/k-messages/mcp/`
   const sent = await call(`${base}messages`, 'POST', dan, {
     run: rt.run,
     key: 'dan-1',
@@ -221,9 +233,8 @@ test('messages show who sent them, their files by name and size, and answers as 
     values: { submit: true, tags: ['x', 'y'] },
   }
   assert.equal((await call(`${base}messages`, 'POST', dan, reply)).status, 202)
-  const b = await chromiumFor(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#inbox' })
+    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k-messages#inbox', reuse: true })
     const message = page.locator('.message', { hasText: 'Numbers attached.' })
     await message.locator('.who >> text=Dan').waitFor()
     await message.getByRole('link', { name: 'notes.txt (16 B)' }).waitFor()
@@ -264,8 +275,9 @@ test('messages show who sent them, their files by name and size, and answers as 
 })
 
 test('no empty heading; countdowns read once; a viewer sees field labels, not types', async (t) => {
-  const gw = await startConsoleGateway(t, { people: [carol, vic] })
-  const rt = await addRuntime(t, gw, 'k1', 'blue')
+  const b = await chromium(t)
+  const gw = await gateway()
+  const rt = await addSharedRuntime(t, gw, 'k-countdown', 'blue')
   rt.emit('status', { phase: 'agentic' })
   const q = rt.ask({
     title: 'Submit anyway?',
@@ -275,9 +287,8 @@ test('no empty heading; countdowns read once; a viewer sees field labels, not ty
     ],
     deadlineS: 200,
   })
-  const b = await chromiumFor(t)
   for (const viewport of WIDTHS) {
-    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k1#inbox' })
+    const page = await signIn(t, b, gw, carol, { viewport, path: '/sessions/k-countdown#inbox', reuse: true })
     await page.locator('.question').first().waitFor()
     assert.equal(
       await page.getByRole('heading', { name: 'Earlier questions' }).count(),
@@ -285,7 +296,7 @@ test('no empty heading; countdowns read once; a viewer sees field labels, not ty
       'nothing earlier yet',
     )
     assert.match((await page.textContent('.q-meta')) ?? '', /^q\d+ · answer within [0-3]:\d\d$/)
-    const viewer = await signIn(t, b, gw, vic, { viewport, path: '/sessions/k1#inbox' })
+    const viewer = await signIn(t, b, gw, vic, { viewport, path: '/sessions/k-countdown#inbox', reuse: true })
     const fields = await viewer.locator('.q-fields li').allTextContents()
     assert.deepEqual(fields, ['Submit anyway: Yes or No, required', 'Cost centre: one of CC-1, CC-2'])
     assert.equal(await viewer.locator('text=(boolean)').count(), 0)
@@ -293,7 +304,10 @@ test('no empty heading; countdowns read once; a viewer sees field labels, not ty
     await page.context().close()
   }
   // Once a question is answered, it is earlier: the heading has something under it.
-  const page = await signIn(t, b, gw, carol, { path: `/sessions/k1?request=${q.request_id}` })
+  const page = await signIn(t, b, gw, carol, {
+    path: `/sessions/k-countdown?request=${q.request_id}`,
+    reuse: true,
+  })
   await page.locator(`[data-request="${q.request_id}"]`).getByLabel('No').check()
   await page.getByRole('button', { name: 'Answer' }).click()
   await page.getByRole('heading', { name: 'Earlier questions' }).waitFor()

@@ -16,15 +16,18 @@ test('Sam says "I\'m on it" before he answers, and leaves a question someone hol
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   const carol = await bearer({ sub: 'carol', name: 'Carol', roles: ['operator'], teams: ['blue'] })
   const overview = await openOverview(t, gw, carol)
-  // He looks 4 s after a question opens: far longer than Carol takes to say she is on it, even on a loaded
-  // machine (her claim's answer is checked below, so a slower one fails as itself).
-  const stop = startDemoColleague(gw.app, ['k1'], {
-    answerAfterMs: [4000, 4000],
-    typingMs: 300,
-    recheckMs: 300,
-    finishAfterMs: 300,
-  })
-  t.after(stop)
+  // Sam looks `looksAfterMs` after a question opens, then every 300 ms while someone else holds it.
+  const sam = (looksAfterMs: number) => {
+    const stop = startDemoColleague(gw.app, ['k1'], {
+      answerAfterMs: [looksAfterMs, looksAfterMs],
+      typingMs: 300,
+      recheckMs: 300,
+      finishAfterMs: 300,
+    })
+    t.after(stop)
+    return stop
+  }
+  const quickSam = sam(300)
   // The colleague hears of questions from the session's summary: it is watched once the reader is live.
   await overview.until('the runtime read live', (m) => m.get('k1')?.health === 'live')
   const fields = [{ id: 'ok', type: 'boolean', required: true }]
@@ -54,7 +57,12 @@ test('Sam says "I\'m on it" before he answers, and leaves a question someone hol
   await waitFor('his mark', () => markedBySam(first))
   assert.equal(await waitFor('his answer', () => answeredBy(first)), SAM)
 
-  // Carol holds the second: he looks, leaves it, and looks again while she has it.
+  // Carol holds the second: he looks, leaves it, and looks again while she has it. She says she is on it
+  // before he first looks: a Sam who waits 15 s for that, which a loaded machine's delays (the question
+  // reaching her overview, her claim's answer) stay far from; her claim's status is checked, so a slower one
+  // fails as itself.
+  quickSam()
+  sam(15_000)
   const second = rt.ask({ title: 'Go on again?', fields }).request_id
   await overview.until('the second question', () => open(second))
   const claim = `${gw.url}/api/sessions/k1/requests/${second}/claim?run=${encodeURIComponent(rt.run)}`

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
+import { after } from 'node:test'
 import type { Request, Response } from 'playwright-core'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 import { WAIT_MS } from './wait.ts'
@@ -32,11 +33,41 @@ export async function launchChromium(): Promise<Browser> {
   return browser
 }
 
-/** A Chromium for one test (one per test file is plenty), closed by `t.after`. */
+/** A Chromium for one test, closed by `t.after`. A file of several tests shares one: {@link chromiumPerFile}. */
 export async function chromiumFor(t: { after(fn: () => unknown): void }): Promise<Browser> {
   const browser = await launchChromium()
   t.after(() => browser.close())
   return browser
+}
+
+/**
+ * One Chromium for every test of a file (a launch costs seconds on a loaded machine): call this at the file's
+ * top level, then `await chromium(t)` in each test. The browser is launched on first use and closed after the
+ * file's last test; the contexts a test opens (its pages with them) are closed when that test ends, so nothing
+ * of one test lives on into the next.
+ */
+export function chromiumPerFile(): (t: { after(fn: () => unknown): void }) => Promise<Browser> {
+  let launched: Promise<Browser> | undefined
+  after(() =>
+    launched?.then(
+      (browser) => browser.close(),
+      () => {},
+    ),
+  )
+  return async (t) => {
+    launched ??= launchChromium()
+    const browser = await launched
+    const earlier = new Set(browser.contexts())
+    t.after(() =>
+      Promise.all(
+        browser
+          .contexts()
+          .filter((c) => !earlier.has(c))
+          .map((c) => c.close()),
+      ),
+    )
+    return browser
+  }
 }
 
 const axeSource = readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
@@ -47,7 +78,9 @@ const axeSource = readFile(createRequire(import.meta.url).resolve('axe-core/axe.
  * that runs no script at all included).
  */
 export async function assertAccessible(page: Page, what: string): Promise<void> {
-  await page.evaluate(await axeSource)
+  // Once per document: the console's views change without loading a new one, and axe-core is 650 KB of script
+  // to parse.
+  if ((await page.evaluate('typeof axe')) === 'undefined') await page.evaluate(await axeSource)
   const result = (await page.evaluate("axe.run(document, { resultTypes: ['violations'] })")) as {
     passes: unknown[]
     violations: {

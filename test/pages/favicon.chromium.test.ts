@@ -5,10 +5,12 @@ import { test } from 'node:test'
 import { request } from 'undici'
 import { FAVICON_ICO, FAVICON_SIZE, ICON_SVG, icoOf, renderSvg } from '../../scripts/favicon.ts'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumPerFile } from '../helpers/chromium.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
+
+const chromium = chromiumPerFile()
 
 /** GETs `url` and returns its status, content type and body. */
 async function get(url: string): Promise<{ status: number; type: string; body: Buffer }> {
@@ -46,7 +48,7 @@ test('the way in, in Chromium: no console error (no icon missing), on the gatewa
     if (!req.url?.includes('favicon')) return
     res.once('finish', () => icons.push({ url: req.url ?? '', status: res.statusCode }))
   })
-  const browser = await chromiumFor(t)
+  const browser = await chromium(t)
   const page = await (await browser.newContext()).newPage()
   const errors: string[] = []
   page.on('console', (m) => {
@@ -72,7 +74,7 @@ test('the way in, in Chromium: no console error (no icon missing), on the gatewa
 })
 
 test("the gateway's favicon.ico is the console's icon.svg as Chromium draws it (`npm run favicon` renews it)", async (t) => {
-  const browser = await chromiumFor(t)
+  const browser = await chromium(t)
   const fresh = icoOf(await renderSvg(browser, await readFile(ICON_SVG), FAVICON_SIZE), FAVICON_SIZE)
   const committed = await readFile(FAVICON_ICO)
   // Pixels, not bytes: another Chromium may smooth an edge differently, but a changed colour or shape differs

@@ -3,9 +3,11 @@ import { mkdir } from 'node:fs/promises'
 import { type TestContext, test } from 'node:test'
 import type { BrowserContext, Browser as Chromium, Page } from 'playwright-core'
 import { freePort } from '../cluster/redis-harness.ts'
-import { assertAccessible, chromiumFor, cspRefusals } from '../helpers/chromium.ts'
+import { assertAccessible, chromiumPerFile, cspRefusals } from '../helpers/chromium.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
+
+const chromium = chromiumPerFile()
 
 /**
  * Every page a person can meet on the way in and out, in real Chromium, reached through the real routes:
@@ -63,7 +65,7 @@ async function check(
 
 test('the human pages, in Chromium: axe-core, dark and light, 390 px, keyboard, strict CSP', async (t: TestContext) => {
   await mkdir(SHOTS, { recursive: true })
-  const browser = await chromiumFor(t)
+  const browser = await chromium(t)
   const base = '/gateway/'
   const stack = await startSignInStack(t, {
     env: { GATEWAY_BASE_PATH: base },
@@ -136,7 +138,7 @@ test('the human pages, in Chromium: axe-core, dark and light, 390 px, keyboard, 
 
 test('after an IdP on another site, the signed-in page continues by itself and the Strict cookie goes along', async (t) => {
   // Chromium first, so that it is closed first: servers then close with no browser still connected to them.
-  const browser = await chromiumFor(t)
+  const browser = await chromium(t)
   // localhost and 127.0.0.1 are different sites: the IdP's redirect to the callback is cross-site.
   const idpPort = await freePort()
   const stack = await startSignInStack(t, {

@@ -120,7 +120,7 @@ test('the report page: the numbers, the chart, the timeouts linked, keyboard, CS
   for (const viewport of WIDTHS) {
     for (const colorScheme of ['light', 'dark'] as const) {
       const context = await b.newContext({ viewport, colorScheme })
-      const p = await signIn(t, b, gw, carol, { context, path: '/report?window=7d' })
+      const p = await signIn(t, b, gw, carol, { context, path: '/report?window=7d', reuse: true })
       await p.waitForSelector('svg.chart')
       await settled(p)
       const label = `${viewport.width}px, ${colorScheme}`

@@ -2,8 +2,10 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
 import { addRuntime, signIn, startConsoleGateway, until } from '../console/helpers.ts'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { chromiumPerFile } from '../helpers/chromium.ts'
 import { Browser, PASSWORD, signInWithChromium } from './harness.ts'
+
+const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -25,7 +27,7 @@ test('another host of the gateway is sent to the sign-in origin before sign-in s
   // The right host goes straight to the IdP.
   assert.equal((await new Browser().request(`${gw.url}/auth/login`)).status, 302)
 
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await (await b.newContext()).newPage()
   const status = await signInWithChromium(page, gw.stack.idp.issuer, `${other}${deepLink}`, {
     username: 'carol',
@@ -38,7 +40,7 @@ test('another host of the gateway is sent to the sign-in origin before sign-in s
 test('a failed sign-in says so once and "Sign in again" goes back to where the person was going', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
   await addRuntime(t, gw, 'k1', 'blue')
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const viewport of [
     { width: 1366, height: 800 },
     { width: 390, height: 844 },
@@ -76,7 +78,7 @@ async function secondTab(page: Page, url: string): Promise<Page> {
 test('after a sign-out the next sign-in asks for the password, whatever the IdP was told; a second tab leaves at once', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
   await addRuntime(t, gw, 'k1', 'blue')
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol, { path: '/sessions/k1' })
   const tab = await secondTab(page, gw.url)
   await until(tab, "document.querySelector('.session-state .health-live') !== null")

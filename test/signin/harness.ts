@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config.ts'
 import { type DemoIdp, type DemoIdpOptions, gatewayClient, startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { testEnv } from '../helpers/jwt.ts'
+import { WAIT_MS } from '../helpers/wait.ts'
 
 /**
  * Sign-in tests run the whole flow for real: the demo's OpenID provider (oidc-provider), a gateway configured
@@ -54,7 +55,9 @@ export async function startSignInStack(t: Cleanup, options: SignInStackOptions =
     GATEWAY_OIDC_ISSUER: options.issuer ?? idp.issuer,
     GATEWAY_OIDC_CLIENT_ID: CLIENT_ID,
     GATEWAY_OIDC_CLIENT_SECRET: CLIENT_SECRET,
-    GATEWAY_OIDC_TIMEOUT_MS: '2000',
+    // The IdP answers from this busy process (the gateway's and Chromium's traffic beside it): no call to it may
+    // time out before a condition would. An IdP that is down refuses at once, so no test waits for this.
+    GATEWAY_OIDC_TIMEOUT_MS: String(WAIT_MS),
     ...options.env,
   })
   const config = loadConfig(env)
