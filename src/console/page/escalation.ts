@@ -105,7 +105,7 @@ export function renderEscalation(el: HTMLElement, view: EscalationView | null, h
   if (next !== undefined && view.next !== null)
     line = [
       `${[...new Set(next.targets.map(targetPhrase))].join(', ')} in `,
-      countdown(view.next.at, { suffix: '' }),
+      countdown(view.next.at, { suffix: '.' }),
     ]
   else if (pending && holder !== null)
     line = [`Further steps wait while ${holder === 'you' ? 'you are' : `${holder} is`} on it.`]
