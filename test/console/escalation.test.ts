@@ -91,6 +91,10 @@ test('a question shows its escalation: what went out when, what was skipped, the
   t.after(() => context.close())
   const page = await signIn(t, b, gw, carol, { path: `/sessions/k1#inbox`, context })
   const refused = cspRefusals(page)
+  // The overview's row says how far it went.
+  await page.goto(`${gw.url}/`)
+  await page.locator('.session-row >> text=escalated (step 1)').waitFor()
+  await page.goto(`${gw.url}/sessions/k1#inbox`)
   const card = page.locator(`[data-request="${q.request_id}"]`)
   const steps = card.locator('.q-steps')
   await steps.locator('text=On-call paged in').waitFor()
