@@ -291,7 +291,7 @@ export const configDocs: { readonly [Name in keyof Env]-?: VariableDoc } = {
   },
   GATEWAY_CLAIM_TTL_S: {
     topic: 'notify',
-    text: 'how long an "I\'m on it" claim on a question holds without an answer (1..86400 s): then it lapses, the holder is told and the question\'s escalation steps go on (see [notifications.md](notifications.md#escalation))',
+    text: 'how long an "I\'m on it" claim on a question holds without an answer: then it lapses, the holder is told and the question\'s escalation steps go on (see [notifications.md](notifications.md#escalation))',
   },
   GATEWAY_SLACK_BOT_TOKEN: {
     topic: 'slack',

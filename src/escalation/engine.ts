@@ -43,6 +43,8 @@ interface Item {
   /** Its opening notification (`request.opened` or `escalation.started`). */
   readonly opened: Notification
   readonly deadline: string | null
+  /** The routes when this replica first saw it: its targets are found there by label. */
+  readonly routes: NotifyRoutes
   /** ms since epoch: when this replica first saw it. */
   readonly seenAt: number
   closed: boolean
@@ -76,7 +78,7 @@ export class Escalations {
   readonly #o: EscalationsOptions
   readonly #items = new Map<string, Item>()
   /** The work still queued on items closed while read here: their closing goes after it. */
-  readonly #closing = new Map<string, Promise<void>>()
+  readonly #closing = new Map<string, { chain: Promise<void>; routes: NotifyRoutes }>()
   /** Per session, board reads run one at a time (a later read never lands before an earlier one). */
   readonly #reads = new Map<string, Promise<void>>()
   readonly #offBoard: () => void
@@ -116,6 +118,7 @@ export class Escalations {
       item,
       opened: n,
       deadline,
+      routes: this.#o.routes(),
       seenAt: Date.now(),
       closed: false,
       claim: null,
@@ -142,7 +145,7 @@ export class Escalations {
     entry.closed = true
     this.#drop(key, entry)
     if (!this.#o.reading(n.kasmId)) return
-    this.#closing.set(key, entry.chain)
+    this.#closing.set(key, { chain: entry.chain, routes: entry.routes })
     if (entry.claim !== null) this.#count(entry, n.request?.closed_by === 'reply' ? 'answered' : 'closed')
   }
 
@@ -156,18 +159,21 @@ export class Escalations {
     const key = itemKey(n.kasmId, n.run, item)
     const before = this.#closing.get(key)
     this.#closing.delete(key)
-    await before
+    await before?.chain
     const field = escalationField(n.run, item)
     const record = await this.#read(n.kasmId, field)
-    await this.#o.fanout.send(n, record === null ? this.#firstStep(n.team) : notifiedTargets(record))
-    if (record !== null && record.steps.some((s) => s.state === 'due'))
-      await this.#write(n.kasmId, field, stopped(record))
+    const targets = record === null ? this.#firstStep(n.team) : notifiedTargets(record)
+    await this.#o.fanout.send(n, targets, before?.routes)
+    const due = record?.steps.some((s) => s.state === 'due') === true
+    if (record !== null && due) await this.#write(n.kasmId, field, stopped(record))
   }
 
   /** Sends a reminder to the targets notified so far. */
   async sendReminder(n: Notification): Promise<void> {
-    const record = await this.#read(n.kasmId, escalationField(n.run, n.request?.request_id ?? HANDOFF))
-    await this.#o.fanout.send(n, record === null ? this.#firstStep(n.team) : notifiedTargets(record))
+    const item = n.request?.request_id ?? HANDOFF
+    const record = await this.#read(n.kasmId, escalationField(n.run, item))
+    const targets = record === null ? this.#firstStep(n.team) : notifiedTargets(record)
+    await this.#o.fanout.send(n, targets, this.#items.get(itemKey(n.kasmId, n.run, item))?.routes)
   }
 
   /** Sends a notification that is no question's (a run's end) to the targets without `after_s`. */
@@ -185,12 +191,19 @@ export class Escalations {
         const notices = entry.notices
         entry.notices = []
         const record = await this.#read(kasmId, escalationField(entry.run, entry.item))
-        for (const notice of notices) await this.#o.fanout.send(notice, record ? notifiedTargets(record) : [])
+        // The steps that went out, again: the ledger drops what its predecessor recorded, and resumes a
+        // delivery whose last attempt certainly failed (`retrying`) with the same id and body.
+        for (const step of record?.steps ?? [])
+          if (step.state === 'sent')
+            await this.#o.fanout.send(
+              { ...entry.opened, step: step.step },
+              step.targets.filter((t) => t.outcome === 'sent'),
+              entry.routes,
+            )
+        const notified = record === null ? [] : notifiedTargets(record)
+        for (const notice of notices) await this.#o.fanout.send(notice, notified, entry.routes)
         if (entry.claim !== null)
-          await this.#o.fanout.send(
-            this.#claimed(entry, entry.claim.value),
-            record ? notifiedTargets(record) : [],
-          )
+          await this.#o.fanout.send(this.#claimed(entry, entry.claim.value), notified, entry.routes)
         await this.#advance(entry)
       })
     }
@@ -243,7 +256,7 @@ export class Escalations {
     let record = await this.#read(entry.kasmId, field)
     const stale = record !== null && entry.item === HANDOFF && record.seq !== entry.opened.seq
     if (record === null || stale) {
-      const made = makePlan(plannedTargets(this.#o.routes(), entry.team, this.#o.chat), {
+      const made = makePlan(plannedTargets(entry.routes, entry.team, this.#o.chat), {
         run: entry.run,
         item: entry.item,
         seq: entry.opened.seq,
@@ -297,7 +310,7 @@ export class Escalations {
 
   async #sendStep(entry: Item, record: EscalationState, step: EscalationStep): Promise<EscalationState> {
     const n: Notification = { ...entry.opened, step: step.step }
-    const targets = await this.#o.fanout.send(n, step.targets)
+    const targets = await this.#o.fanout.send(n, step.targets, entry.routes)
     for (const t of targets)
       this.#o.metrics.steps.inc({
         team: entry.team,
@@ -357,7 +370,7 @@ export class Escalations {
       return
     }
     const record = await this.#record(entry)
-    for (const notice of notices) await this.#o.fanout.send(notice, notifiedTargets(record))
+    for (const notice of notices) await this.#o.fanout.send(notice, notifiedTargets(record), entry.routes)
     await this.#advance(entry)
   }
 
@@ -387,10 +400,11 @@ export class Escalations {
     this.#o.log.info({ kasmId: entry.kasmId, item: entry.item, holder: claim.value.sub }, 'claim lapsed')
     const notice = this.#unclaimed(entry, claim.value, 'lapsed')
     const record = await this.#record(entry)
-    await this.#o.fanout.send(notice, [
-      ...notifiedTargets(record),
-      { kind: 'person', label: personLabel(claim.value.sub) },
-    ])
+    await this.#o.fanout.send(
+      notice,
+      [...notifiedTargets(record), { kind: 'person', label: personLabel(claim.value.sub) }],
+      entry.routes,
+    )
     await this.#advance(entry)
   }
 

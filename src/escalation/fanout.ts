@@ -35,10 +35,16 @@ export class Fanout {
     this.#o = options
   }
 
-  /** Sends `n` to each target; answers how each fared. */
-  async send(n: Notification, targets: readonly Pick<StepTarget, 'kind' | 'label'>[]): Promise<StepTarget[]> {
+  /**
+   * Sends `n` to each target, found by label in `routes` (the routes when the question was first seen, so a
+   * reload that renumbers a team's targets does not redirect an open question's steps; default: now).
+   */
+  async send(
+    n: Notification,
+    targets: readonly Pick<StepTarget, 'kind' | 'label'>[],
+    routes: NotifyRoutes = this.#o.routes(),
+  ): Promise<StepTarget[]> {
     const url = this.#o.link(n.kasmId, notificationFocus(n))
-    const routes = this.#o.routes()
     const out: StepTarget[] = []
     for (const t of targets) {
       const sent = (): StepTarget => ({ kind: t.kind, label: t.label, outcome: 'sent' })
@@ -55,13 +61,7 @@ export class Fanout {
         }
         // A pager gets its own events only (trigger, acknowledge, resolve); a reminder is not one.
         if (target.format !== 'pagerduty' || pagerAction(n) !== null)
-          this.#o.send({
-            key: keyOf(n, t.label),
-            delivery: deliveryId(n, t.label),
-            notification: n,
-            target,
-            url,
-          })
+          this.#o.send(jobOf(n, t.label, target, url))
         out.push(sent())
         continue
       }
@@ -70,13 +70,7 @@ export class Fanout {
         out.push(skipped('target_removed'))
         continue
       }
-      this.#o.sendChat({
-        key: keyOf(n, t.label),
-        delivery: deliveryId(n, t.label),
-        notification: n,
-        target,
-        url,
-      })
+      this.#o.sendChat(jobOf(n, t.label, target, url))
       out.push(sent())
     }
     return out
@@ -95,18 +89,15 @@ export class Fanout {
     const account = accounts[0]
     if (account === undefined) return false
     const label = `${personLabel(sub)}/slack`
-    sendChat({
-      key: keyOf(n, label),
-      delivery: deliveryId(n, label),
-      notification: n,
-      target: { chat: 'slack', channel: account.user, label },
-      url,
-    })
+    sendChat(jobOf(n, label, { chat: 'slack' as const, channel: account.user, label }, url))
     return true
   }
 }
 
-/** The ledger key of a notification to one target (as the watcher's deliveries have always been keyed). */
-function keyOf(n: Notification, label: string): string {
-  return `${n.key}\u0000${label}`
+/**
+ * A delivery of a notification to one target: its ledger key (the notification's key and the target's label,
+ * as the watcher's deliveries have always been keyed) and its delivery id.
+ */
+function jobOf<T>(n: Notification, label: string, target: T, url: string) {
+  return { key: `${n.key}\u0000${label}`, delivery: deliveryId(n, label), notification: n, target, url }
 }

@@ -332,7 +332,9 @@ export async function checkTargets(policy: UrlPolicy, routes: NotifyRoutes, file
   const problems: string[] = []
   const check = async (targets: readonly NotifyTarget[], where: (index: number) => string): Promise<void> => {
     const first = new Map<string, number>()
-    for (const [index, target] of targets.entries()) {
+    for (const [position, target] of targets.entries()) {
+      // A file entry's place in its team's list (chat and person entries sit between webhooks), as its label says.
+      const index = Number(/#(\d+)$/.exec(target.label)?.[1] ?? position)
       const refusal = await policy.check(target.url)
       if (refusal !== undefined) problems.push(`${where(index)}: ${refusal.reason}`)
       // Two pagers share Events API's URL: the routing key tells them apart (compared in memory only).

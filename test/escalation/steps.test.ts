@@ -1,0 +1,325 @@
+import assert from 'node:assert/strict'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, test } from 'node:test'
+import type { SimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { type EscalationState, escalationField, parseEscalationState } from '../../src/escalation/state.ts'
+import { addRuntimeSession, fastEventEnv } from '../events/helpers.ts'
+import {
+  BOT_TOKEN,
+  SIGNING_SECRET,
+  type SlackStandIn,
+  startSlackStandIn,
+  WORKSPACE,
+} from '../fixtures/slack-api.ts'
+import { startGateway, type TestGateway } from '../helpers/gateway.ts'
+import { bearer } from '../helpers/jwt.ts'
+import { waitFor } from '../helpers/wait.ts'
+import { type Received, type Receiver, startReceiver } from '../notify/receiver.ts'
+
+/**
+ * Escalation steps in one gateway, shared by the file's tests (each asks its own question): team blue's notify
+ * file has a webhook without `after_s` (`/hook`), step 1 at 1 s (a webhook `/step1` and a person with no
+ * linked account) and step 2 at 3 s (a pager `/pd` and Olivia, linked to a Slack user of the stand-in).
+ * Claims lapse after 2 s. Every wait is for a delivery or a record; time passing is never the proof.
+ */
+
+const ROUTING_KEY = 'pd-routing-key-0123456789abcdef'
+const OLIVIA_SLACK = 'U0OLIVIA1'
+const FIELDS = [{ id: 'x', type: 'string', required: true }]
+
+let rx: Receiver
+let slack: SlackStandIn
+let gw: TestGateway
+let rt: SimulatedRuntime
+let file: string
+let base: string
+let closeRuntime: () => Promise<void> = async () => {}
+
+function plan(): Record<string, unknown> {
+  return {
+    teams: {
+      blue: [
+        { url: `${base}/hook` },
+        { url: `${base}/step1`, after_s: 1 },
+        { person: 'nobody', after_s: 1 },
+        { pagerduty: { routingKeyFile: 'pd-key', url: `${base}/pd` }, after_s: 3 },
+        { person: 'olivia', after_s: 3 },
+      ],
+    },
+  }
+}
+
+before(async () => {
+  rx = await startReceiver()
+  base = rx.url.replace(/\/hook$/, '')
+  slack = await startSlackStandIn()
+  const dir = await mkdtemp(join(tmpdir(), 'krg-escalation-'))
+  file = join(dir, 'notify.json')
+  await writeFile(join(dir, 'pd-key'), `${ROUTING_KEY}\n`)
+  await writeFile(file, JSON.stringify(plan()))
+  gw = await startGateway({
+    ...fastEventEnv,
+    GATEWAY_NOTIFY_FILE: file,
+    GATEWAY_NOTIFY_RETRY_MS: '20',
+    GATEWAY_CLAIM_TTL_S: '2',
+    GATEWAY_SLACK_BOT_TOKEN: BOT_TOKEN,
+    GATEWAY_SLACK_SIGNING_SECRET: SIGNING_SECRET,
+    GATEWAY_SLACK_API_URL: slack.apiUrl,
+    ...(process.env.ESC_DEBUG ? { LOG_LEVEL: 'debug' } : {}),
+  })
+  await gw.app.people.links?.link(
+    { chat: 'slack', workspace: WORKSPACE.id, user: OLIVIA_SLACK },
+    { sub: 'olivia', name: 'Olivia', roles: ['operator'], teams: ['blue'] },
+  )
+  // The file's runtime, closed with the file (below).
+  const closers: (() => unknown)[] = []
+  const scope = { after: (fn: () => unknown) => closers.push(fn) }
+  rt = await addRuntimeSession(scope as unknown as Parameters<typeof addRuntimeSession>[0], gw.app)
+  closeRuntime = async () => {
+    for (const fn of closers) await fn()
+  }
+})
+
+after(async () => {
+  await closeRuntime()
+  await gw?.close()
+  await rx?.close()
+  await slack?.close()
+})
+
+/** What the webhook at `path` received about the question `id`, of `type`. */
+function about(path: string, type: string, id: string): Received[] {
+  return rx.received.filter(
+    (r) =>
+      r.path === path &&
+      r.headers['x-krg-event'] === type &&
+      (r.body.request as { request_id?: string } | undefined)?.request_id === id,
+  )
+}
+
+/** The pager's events about the question `id` (those sharing its trigger's dedup_key), in order. */
+function pagerEvents(id: string): string[] {
+  const trigger = rx.received.find(
+    (r) =>
+      r.path === '/pd' &&
+      (r.body.payload as { custom_details?: { request_id?: string } } | undefined)?.custom_details
+        ?.request_id === id,
+  )
+  if (trigger === undefined) return []
+  return rx.received
+    .filter((r) => r.path === '/pd' && r.body.dedup_key === trigger.body.dedup_key)
+    .map((r) => String(r.body.event_action))
+}
+
+async function record(id: string): Promise<EscalationState | null> {
+  const value = (await gw.app.board.read('s1')).get(escalationField(rt.run, id))
+  return value === undefined ? null : parseEscalationState(value)
+}
+
+async function answer(id: string): Promise<void> {
+  const res = await fetch(`${gw.url}/desktop/s1/mcp/messages`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${await bearer()}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ run: rt.run, key: `k-${id}`, reply_to: id, revision: 1, values: { x: 'csv' } }),
+  })
+  assert.equal(res.status, 202, await res.text())
+}
+
+async function claim(id: string, sub: string, method: 'PUT' | 'DELETE'): Promise<void> {
+  const token = await bearer({ sub, name: sub, roles: ['operator'], teams: ['blue'] })
+  const res = await fetch(
+    `${gw.url}/api/sessions/s1/requests/${id}/claim?run=${encodeURIComponent(rt.run)}`,
+    {
+      method,
+      headers: { authorization: `Bearer ${token}` },
+    },
+  )
+  assert.ok(res.status === 200 || res.status === 204, `${method} claim: ${res.status} ${await res.text()}`)
+}
+
+/** The value of a counter's series with these labels (0 when absent). */
+async function counter(name: string, labels: Record<string, string>): Promise<number> {
+  const metric = await gw.app.metrics.registry.getSingleMetric(name)?.get()
+  const match = metric?.values.find((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want))
+  return match?.value ?? 0
+}
+
+const index = (r: Received | undefined): number => (r === undefined ? -1 : rx.received.indexOf(r))
+
+test('steps go out in order while unclaimed; an answer stops them and resolves the pager with the same dedup_key', async () => {
+  const skippedBefore = await counter('krg_escalation_steps_total', {
+    team: 'blue',
+    kind: 'person',
+    outcome: 'skipped',
+    reason: 'no_linked_account',
+  })
+  const q = rt.ask({ title: 'Which export?', fields: FIELDS, deadlineS: 300 })
+  const id = q.request_id
+  await waitFor('step 0', () => about('/hook', 'request.opened', id).length === 1)
+  await waitFor('step 1', () => about('/step1', 'request.opened', id).length === 1)
+  await waitFor('step 2: the pager', () => pagerEvents(id).length === 1)
+  await waitFor('step 2: Olivia gets a direct message', () =>
+    slack
+      .of('chat.postMessage')
+      .some((c) => c.args.channel === OLIVIA_SLACK && JSON.stringify(c.args).includes('Which export?')),
+  )
+  const [s0] = about('/hook', 'request.opened', id)
+  const [s1] = about('/step1', 'request.opened', id)
+  const trigger = rx.received.find((r) => r.path === '/pd')
+  assert.ok(index(s0) < index(s1) && index(s1) < index(trigger), 'in order')
+  assert.equal(s0?.body.step, 0)
+  assert.equal(s1?.body.step, 1)
+
+  // The pager's trigger: Events API v2, the routing key from its file, a summary without values.
+  assert.equal(trigger?.body.routing_key, ROUTING_KEY)
+  assert.equal(trigger?.body.event_action, 'trigger')
+  assert.match(String(trigger?.body.dedup_key), /^krg-[A-Za-z0-9_-]{32}$/)
+  assert.ok(!String(trigger?.body.dedup_key).includes(id), 'the dedup_key names no id')
+  const payload = trigger?.body.payload as Record<string, unknown>
+  assert.match(String(payload.summary), /Which export\?/)
+  assert.equal(payload.severity, 'error')
+  assert.deepEqual(trigger?.body.links, [
+    { href: `http://gateway.test/sessions/s1?run=${rt.run}&request=${id}`, text: 'Open in the console' },
+  ])
+
+  // The person without a linked account: skipped, counted, never an error; the record says so.
+  const rec = await waitFor('the record of step 2', async () => {
+    const r = await record(id)
+    return r?.steps[2]?.state === 'sent' ? r : null
+  })
+  assert.deepEqual(
+    rec.steps.map((s) => [s.step, s.afterS, s.state]),
+    [
+      [0, 0, 'sent'],
+      [1, 1, 'sent'],
+      [2, 3, 'sent'],
+    ],
+  )
+  assert.deepEqual(rec.steps[1]?.targets, [
+    { kind: 'webhook', label: 'team:blue#1', outcome: 'sent' },
+    { kind: 'person', label: 'person:nobody', outcome: 'skipped', reason: 'no_linked_account' },
+  ])
+  assert.deepEqual(
+    rec.steps[2]?.targets.map((t) => [t.kind, t.outcome]),
+    [
+      ['pagerduty', 'sent'],
+      ['person', 'sent'],
+    ],
+  )
+  assert.equal(rec.next, null)
+  assert.equal(
+    await counter('krg_escalation_steps_total', {
+      team: 'blue',
+      kind: 'person',
+      outcome: 'skipped',
+      reason: 'no_linked_account',
+    }),
+    skippedBefore + 1,
+  )
+
+  await answer(id)
+  await waitFor('the pager resolved', () => pagerEvents(id).join() === 'trigger,resolve')
+  const resolve = rx.received.filter((r) => r.path === '/pd').at(-1)
+  assert.equal(resolve?.body.dedup_key, trigger?.body.dedup_key, 'the same dedup_key')
+  assert.deepEqual(Object.keys(resolve?.body ?? {}).sort(), ['dedup_key', 'event_action', 'routing_key'])
+  await waitFor('closings to the webhooks', () =>
+    ['/hook', '/step1'].every((p) => about(p, 'request.closed', id).length === 1),
+  )
+})
+
+test('a claim stops the steps; it lapses (the holder told) and they resume; given back, they resume too', async () => {
+  const lapsedBefore = await counter('krg_claims_total', { team: 'blue', outcome: 'lapsed' })
+  const releasedBefore = await counter('krg_claims_total', { team: 'blue', outcome: 'released' })
+  const q = rt.ask({ title: 'Take me', fields: FIELDS, deadlineS: 300 })
+  const id = q.request_id
+  await waitFor('step 0', () => about('/hook', 'request.opened', id).length === 1)
+  await claim(id, 'olivia', 'PUT')
+  const claimed = await waitFor(
+    'request.claimed to the notified target',
+    () => about('/hook', 'request.claimed', id)[0],
+  )
+  assert.equal((claimed.body.claim as { sub: string }).sub, 'olivia')
+
+  // Step 1 was due at 1 s; the claim holds it until it lapses at 2 s, then it goes out at once.
+  const unclaimed = await waitFor('the claim lapsed', () => about('/hook', 'request.unclaimed', id)[0])
+  assert.deepEqual((unclaimed.body.unclaimed as { reason: string }).reason, 'lapsed')
+  const s1 = await waitFor('step 1 after the lapse', () => about('/step1', 'request.opened', id)[0])
+  assert.ok(index(claimed) < index(unclaimed) && index(unclaimed) < index(s1), 'step 1 only once unclaimed')
+  assert.equal(about('/step1', 'request.claimed', id).length, 0, 'the claim went to notified targets only')
+  // The holder is told: a direct message through her linked Slack account.
+  await waitFor('the holder told', async () =>
+    (await gw.app.notifications?.ledger.recent({ limit: 200, kasmId: 's1' }))?.some(
+      (d) => d.target === 'person:olivia/slack' && d.type === 'request.unclaimed',
+    ),
+  )
+  assert.equal(await counter('krg_claims_total', { team: 'blue', outcome: 'lapsed' }), lapsedBefore + 1)
+
+  // Taken again and held past step 2's time: nothing goes out; given back, step 2 goes out at once.
+  await claim(id, 'dan', 'PUT')
+  await waitFor('request.claimed to step 1 too', () => about('/step1', 'request.claimed', id).length === 1)
+  const held = await record(id)
+  assert.equal(held?.next, null, 'nothing is next while held')
+  const due = Date.parse(held?.openedAt ?? '') + 3000
+  await waitFor('step 2 is due', () => Date.now() > due + 200)
+  assert.equal(pagerEvents(id).length, 0, 'no page while held')
+  const before = rx.received.length
+  await claim(id, 'dan', 'DELETE')
+  await waitFor('step 2 after the release', () => pagerEvents(id).length === 1)
+  const released = about('/step1', 'request.unclaimed', id)[0]
+  assert.equal((released?.body.unclaimed as { reason: string } | undefined)?.reason, 'released')
+  const page = rx.received.findIndex(
+    (r) =>
+      r.path === '/pd' &&
+      (r.body.payload as { custom_details?: { request_id?: string } } | undefined)?.custom_details
+        ?.request_id === id,
+  )
+  assert.ok(page >= before, 'paged after the release')
+  assert.equal(await counter('krg_claims_total', { team: 'blue', outcome: 'released' }), releasedBefore + 1)
+  await answer(id)
+  await waitFor('resolved', () => pagerEvents(id).join() === 'trigger,resolve')
+})
+
+test('a step later than the deadline is never sent, nor its closing', async () => {
+  const q = rt.ask({ title: 'Quick one', fields: FIELDS, deadlineS: 2 })
+  const id = q.request_id
+  // Fixed in the plan from the start: step 2 (3 s) is later than the deadline (2 s).
+  const rec = await waitFor('the plan', () => record(id))
+  assert.equal(rec.steps[2]?.state, 'beyond_deadline')
+  await waitFor('step 1', () => about('/step1', 'request.opened', id).length === 1)
+  await waitFor('timed out', () => about('/step1', 'request.closed', id).length === 1)
+  await waitFor('the closing to step 0', () => about('/hook', 'request.closed', id).length === 1)
+  assert.equal(pagerEvents(id).length, 0, 'the pager never heard of it')
+  const final = await record(id)
+  assert.equal(final?.steps[2]?.state, 'beyond_deadline')
+})
+
+test('a reload of the notify file (SIGHUP) applies to questions opened after it', async () => {
+  const first = rt.ask({ title: 'Before the reload', fields: FIELDS, deadlineS: 300 }).request_id
+  await waitFor('its plan', () => record(first))
+  await writeFile(
+    file,
+    JSON.stringify({ teams: { blue: [{ url: `${base}/hook` }, { url: `${base}/late`, after_s: 1 }] } }),
+  )
+  const reloads = await counter('krg_notify_file_reloads_total', { outcome: 'applied' })
+  process.emit('SIGHUP')
+  await waitFor(
+    'reloaded',
+    async () => (await counter('krg_notify_file_reloads_total', { outcome: 'applied' })) > reloads,
+  )
+  const second = rt.ask({ title: 'After the reload', fields: FIELDS, deadlineS: 300 }).request_id
+  await waitFor('the old plan for the first', () => about('/step1', 'request.opened', first).length === 1)
+  await waitFor('the new plan for the second', () => about('/late', 'request.opened', second).length === 1)
+  await answer(first)
+  await answer(second)
+  await waitFor('both closed', () => about('/hook', 'request.closed', second).length === 1)
+  await waitFor('the first closed at step 1', () => about('/step1', 'request.closed', first).length === 1)
+  await waitFor(
+    'the second closed at its step 1',
+    () => about('/late', 'request.closed', second).length === 1,
+  )
+  assert.equal(about('/late', 'request.opened', first).length, 0)
+  assert.equal(about('/step1', 'request.opened', second).length, 0)
+  await writeFile(file, JSON.stringify(plan()))
+})
