@@ -1,7 +1,8 @@
 /**
  * `npm run docs:metrics`: writes the metrics table of docs/operations.md (between its markers) from what the
  * gateway's registry holds, so the table is never a list kept by hand. It builds the app once per feature
- * (none; cluster mode; sign-in; a sessions file; webhooks; a notify file; the Slack app; Kasm without and with its sync) and
+ * (none; cluster mode; sign-in; a sessions file; webhooks; a notify file; the Slack app; the Teams bot; Kasm without and
+ * with its sync) and
  * once with all of them, and reads every registered metric: name, type, labels (with their values where the
  * gateway knows them in advance), help, and the first feature that registers it. test/docs/metrics.test.ts
  * fails when the table is stale.
@@ -91,6 +92,17 @@ const FEATURES: readonly Feature[] = [
     env: () => ({
       GATEWAY_SLACK_BOT_TOKEN: 'xoxb-krg-docs',
       GATEWAY_SLACK_API_URL: 'http://127.0.0.1:9/api/',
+      GATEWAY_PUBLIC_ORIGIN: 'https://gateway.invalid',
+    }),
+  },
+  {
+    when: '`GATEWAY_TEAMS_APP_ID`',
+    env: () => ({
+      GATEWAY_TEAMS_APP_ID: '00000000-0000-4000-8000-000000000000',
+      GATEWAY_TEAMS_APP_PASSWORD: 'krg-docs-teams-password',
+      GATEWAY_TEAMS_TENANT_ID: '00000000-0000-4000-8000-000000000001',
+      GATEWAY_TEAMS_OPENID_URL: 'http://127.0.0.1:9/v1/.well-known/openidconfiguration',
+      GATEWAY_TEAMS_LOGIN_URL: 'http://127.0.0.1:9',
       GATEWAY_PUBLIC_ORIGIN: 'https://gateway.invalid',
     }),
   },

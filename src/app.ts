@@ -7,6 +7,7 @@ import Fastify, {
 } from 'fastify'
 import { auditPlugin } from './audit/plugin.ts'
 import { authPlugin } from './auth/plugin.ts'
+import { teamsPlugin } from './chat/msteams/plugin.ts'
 import { chatPlugin } from './chat/plugin.ts'
 import { clusterPlugin } from './cluster/plugin.ts'
 import type { Config } from './config.ts'
@@ -34,6 +35,7 @@ import { consoleRoutes } from './routes/console.ts'
 import { eventsRoutes } from './routes/events.ts'
 import { healthRoutes, readinessPlugin } from './routes/health.ts'
 import { mcpRoutes } from './routes/mcp.ts'
+import { teamsRoutes } from './routes/msteams.ts'
 import { overviewRoutes } from './routes/overview.ts'
 import { presenceRoutes } from './routes/presence.ts'
 import { reportRoutes } from './routes/report.ts'
@@ -139,6 +141,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(summaryPlugin)
   await app.register(overviewPlugin)
   // Before attention routing, which posts through the chat adapter.
+  await app.register(teamsPlugin)
   await app.register(chatPlugin)
   await app.register(notifyPlugin)
   await app.register(reportPlugin)
@@ -157,6 +160,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   await app.register(reportRoutes, prefix)
   await app.register(openapiRoutes, prefix)
   await app.register(slackRoutes, prefix)
+  await app.register(teamsRoutes, prefix)
   await app.register(slackLinkRoutes, prefix)
   await app.register(chatLinkRoutes, prefix)
   await app.register(consoleRoutes, prefix)

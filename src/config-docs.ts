@@ -24,6 +24,7 @@ export const configTopics = {
   audit: 'Audit and report',
   notify: 'Notifications (webhooks)',
   slack: 'Slack',
+  teams: 'Microsoft Teams',
   cluster: 'Redis and cluster mode',
   tracing: 'Tracing (OpenTelemetry)',
 } as const
@@ -315,6 +316,31 @@ export const configDocs: { readonly [Name in keyof Env]-?: VariableDoc } = {
   GATEWAY_SLACK_LINK_TTL_S: {
     topic: 'slack',
     text: 'how long a linked Slack account lasts (30 days); it ends sooner with a back-channel logout or a refused refresh (suspended)',
+  },
+  GATEWAY_TEAMS_APP_ID: {
+    topic: 'teams',
+    text: "the Teams bot's Microsoft App ID (its Azure Bot's app registration); with the password and tenant, the bot answers at `<base>teams/messages` (see [chat.md](chat.md#microsoft-teams)); requires `GATEWAY_PUBLIC_ORIGIN`",
+  },
+  GATEWAY_TEAMS_APP_PASSWORD: { topic: 'teams', text: "the app registration's client secret" },
+  GATEWAY_TEAMS_TENANT_ID: {
+    topic: 'teams',
+    text: 'the Entra tenant of the single-tenant bot: activities from any other tenant are refused',
+  },
+  GATEWAY_TEAMS_OPENID_URL: {
+    topic: 'teams',
+    text: "the Bot Framework's OpenID metadata, whose keys sign inbound activities (sovereign clouds and tests set their own; https in production)",
+  },
+  GATEWAY_TEAMS_LOGIN_URL: {
+    topic: 'teams',
+    text: 'the Entra login origin the bot takes its own token from (`<login>/<tenant>/oauth2/v2.0/token`; sovereign clouds set their own; https in production)',
+  },
+  GATEWAY_TEAMS_SERVICE_URLS: {
+    topic: 'teams',
+    text: "URL prefixes (each ending with `/`) an activity's `serviceUrl` must start with before the bot sends its token there: Microsoft's public, GCC, GCC High and DoD connectors by default; https (http only to loopback, outside production)",
+  },
+  GATEWAY_TEAMS_ENTRA_ISSUER: {
+    topic: 'teams',
+    text: "the identity provider issuer whose ID tokens' `tid` and `oid` make a person known in Teams with no link step (their latest sign-in's `tid` must be GATEWAY_TEAMS_TENANT_ID); default `<GATEWAY_TEAMS_LOGIN_URL>/<GATEWAY_TEAMS_TENANT_ID>/v2.0`, Entra's own. Only then is the gateway's sign-in Entra's",
   },
   GATEWAY_EVENT_BUFFER: {
     topic: 'events',

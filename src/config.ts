@@ -313,6 +313,54 @@ export const envSchema = z.object({
   GATEWAY_SLACK_OIDC_ISSUER: z.string().url().default('https://slack.com'),
   GATEWAY_SLACK_LINK_TTL_S: int(60, 366 * 86_400).default(30 * 86_400),
 
+  // The Microsoft Teams bot (src/chat/msteams): a single-tenant Azure Bot (app id, client secret, tenant), its
+  // messaging endpoint `<base>teams/messages`; sovereign clouds and tests point the three URLs elsewhere.
+  GATEWAY_TEAMS_APP_ID: z
+    .string()
+    .regex(
+      /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/,
+      "must be the bot's Microsoft App ID (a GUID)",
+    )
+    .optional(),
+  GATEWAY_TEAMS_APP_PASSWORD: z.string().min(1).max(1024).optional(),
+  GATEWAY_TEAMS_TENANT_ID: z
+    .string()
+    .regex(
+      /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/,
+      'must be the Entra tenant id (a GUID)',
+    )
+    .optional(),
+  GATEWAY_TEAMS_OPENID_URL: z
+    .string()
+    .url()
+    .regex(/^https?:\/\//, 'must be an http(s) URL')
+    .default('https://login.botframework.com/v1/.well-known/openidconfiguration'),
+  GATEWAY_TEAMS_LOGIN_URL: z
+    .string()
+    .url()
+    .regex(/^https?:\/\/[^/?#]+\/?$/, 'must be an http(s) origin (e.g. https://login.microsoftonline.com)')
+    .transform((v) => v.replace(/\/$/, ''))
+    .default('https://login.microsoftonline.com'),
+  GATEWAY_TEAMS_SERVICE_URLS: list
+    .pipe(
+      z.array(
+        z
+          .string()
+          .url('each must be an absolute http(s) URL')
+          .regex(/^https?:\/\/[^/?#]+\/[^?#]*$/, 'each must be an http(s) URL with a path ending in /')
+          .regex(/\/$/, 'each must end with /'),
+      ),
+    )
+    .default(
+      [
+        'https://smba.trafficmanager.net/',
+        'https://smba.infra.gcc.teams.microsoft.com/',
+        'https://smba.infra.gov.teams.microsoft.us/',
+        'https://smba.infra.dod.teams.microsoft.us/',
+      ].join(','),
+    ),
+  GATEWAY_TEAMS_ENTRA_ISSUER: z.string().url().optional(),
+
   GATEWAY_EVENT_BUFFER: int(16).default(4096),
   GATEWAY_EVENT_MAX_BYTES: int(1024).default(2 * 1024 * 1024),
   GATEWAY_EVENT_BUFFER_BYTES: int(4096).default(16 * 1024 * 1024),
@@ -399,6 +447,7 @@ export const secretFileVariables: readonly string[] = [
   'GATEWAY_SLACK_SIGNING_SECRET',
   'GATEWAY_SLACK_APP_TOKEN',
   'GATEWAY_SLACK_CLIENT_SECRET',
+  'GATEWAY_TEAMS_APP_PASSWORD',
 ]
 
 /**
@@ -590,6 +639,40 @@ function slackProblems(env: Env, production: boolean): string[] {
   return out
 }
 
+/** The Teams bot's settings that only make sense together, and the addresses its bearer tokens may travel to. */
+function teamsProblems(env: Env, production: boolean): string[] {
+  const out: string[] = []
+  const set = [env.GATEWAY_TEAMS_APP_ID, env.GATEWAY_TEAMS_APP_PASSWORD, env.GATEWAY_TEAMS_TENANT_ID]
+  const count = set.filter((v) => v !== undefined).length
+  if (count !== 0 && count !== 3)
+    out.push(
+      'GATEWAY_TEAMS_APP_ID, GATEWAY_TEAMS_APP_PASSWORD and GATEWAY_TEAMS_TENANT_ID: set all three or none',
+    )
+  if (count === 3 && env.GATEWAY_PUBLIC_ORIGIN === undefined)
+    out.push('GATEWAY_PUBLIC_ORIGIN: required with GATEWAY_TEAMS_APP_ID (Teams cards link to the gateway)')
+  if (production && !env.GATEWAY_TEAMS_OPENID_URL.startsWith('https:'))
+    out.push('GATEWAY_TEAMS_OPENID_URL: must be https in production')
+  if (production && !env.GATEWAY_TEAMS_LOGIN_URL.startsWith('https:'))
+    out.push('GATEWAY_TEAMS_LOGIN_URL: must be https in production')
+  // A bearer token is posted to these: plain http only to this machine, and never in production.
+  for (const url of env.GATEWAY_TEAMS_SERVICE_URLS)
+    if (url.startsWith('http:') && (production || !isLoopbackUrl(url)))
+      out.push(`GATEWAY_TEAMS_SERVICE_URLS: ${url} must be https (http only on loopback, outside production)`)
+  return out
+}
+
+/** The URL's host is a loopback address or `localhost`. */
+export function isLoopbackUrl(url: string): boolean {
+  let host: string
+  try {
+    host = new URL(url).hostname.replace(/^\[|\]$/g, '')
+  } catch {
+    return false
+  }
+  if (host === 'localhost') return true
+  return ipaddr.isValid(host) && ipaddr.process(host).range() === 'loopback'
+}
+
 /**
  * Parses and validates the environment once. Throws {@link ConfigError} naming the bad variables.
  * Empty strings count as unset so that `FOO=` in a compose file means the default.
@@ -635,6 +718,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): Config {
     cross.push('GATEWAY_KASM_ZONE_UPSTREAMS: required with GATEWAY_KASM_UPSTREAM=zone')
   cross.push(...oidcProblems(env, production))
   cross.push(...slackProblems(env, production))
+  cross.push(...teamsProblems(env, production))
   // A stored event costs its payload and its frame: a session's budget must hold at least one of the largest.
   if (env.GATEWAY_EVENT_BUFFER_BYTES < 2 * env.GATEWAY_EVENT_MAX_BYTES)
     cross.push('GATEWAY_EVENT_BUFFER_BYTES: must be at least twice GATEWAY_EVENT_MAX_BYTES')

@@ -363,6 +363,18 @@ export const SlackRequestReplayed = gatewayError(
   'this signed request was received already',
   409,
 )
+// Microsoft Teams (src/chat/msteams): the messaging endpoint takes only activities the Bot Framework signed for
+// this bot, from our tenant; the reason of a refusal is logged and counted, never told.
+export const MsteamsUnauthorized = gatewayError(
+  'msteams_unauthorized',
+  'this is not an activity the Bot Framework signed for this bot and tenant',
+  401,
+)
+export const MsteamsKeysUnavailable = gatewayError(
+  'msteams_keys_unavailable',
+  "cannot read the Bot Framework's signing keys to check this activity",
+  503,
+)
 export const ChatLinkInvalid = gatewayError(
   'chat_link_invalid',
   'this link to connect your chat account %s',

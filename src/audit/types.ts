@@ -125,10 +125,10 @@ export interface AuditLog {
 /**
  * Through what a person answered a question or ended a handoff, as the audit records it: `console` (the
  * gateway's console page, which sends `X-Krg-Client: console`), `sidebar` (a cookie request without it: the
- * runtime's bundled sidebar, or any other page signed in with the cookie), `api` (a bearer token), `slack` (set
- * by the Slack adapter through `request.auditDetail.via`, which always wins).
+ * runtime's bundled sidebar, or any other page signed in with the cookie), `api` (a bearer token), `slack` or
+ * `msteams` (set by the chat adapter through `request.auditDetail.via`, which always wins).
  */
-export type Via = 'console' | 'sidebar' | 'api' | 'slack'
+export type Via = 'console' | 'sidebar' | 'api' | 'slack' | 'msteams'
 
 /** Every {@link Via}, for metrics that export each at 0. */
-export const VIAS: readonly Via[] = ['console', 'sidebar', 'api', 'slack']
+export const VIAS: readonly Via[] = ['console', 'sidebar', 'api', 'slack', 'msteams']

@@ -235,7 +235,10 @@ export const authPlugin = fp(
             oidc,
             stores.usedLogoutTokens,
           )
-    const chatLinkStore = env.GATEWAY_SLACK_BOT_TOKEN === undefined ? null : stores.chatLinks()
+    const chatLinkStore =
+      env.GATEWAY_SLACK_BOT_TOKEN === undefined && env.GATEWAY_TEAMS_APP_ID === undefined
+        ? null
+        : stores.chatLinks()
     const people = new People({
       cookies: store,
       cookieTtlMs: env.GATEWAY_COOKIE_TTL_S * 1000,

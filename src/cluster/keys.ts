@@ -93,6 +93,8 @@ export interface ClusterKeys {
   chatMessage(kasmId: string, hash: string): string
   /** String with a TTL: a key seen once (a chat platform's signed request, a link token's id). */
   seen(hash: string): string
+  /** Hash: where the Teams bot is installed (src/chat/msteams), conversation id → installation JSON. */
+  readonly teamsInstallations: string
 }
 
 /** How {@link clusterKeys} lays keys out. */
@@ -160,5 +162,6 @@ export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): Cl
     chatLinks: `${p}chatlinks`,
     chatMessage: (id, hash) => `${p}chatmsg:{${id}}:${hash}`,
     seen: (hash) => `${p}seen:${hash}`,
+    teamsInstallations: `${p}msteams:installations`,
   }
 }

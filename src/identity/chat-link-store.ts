@@ -2,9 +2,12 @@ import type { OperatorClaims } from '../auth/claims.ts'
 import type { IdpLink } from '../auth/cookie-store.ts'
 
 /** The chat platforms whose accounts a person can link; an adapter for another one adds its name here. */
-export type ChatKind = 'slack'
+export type ChatKind = 'slack' | 'msteams'
 
-/** An account on a chat platform: the platform, its workspace (Slack's team id) and the user id there. */
+/**
+ * An account on a chat platform: the platform, its workspace (Slack's team id, Teams' Entra tenant id) and the
+ * user id there (Slack's user id, Teams' Entra object id `aadObjectId`).
+ */
 export interface ChatAccount {
   readonly chat: ChatKind
   readonly workspace: string

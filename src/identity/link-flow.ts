@@ -7,7 +7,7 @@ import type { LoginAttemptStore } from '../auth/oidc/login-attempts.ts'
 import type { Sealer } from '../auth/sealer.ts'
 import type { SeenKeys } from '../chat/seen-keys.ts'
 import { Secret } from '../sessions/secret.ts'
-import type { ChatAccount, ChatLinkRecord } from './chat-link-store.ts'
+import type { ChatAccount, ChatKind, ChatLinkRecord } from './chat-link-store.ts'
 import type { ChatLinks } from './chat-links.ts'
 import { LINK_TOKEN_TTL_S, type LinkRequest } from './link-tokens.ts'
 
@@ -41,6 +41,8 @@ export interface LinkCode {
   /** What a decline names the pending link by: the hash its store key is made of (not the browser's id). */
   readonly ref: string
   readonly summary: PendingSummary
+  /** How the chat adapter reaches the account (the link token's, see LinkRequest.reach). */
+  readonly reach?: string
 }
 
 /** What happened to a pending link the chat user was asked about. */
@@ -68,6 +70,11 @@ export interface ChatLinkFlowOptions {
   readonly confirmPath: string
 }
 
+/** A chat adapter's way of sending a code to the chat user a link names; resolves its error code, or null. */
+export interface LinkCodeSender {
+  send(code: LinkCode): Promise<string | null>
+}
+
 /** Wrong codes a pending link survives; the next ends it. */
 export const CODE_TRIES = 5
 
@@ -87,6 +94,7 @@ export class ChatLinkFlow {
   readonly #app: FastifyInstance
   readonly #cookie: string
   readonly #attributes: CookieSerializeOptions
+  readonly #senders = new Map<ChatKind, LinkCodeSender>()
 
   constructor(app: FastifyInstance, options: ChatLinkFlowOptions) {
     this.#app = app
@@ -101,6 +109,17 @@ export class ChatLinkFlow {
       signed: true,
       maxAge: LINK_TOKEN_TTL_S,
     }
+  }
+
+  /** The chat adapter of `chat` sends the codes of its accounts' links. */
+  setCodeSender(chat: ChatKind, sender: LinkCodeSender): void {
+    this.#senders.set(chat, sender)
+  }
+
+  /** Sends `code` to the chat user its link names, through that chat's adapter; its error code, or null. */
+  async sendCode(code: LinkCode): Promise<string | null> {
+    const sender = this.#senders.get(code.summary.account.chat)
+    return sender === undefined ? 'chat_not_configured' : sender.send(code)
   }
 
   /**
@@ -195,7 +214,8 @@ export class ChatLinkFlow {
     await this.#put(key, { ...pending, code: { hash: digest(code), tries: 0 } })
     const sent: PendingSummary = { ...summary, codeSent: true }
     this.#setCookie(reply, sent)
-    return { code, ref: hashSessionId(summary.id), summary: sent }
+    const reach = pending.request.reach
+    return { code, ref: hashSessionId(summary.id), summary: sent, ...(reach === undefined ? {} : { reach }) }
   }
 
   /**

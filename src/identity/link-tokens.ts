@@ -5,6 +5,11 @@ import type { ChatAccountNames } from './chat-links.ts'
 
 /** What a link to connect a chat account names: the account, its names for the page, and the token's id. */
 export interface LinkRequest extends ChatAccount, ChatAccountNames {
+  /**
+   * How the chat adapter reaches the account with the code (Teams: the user's conversation member id and the
+   * service URL it came from, as the adapter encoded them); signed with the rest, so never made up.
+   */
+  readonly reach?: string
   /** The token's `jti`: a link is recorded once per token. */
   readonly id: string
   /** ms since epoch: when the token stops being accepted. */
@@ -18,9 +23,13 @@ export type LinkTokenRefusal = 'expired' | 'invalid'
 export const LINK_TOKEN_TTL_S = 10 * 60
 const AUDIENCE = 'krg:chat-link'
 const TYPE = 'krg-chat-link+jwt'
-const CHATS: ReadonlySet<string> = new Set<ChatKind>(['slack'])
-const ID = /^[A-Z0-9]{2,32}$/
+/** The ids of each chat's workspaces and users: Slack's, and Entra's tenant and object ids (GUIDs). */
+export const CHAT_ID: Readonly<Record<ChatKind, RegExp>> = {
+  slack: /^[A-Z0-9]{2,32}$/,
+  msteams: /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
+}
 const NAME_MAX = 80
+const REACH_MAX = 1000
 
 /**
  * The signed, short-lived links a chat adapter posts to an unlinked user (`<base>auth/slack-link?t=`): a JWT
@@ -40,10 +49,11 @@ export class LinkTokens {
   }
 
   /** A token for `account`, valid {@link LINK_TOKEN_TTL_S}. */
-  sign(account: ChatAccount & ChatAccountNames): Promise<string> {
+  sign(account: ChatAccount & ChatAccountNames & { readonly reach?: string }): Promise<string> {
     const claims: Record<string, string> = { chat: account.chat, ws: account.workspace, u: account.user }
     if (account.userName !== undefined) claims.un = account.userName.slice(0, NAME_MAX)
     if (account.workspaceName !== undefined) claims.wn = account.workspaceName.slice(0, NAME_MAX)
+    if (account.reach !== undefined && account.reach.length <= REACH_MAX) claims.to = account.reach
     return new SignJWT(claims)
       .setProtectedHeader({ alg: 'HS256', typ: TYPE })
       .setAudience(AUDIENCE)
@@ -65,15 +75,18 @@ export class LinkTokens {
           typ: TYPE,
           requiredClaims: ['jti', 'exp'],
         })
-        const { chat, ws, u, un, wn, jti, exp } = payload
-        if (protectedHeader.typ !== TYPE || typeof chat !== 'string' || !CHATS.has(chat)) return 'invalid'
-        if (typeof ws !== 'string' || !ID.test(ws) || typeof u !== 'string' || !ID.test(u)) return 'invalid'
+        const { chat, ws, u, un, wn, to, jti, exp } = payload
+        if (protectedHeader.typ !== TYPE || typeof chat !== 'string' || !Object.hasOwn(CHAT_ID, chat))
+          return 'invalid'
+        const id = CHAT_ID[chat as ChatKind]
+        if (typeof ws !== 'string' || !id.test(ws) || typeof u !== 'string' || !id.test(u)) return 'invalid'
         return {
           chat: chat as ChatKind,
           workspace: ws,
           user: u,
           ...(typeof un === 'string' ? { userName: un.slice(0, NAME_MAX) } : {}),
           ...(typeof wn === 'string' ? { workspaceName: wn.slice(0, NAME_MAX) } : {}),
+          ...(typeof to === 'string' && to.length <= REACH_MAX ? { reach: to } : {}),
           id: String(jti),
           expiresAt: Number(exp) * 1000,
         }

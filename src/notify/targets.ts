@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
+import { allowedServiceBase } from '../chat/msteams/service-url.ts'
 import { ConfigError, type Env } from '../config.ts'
 import { readConfigFile } from '../sessions/file.ts'
 import { Secret } from '../sessions/secret.ts'
@@ -31,8 +32,11 @@ export interface NotifyTarget {
   readonly routingKey?: Secret
 }
 
-/** A chat channel of the notify file (`{slack: {channel}}`), where the chat adapter posts and is answered. */
-export interface ChatTarget {
+/** A chat channel of the notify file: a Slack channel or a Teams conversation. */
+export type ChatTarget = SlackChatTarget | TeamsChatTarget
+
+/** A Slack channel of the notify file (`{slack: {channel}}`), where the Slack app posts and is answered. */
+export interface SlackChatTarget {
   readonly chat: 'slack'
   /** The channel's id (Slack: `C…` or `G…`). */
   readonly channel: string
@@ -48,6 +52,19 @@ export interface PersonTarget {
   /** `person:<sub>` (each linked account's delivery adds `/<chat>`). */
   readonly label: string
   readonly afterS: number
+}
+
+/** A Teams conversation of the notify file (`{msteams: {conversation, serviceUrl}}`), where the Teams bot posts. */
+export interface TeamsChatTarget {
+  readonly chat: 'msteams'
+  /** The channel's (or group chat's) conversation id, `19:…@thread.tacv2`. */
+  readonly conversation: string
+  /** The connector's address for it, within GATEWAY_TEAMS_SERVICE_URLS. */
+  readonly serviceUrl: string
+  /** A stable name for metrics, the delivery ledger and the admin API: `msteams:<conversation>`. */
+  readonly label: string
+  /** Seconds after the question opened that it is notified if still open and unclaimed (absent: 0). */
+  readonly afterS?: number
 }
 
 /** Where each team's notifications go. */
@@ -131,6 +148,25 @@ const chatEntrySchema = z
   })
   .strict()
 
+const teamsEntrySchema = z
+  .object({
+    after_s: afterS,
+    msteams: z
+      .object({
+        conversation: z
+          .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+          .regex(
+            /^19:[^\s;"'<>]{1,400}$/,
+            "must be a channel's conversation id such as 19:…@thread.tacv2 (without ;messageid=…)",
+          ),
+        serviceUrl: z
+          .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+          .url('must be the connector URL the bot gave (e.g. https://smba.trafficmanager.net/amer/)'),
+      })
+      .strict(),
+  })
+  .strict()
+
 const personEntrySchema = z
   .object({
     after_s: afterS,
@@ -179,6 +215,11 @@ async function readSecretFile(path: string, name: string): Promise<{ value: stri
   }
 }
 
+/** A chat channel's `afterS`, only when it has one (a channel without it looks as it always did). */
+function stepOf(afterS: number | undefined): { afterS?: number } {
+  return afterS === undefined || afterS === 0 ? {} : { afterS }
+}
+
 /** Whether a raw entry of the notify file is of the kind keyed `key` (`slack`, `person`, `pagerduty`). */
 function isKind(raw: unknown, key: string): boolean {
   return typeof raw === 'object' && raw !== null && Object.hasOwn(raw, key)
@@ -198,11 +239,12 @@ const fileSchema = z
 
 /**
  * Reads and validates GATEWAY_NOTIFY_FILE (JSON or YAML, as the sessions file): `{teams: {<team>: [{url,
- * format?, secret? | secretFile?} | {slack: {channel}} | {person: <sub>} | {pagerduty: {routingKey? |
- * routingKeyFile?, url?}}]}}`, each with an optional `after_s` (its escalation step). A target without a
- * format or secret takes GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET. Chat channels go into `chat` (a
- * Slack channel needs GATEWAY_SLACK_BOT_TOKEN), people into `people`; pagers are webhooks of format
- * `pagerduty`. Throws {@link ConfigError} naming the file and every bad entry, never a value.
+ * format?, secret? | secretFile?} | {slack: {channel}} | {msteams: {conversation, serviceUrl}} | {person:
+ * <sub>} | {pagerduty: {routingKey? | routingKeyFile?, url?}}]}}`, each with an optional `after_s` (its
+ * escalation step). A target without a format or secret takes GATEWAY_NOTIFY_FORMAT and GATEWAY_NOTIFY_SECRET.
+ * Chat channels go into `chat` (a Slack channel needs GATEWAY_SLACK_BOT_TOKEN, a Teams one
+ * GATEWAY_TEAMS_APP_ID and a serviceUrl within GATEWAY_TEAMS_SERVICE_URLS), people into `people`; pagers are
+ * webhooks of format `pagerduty`. Throws {@link ConfigError} naming the file and every bad entry, never a value.
  */
 export async function loadNotifyFile(
   path: string,
@@ -234,6 +276,31 @@ export async function loadNotifyFile(
     for (const [index, raw] of rawList.entries()) {
       const at = `${where}[${index}]`
       const label = `team:${team.data}#${index}`
+      if (isKind(raw, 'msteams')) {
+        const entry = teamsEntrySchema.safeParse(raw)
+        if (!entry.success) problems.push(`${at}: ${formatIssues(entry.error)}`)
+        else if (env.GATEWAY_TEAMS_APP_ID === undefined)
+          problems.push(`${at}: a Teams channel needs GATEWAY_TEAMS_APP_ID`)
+        else if (
+          allowedServiceBase(
+            entry.data.msteams.serviceUrl,
+            env.GATEWAY_TEAMS_SERVICE_URLS,
+            env.NODE_ENV === 'production',
+          ) === null
+        )
+          problems.push(`${at}: msteams.serviceUrl: not within GATEWAY_TEAMS_SERVICE_URLS`)
+        else {
+          const { conversation, serviceUrl } = entry.data.msteams
+          channels.push({
+            chat: 'msteams',
+            conversation,
+            serviceUrl,
+            label: `msteams:${conversation}`,
+            ...stepOf(entry.data.after_s),
+          })
+        }
+        continue
+      }
       if (isKind(raw, 'slack')) {
         const entry = chatEntrySchema.safeParse(raw)
         if (!entry.success) problems.push(`${at}: ${formatIssues(entry.error)}`)
@@ -245,7 +312,7 @@ export async function loadNotifyFile(
             chat: 'slack',
             channel,
             label: `slack:${channel}`,
-            afterS: entry.data.after_s ?? 0,
+            ...stepOf(entry.data.after_s),
           })
         }
         continue

@@ -150,17 +150,35 @@ export function signInNotConfigured(): Page {
 
 /** A chat account as a link page names it: its name and id, and its workspace's. */
 export interface ChatAccountShown {
+  /** The chat (Slack when absent). */
+  readonly chat?: 'slack' | 'msteams'
   readonly user: string
   readonly userName?: string
   readonly workspace: string
   readonly workspaceName?: string
 }
 
+/** How the pages name each chat, its users and workspaces, and where its app sends the code. */
+const CHAT_WORDS = {
+  slack: {
+    name: 'Slack',
+    workspace: 'Slack workspace',
+    handle: '@',
+    sent: 'as a direct message from its app',
+  },
+  msteams: { name: 'Teams', workspace: 'Microsoft Entra tenant', handle: '', sent: 'in a chat with its bot' },
+} as const
+
+function wordsOf(account: ChatAccountShown) {
+  return CHAT_WORDS[account.chat ?? 'slack']
+}
+
 function accountLines(account: ChatAccountShown): string[] {
   const named = (name: string | undefined, id: string) => (name === undefined ? id : `${name} (${id})`)
+  const w = wordsOf(account)
   return [
-    `Slack user: ${account.userName === undefined ? account.user : `@${account.userName} (${account.user})`}`,
-    `Slack workspace: ${named(account.workspaceName, account.workspace)}`,
+    `${w.name} user: ${account.userName === undefined ? account.user : `${w.handle}${account.userName} (${account.user})`}`,
+    `${w.workspace}: ${named(account.workspaceName, account.workspace)}`,
   ]
 }
 
@@ -179,15 +197,16 @@ export function chatLinkConfirm(options: {
   person: { sub: string; name?: string }
   withSlack: boolean
 }): Page {
+  const w = wordsOf(options.account)
   return {
     status: 200,
-    title: 'Connect your Slack account',
-    lead: `Answers this Slack user gives in Slack will be yours: ${personLine(options.person)}.`,
+    title: `Connect your ${w.name} account`,
+    lead: `Answers this ${w.name} user gives in ${w.name} will be yours: ${personLine(options.person)}.`,
     details: [
       ...accountLines(options.account),
       options.withSlack
         ? 'Is this you? Sign in to Slack as this user to confirm. If you did not ask for this link in Slack yourself, do not go on: someone may have sent you theirs.'
-        : 'Is this you? The gateway sends a code to this Slack user, as a direct message from its app, and you type it here. If you did not ask for this link in Slack yourself, do not go on: someone may have sent you theirs.',
+        : `Is this you? The gateway sends a code to this ${w.name} user, ${w.sent}, and you type it here. If you did not ask for this link in ${w.name} yourself, do not go on: someone may have sent you theirs.`,
     ],
     ...(options.withSlack
       ? {
@@ -197,7 +216,7 @@ export function chatLinkConfirm(options: {
           ],
         }
       : {
-          form: { action: 'auth/slack-link/confirm', label: 'Send me the code in Slack' },
+          form: { action: 'auth/slack-link/confirm', label: `Send me the code in ${w.name}` },
           actions: [{ label: 'Cancel', to: '' }],
         }),
   }
@@ -212,20 +231,21 @@ export function chatLinkCode(options: {
   person: { sub: string; name?: string }
   wrong?: { status: number; code: string; message: string }
 }): Page {
+  const w = wordsOf(options.account)
   return {
     status: options.wrong?.status ?? 200,
-    title: 'Type the code from Slack',
-    lead: `The gateway's app sent a code to this Slack user in a direct message. Typed here, it lets that Slack user answer as you: ${personLine(options.person)}.`,
+    title: `Type the code from ${w.name}`,
+    lead: `The gateway's app sent a code to this ${w.name} user, ${w.sent}. Typed here, it lets that ${w.name} user answer as you: ${personLine(options.person)}.`,
     details: [
       ...accountLines(options.account),
-      'The code did not reach your own Slack? Then this link is not yours: someone sent you theirs. Do not type a code anyone gives you.',
+      `The code did not reach your own ${w.name}? Then this link is not yours: someone sent you theirs. Do not type a code anyone gives you.`,
     ],
     form: {
       action: 'auth/slack-link/code',
       label: 'Connect',
       input: {
         name: 'code',
-        label: 'Code from Slack',
+        label: `Code from ${w.name}`,
         autocomplete: 'one-time-code',
         inputmode: 'numeric',
         maxLength: 16,
@@ -239,10 +259,11 @@ export function chatLinkCode(options: {
 
 /** The link is recorded. */
 export function chatLinked(options: { account: ChatAccountShown; expiresAt: number }): Page {
+  const w = wordsOf(options.account)
   return {
     status: 200,
-    title: 'Your Slack account is connected',
-    lead: 'You can answer the runs’ questions from Slack now: your answers carry your name and your roles.',
+    title: `Your ${w.name} account is connected`,
+    lead: `You can answer the runs’ questions from ${w.name} now: your answers carry your name and your roles.`,
     details: [
       ...accountLines(options.account),
       `The link lasts until ${new Date(options.expiresAt).toISOString().slice(0, 10)}; the console shows it, and you can remove it there.`,
@@ -256,18 +277,18 @@ const chatLinkFailures: Record<string, string> = {
   chat_link_mismatch:
     'Nothing was connected: the Slack account you signed in to is not the one the link names.',
   chat_link_declined: 'Nothing was connected: the Slack user this link names said it was not them.',
-  chat_link_not_sent: 'Nothing was connected: Slack did not take the message with the code.',
+  chat_link_not_sent: 'Nothing was connected: the chat did not take the message with the code.',
 }
 
-/** Linking a chat account did not happen: say why; a new link comes from Slack. */
+/** Linking a chat account did not happen: say why; a new link comes from the chat. */
 export function chatLinkFailed(options: { status: number; code: string; message: string }): Page {
   return {
     status: options.status,
-    title: 'Your Slack account was not connected',
+    title: 'Your chat account was not connected',
     lead: chatLinkFailures[options.code] ?? 'Nothing was connected.',
     details: [
       capitalise(options.message),
-      'For a new link, click the answer button in Slack again: Slack shows you one only you can see.',
+      'For a new link, click the answer button in Slack or Teams again: it shows you one only you can see.',
     ],
     actions: [consoleLink],
     code: options.code,

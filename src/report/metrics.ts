@@ -38,7 +38,7 @@ export function createReportMetrics(registry: Registry): ReportMetrics {
     }),
     answerSeconds: new Histogram({
       name: 'krg_question_answer_seconds',
-      help: 'Time from a question to the reply that closed it, by team, channel (console, sidebar, api, slack; unknown: not through the gateway) and the highest escalation step sent before it (0: none beyond the first notice; 1 to 5; 6+)',
+      help: 'Time from a question to the reply that closed it, by team, channel (console, sidebar, api, slack, msteams; unknown: not through the gateway) and the highest escalation step sent before it (0: none beyond the first notice; 1 to 5; 6+)',
       labelNames: ['team', 'via', 'step'],
       buckets: [5, 10, 15, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800, 3600],
       registers,

@@ -152,7 +152,7 @@ export interface Report {
 /** Items listed per kind (the CSV has every record). */
 export const LISTED = 100
 
-const CHANNELS: readonly Channel[] = ['console', 'sidebar', 'api', 'slack', 'unknown']
+const CHANNELS: readonly Channel[] = ['console', 'sidebar', 'api', 'slack', 'msteams', 'unknown']
 
 /** The value at rank ceil(p·n) of the sorted values (nearest rank); null for none. */
 export function percentile(sorted: readonly number[], p: number): number | null {

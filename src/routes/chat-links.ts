@@ -50,9 +50,10 @@ const LINK_PARAMS = {
   params: {
     type: 'object',
     properties: {
-      chat: { type: 'string', enum: ['slack'] },
-      workspace: { type: 'string', pattern: '^[A-Z0-9]{2,32}$' },
-      user: { type: 'string', pattern: '^[A-Z0-9]{2,32}$' },
+      chat: { type: 'string', enum: ['slack', 'msteams'] },
+      // Slack's ids, or Entra's GUIDs (Teams' tenant and object ids).
+      workspace: { type: 'string', pattern: '^([A-Z0-9]{2,32}|[0-9a-f-]{36})$' },
+      user: { type: 'string', pattern: '^([A-Z0-9]{2,32}|[0-9a-f-]{36})$' },
     },
     required: ['chat', 'workspace', 'user'],
   },
@@ -106,8 +107,8 @@ export async function chatLinkRoutes(app: FastifyInstance): Promise<void> {
     }
   }
   const keyOf = (request: FastifyRequest<LinkRoute>) => {
-    const { workspace, user } = request.params
-    return chatAccountKey({ chat: 'slack', workspace, user })
+    const { chat, workspace, user } = request.params
+    return chatAccountKey({ chat: chat === 'msteams' ? 'msteams' : 'slack', workspace, user })
   }
 
   app.get('/api/chat-links', { schema: CHAT.mine, onRequest: app.requireAccess('read') }, async (request) => {

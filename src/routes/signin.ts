@@ -141,6 +141,8 @@ export async function signInRoutes(app: FastifyInstance): Promise<void> {
         return refused(request, err)
       }
       binding.clear(reply)
+      // The bot tenant's Entra sign-in makes the person known in Teams at once (chat/msteams/entra.ts).
+      await app.teamsChat?.entra.signedIn(done)
       // A sign-in started to link a chat account records no cookie session: the link is confirmed next.
       if (done.chatLink !== undefined && app.chatLinking !== null)
         return app.chatLinking.signedIn(request, reply, { ...done, chatLink: done.chatLink })

@@ -20,7 +20,7 @@ const GONE = 'is no longer waiting for you here: 10 minutes passed, or it was us
 /**
  * Linking a Slack account to a person, under the base path (pages for a browser):
  *
- * - `GET auth/slack-link?t=<token>`: the signed link Slack showed an unlinked user; 302 to the identity
+ * - `GET auth/slack-link?t=<token>`: the signed link Slack (or Teams) showed an unlinked user; 302 to the identity
  *   provider (a sign-in of its own, bound to this browser like `auth/login`'s).
  * - `GET auth/slack-link/confirm`: after the sign-in, the page naming the Slack user, the workspace and the
  *   person; once the code is sent, the page asking for it (or saying the Slack user declined).
@@ -36,7 +36,10 @@ const GONE = 'is no longer waiting for you here: 10 minutes passed, or it was us
 export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   const linking = app.chatLinking
   const slack = app.slack
-  if (linking === null || slack === null) return
+  if (linking === null) return
+  // Sign in with Slack proves a Slack account; a Teams account (or Slack without it) is proven by a code.
+  const slackSignIn = slack?.signIn ?? null
+  const withSlack = (account: { chat: string }) => account.chat === 'slack' && slackSignIn !== null
   const binding = signInBinding(app)
   const audit = { audit: 'auth/slack-link' }
 
@@ -82,7 +85,11 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     }
     return app.pages.send(
       reply,
-      chatLinkConfirm({ account: pending.account, person: pending.person, withSlack: slack.signIn !== null }),
+      chatLinkConfirm({
+        account: pending.account,
+        person: pending.person,
+        withSlack: withSlack(pending.account),
+      }),
     )
   })
 
@@ -102,11 +109,13 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   app.post('/auth/slack-link/confirm', { schema: CHAT.confirm, config: audit }, async (request, reply) => {
     request.auditDetail.action = 'send_code'
     app.auth.assertSameOrigin(request)
-    if (slack.signIn !== null) throw new ChatLinkMismatch('confirm by signing in to Slack')
+    const asked = linking.pending(request)
+    if (asked !== null && withSlack(asked.account))
+      throw new ChatLinkMismatch('confirm by signing in to Slack')
     const code = await linking.newCode(request, reply)
     if (code === 'declined') throw new ChatLinkDeclined()
     if (typeof code === 'string') throw new ChatLinkInvalid(GONE)
-    const refused = await slack.linkCodes.send(code)
+    const refused = await linking.sendCode(code)
     if (refused !== null) throw new ChatLinkNotSent(refused)
     return reply.redirect(`${app.config.basePath}auth/slack-link/confirm`, 303)
   })
@@ -114,8 +123,9 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   app.post('/auth/slack-link/code', { schema: CHAT.code, config: audit }, async (request, reply) => {
     request.auditDetail.action = 'link'
     app.auth.assertSameOrigin(request)
-    if (slack.signIn !== null) throw new ChatLinkMismatch('confirm by signing in to Slack')
     const pending = linking.pending(request)
+    if (pending !== null && withSlack(pending.account))
+      throw new ChatLinkMismatch('confirm by signing in to Slack')
     if (pending === null) throw new ChatLinkInvalid(GONE)
     const form = request.body instanceof URLSearchParams ? request.body : new URLSearchParams()
     const result = await linking.confirmCode(request, reply, (form.get('code') ?? '').slice(0, 64))
@@ -133,10 +143,10 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
   })
 
   app.get('/auth/slack-link/slack', { schema: CHAT.slackSignIn }, async (request, reply) => {
-    if (slack.signIn === null) throw new RouteNotFound()
+    if (slackSignIn === null) throw new RouteNotFound()
     const pending = linking.pending(request)
     if (pending === null) throw new ChatLinkInvalid(GONE)
-    const url = await slack.signIn.begin(linking.binding(pending))
+    const url = await slackSignIn.begin(linking.binding(pending))
     return reply.header('referrer-policy', 'no-referrer').redirect(url.href, 302)
   })
 
@@ -145,12 +155,12 @@ export async function slackLinkRoutes(app: FastifyInstance): Promise<void> {
     { schema: CHAT.slackCallback, config: audit },
     async (request, reply) => {
       request.auditDetail.action = 'link'
-      if (slack.signIn === null) throw new RouteNotFound()
+      if (slackSignIn === null) throw new RouteNotFound()
       const pending = linking.pending(request)
       if (pending === null) throw new ChatLinkInvalid(GONE)
       request.auditDetail.sub = pending.person.sub
       const query = new URLSearchParams(request.url.split('?')[1] ?? '')
-      const proof = await slack.signIn.complete(query, linking.binding(pending))
+      const proof = await slackSignIn.complete(query, linking.binding(pending))
       return recorded(request, reply, await linking.record(request, reply, proof))
     },
   )

@@ -10,6 +10,7 @@ import { MemoryUsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import { MemoryRateLimitStore } from '../auth/rate-limit-store.ts'
 import { inProcess } from '../auth/sealer.ts'
 import { MemoryChatMessageStore } from '../chat/messages.ts'
+import { MemoryTeamsInstallationStore } from '../chat/msteams/installations.ts'
 import { MemorySeenKeys } from '../chat/seen-keys.ts'
 import { RedisAuditLog } from '../cluster/audit-log.ts'
 import { RedisBoard } from '../cluster/board.ts'
@@ -28,6 +29,7 @@ import { leasingRateLimitStore } from '../cluster/rate-limit-store.ts'
 import { RedisReportStore } from '../cluster/report-store.ts'
 import { Resealer } from '../cluster/reseal.ts'
 import { RedisSessionStore } from '../cluster/session-store.ts'
+import { RedisTeamsInstallationStore } from '../cluster/teams-installations.ts'
 import { RedisUsedLogoutTokens } from '../cluster/used-logout-tokens.ts'
 import { MemoryEventBus, MemoryReaderLease } from '../events/memory-bus.ts'
 import { MemoryPresence, type Presence } from '../events/presence.ts'
@@ -116,6 +118,7 @@ function memoryStores(app: FastifyInstance): Stores {
     chatLinks: () => new MemoryChatLinkStore(),
     chatMessages: once(() => new MemoryChatMessageStore()),
     seenKeys: once(() => new MemorySeenKeys()),
+    teamsInstallations: once(() => new MemoryTeamsInstallationStore()),
     // The one process is the whole cluster: its memory lease always grants.
     leasedJob: (options) => new LeasedJob({ ...options, lease: jobLease, leaseMs: env.GATEWAY_LEASE_MS }),
   }
@@ -166,6 +169,7 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     chatLinks: () => new RedisChatLinkStore(command, keys),
     chatMessages: () => new RedisChatMessageStore(command, keys),
     seenKeys: () => new RedisSeenKeys(command, keys),
+    teamsInstallations: () => new RedisTeamsInstallationStore(command, keys),
     leasedJob: (options) =>
       new LeasedJob({ ...options, lease: cluster.jobLease, leaseMs: env.GATEWAY_LEASE_MS, quiet: down }),
   }

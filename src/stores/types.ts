@@ -6,6 +6,7 @@ import type { UsedLogoutTokens } from '../auth/oidc/used-logout-tokens.ts'
 import type { RateLimitStore } from '../auth/rate-limit-store.ts'
 import type { Sealer } from '../auth/sealer.ts'
 import type { ChatMessageStore } from '../chat/messages.ts'
+import type { TeamsInstallationStore } from '../chat/msteams/installations.ts'
 import type { SeenKeys } from '../chat/seen-keys.ts'
 import type { LeasedJob, LeasedJobOptions } from '../cluster/job-lease.ts'
 import type { EventBus, ReaderLease } from '../events/bus.ts'
@@ -75,6 +76,8 @@ export interface Stores {
   chatMessages(): ChatMessageStore
   /** Keys seen once within a window, across replicas (the chat adapter's replay refusal, link tokens). */
   seenKeys(): SeenKeys
+  /** Where the Teams bot is installed (only the Teams bot asks). */
+  teamsInstallations(): TeamsInstallationStore
   /**
    * A job one replica runs at a time, on the job lease (embedded, the memory lease always grants): the
    * caller starts and stops it.

@@ -26,6 +26,7 @@ const secretVariables = [
   'GATEWAY_SLACK_SIGNING_SECRET',
   'GATEWAY_SLACK_APP_TOKEN',
   'GATEWAY_SLACK_CLIENT_SECRET',
+  'GATEWAY_TEAMS_APP_PASSWORD',
 ]
 
 /** Where the chart's defaults differ from the gateway's on purpose (a deployment is production). */

@@ -76,7 +76,8 @@ export const EXERCISED_IN: Readonly<Record<ConformanceFile, readonly Answer[]>> 
     'GET /sessions/:kasmId 303',
     'GET /report 303',
   ],
-  // openapi-conformance-chat.test.ts: the Slack app, Slack's stand-in, the linking pages, linked accounts.
+  // openapi-conformance-chat.test.ts: the Slack app, Slack's stand-in, the linking pages, linked accounts; the
+  // Teams bot's messaging endpoint and installations, with the Bot Framework's stand-in.
   chat: [
     'POST /slack/interactions 200',
     'POST /slack/interactions 401',
@@ -92,6 +93,9 @@ export const EXERCISED_IN: Readonly<Record<ConformanceFile, readonly Answer[]>> 
     'DELETE /api/chat-links/:chat/:workspace/:user 204',
     'GET /admin/chat-links 200',
     'DELETE /admin/chat-links/:chat/:workspace/:user 204',
+    'POST /teams/messages 200',
+    'POST /teams/messages 401',
+    'GET /admin/msteams/conversations 200',
   ],
 }
 

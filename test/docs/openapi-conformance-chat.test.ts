@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict'
+import type { AddressInfo } from 'node:net'
 import { test } from 'node:test'
+import { buildApp } from '../../src/app.ts'
+import { loadConfig } from '../../src/config.ts'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { SIGNATURE_FAILURES_MAX } from '../../src/routes/slack.ts'
 import {
@@ -13,8 +16,15 @@ import {
   openLink,
   startSlackStack,
 } from '../chat/helpers.ts'
+import {
+  channelConversationId,
+  installActivity,
+  invokeActivity,
+  startBotFramework,
+  teamsUser,
+} from '../fixtures/bot-framework.ts'
 import { postInteraction, WORKSPACE } from '../fixtures/slack-api.ts'
-import { bearer } from '../helpers/jwt.ts'
+import { bearer, testEnv } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { PASSWORD } from '../signin/harness.ts'
 import { Conformance } from './conformance.ts'
@@ -168,6 +178,32 @@ test('Sign in with Slack (a second OpenID provider standing in for slack.com) an
     links.map((l) => l.userName),
     ['olivia'],
   )
+  assert.deepEqual(conformance.violations, [])
+})
+
+test('the Teams messaging endpoint and the installations list answer what they declare', async (t) => {
+  const bf = await startBotFramework()
+  t.after(() => bf.close())
+  const app = await buildApp(loadConfig(testEnv(bf.env())), { onRoute })
+  t.after(() => app.close())
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}${app.config.basePath}`
+  const conversationId = channelConversationId('conformance')
+  const place = { serviceUrl: bf.serviceUrl, conversationId }
+  const statuses: Record<string, number> = {}
+  statuses.installed = (await bf.send(`${url}teams/messages`, installActivity(place, teamsUser()))).status
+  const invoke = await bf.send(`${url}teams/messages`, invokeActivity(place, teamsUser(), { verb: 'x' }))
+  statuses.invoke = invoke.status
+  statuses.unsigned = (
+    await bf.send(`${url}teams/messages`, installActivity(place, teamsUser()), { authorization: null })
+  ).status
+  const admin = await bearer({ sub: 'ada', roles: ['admin'], teams: ['*'] })
+  const listed = await fetch(`${url}admin/msteams/conversations`, {
+    headers: { authorization: `Bearer ${admin}` },
+  })
+  statuses.listed = listed.status
+  assert.equal(((await listed.json()) as { conversations: unknown[] }).conversations.length, 1)
+  assert.deepEqual(statuses, { installed: 200, invoke: 200, unsigned: 401, listed: 200 })
   assert.deepEqual(conformance.violations, [])
 })
 

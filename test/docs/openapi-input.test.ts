@@ -52,7 +52,7 @@ async function zodRoutes(): Promise<
   })
 }
 
-test('the zod-checked routes are the admin API’s, and the document shows each part as its zod schema converts', async () => {
+test('the zod-checked routes are the admin API’s and the Teams endpoint’s, and the document shows each part as its zod schema converts', async () => {
   const { document } = await built
   const found = await zodRoutes()
   assert.deepEqual(found.map((r) => r.name).sort(), Object.keys(SAMPLES).sort(), 'SAMPLES names each of them')
@@ -163,6 +163,52 @@ const SAMPLES: Record<
         { team: 'blue', messagingToken: 'tok', upstream: 'http://u:p@runtime/' },
         { team: 'blue', messagingToken: 'tok', upstream: 'http://runtime/?a=1' },
         { team: ' ', messagingToken: 'tok' },
+      ],
+    },
+  },
+  'POST /teams/messages': {
+    body: {
+      takes: [
+        {
+          type: 'message',
+          serviceUrl: 'https://smba.trafficmanager.net/amer/',
+          from: { id: '29:u' },
+          conversation: { id: '19:c@thread.tacv2' },
+        },
+        {
+          type: 'invoke',
+          name: 'adaptiveCard/action',
+          id: 'f:1',
+          serviceUrl: 'https://smba.trafficmanager.net/amer/',
+          channelId: 'msteams',
+          from: { id: '29:u', aadObjectId: 'oid', name: 'Olivia' },
+          recipient: { id: '28:bot' },
+          conversation: {
+            id: '19:c@thread.tacv2',
+            conversationType: 'channel',
+            tenantId: 't',
+            isGroup: true,
+          },
+          channelData: { tenant: { id: 't' }, team: { id: 'x', name: 'T' }, channel: { id: 'y' } },
+          value: { action: { verb: 'v', data: {} } },
+          entities: [{ type: 'mention', mentioned: { id: '28:bot' }, text: '<at>b</at>' }],
+          membersAdded: [{ id: '28:bot' }],
+          timestamp: '2026-12-06T00:00:00Z',
+        },
+      ],
+      refuses: [
+        {},
+        { type: 'message', from: { id: '29:u' }, conversation: { id: '19:c' } },
+        { type: '', serviceUrl: 'https://x/', from: { id: '29:u' }, conversation: { id: '19:c' } },
+        { type: 'message', serviceUrl: 'https://x/', from: {}, conversation: { id: '19:c' } },
+        { type: 'message', serviceUrl: 'https://x/', from: { id: '29:u' }, conversation: { id: 7 } },
+        {
+          type: 'message',
+          serviceUrl: 'https://x/',
+          from: { id: '29:u' },
+          conversation: { id: '19:c' },
+          entities: [{ text: 'no type' }],
+        },
       ],
     },
   },

@@ -174,7 +174,7 @@ export async function reportCounts(urls: readonly string[], team: string): Promi
 export const SEQUENCE_COUNTS: ReportCounts = {
   opened: 5,
   closed: { reply: 2, timeout: 1, cancel: 1, run_end: 1, other: 0 },
-  answers: { api: 1, console: 1, sidebar: 0, slack: 0, unknown: 0 },
+  answers: { api: 1, console: 1, sidebar: 0, slack: 0, msteams: 0, unknown: 0 },
   noTimeLeft: 1,
   deadlineLeftCount: 2,
   handoffs: { operator: 1, timeout: 1, run_end: 0 },

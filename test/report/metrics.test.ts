@@ -106,7 +106,7 @@ test('the scripted sequence: every metric once, the records with who and through
     [5, 2, 1, 1, 1, 1, 1, 0.333],
   )
   assert.ok(q.medianAnswerS !== null && q.p90AnswerS !== null && q.p90AnswerS >= q.medianAnswerS)
-  assert.deepEqual(q.via, { console: 1, sidebar: 0, api: 1, slack: 0, unknown: 0 })
+  assert.deepEqual(q.via, { console: 1, sidebar: 0, api: 1, slack: 0, msteams: 0, unknown: 0 })
   assert.deepEqual(
     report.timeouts.map((x) => [x.kasmId, x.run, x.requestId, x.title]),
     [['k1', runs[0], timedOut, '=HYPERLINK("http://evil.example")']],

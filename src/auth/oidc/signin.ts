@@ -20,6 +20,8 @@ export interface CompletedSignIn {
   readonly returnTo: string
   /** The chat account the sign-in links, when it was started to link one. */
   readonly chatLink?: LinkRequest
+  /** The ID token's Entra tenant and object ids (`tid`, `oid`), when it carried both. */
+  readonly entra?: { readonly tid: string; readonly oid: string }
 }
 
 /** Where the person was going, by the refusal of a sign-in whose attempt was known (see {@link returnToOf}). */
@@ -116,7 +118,8 @@ export class SignIn {
       const who = claims.name === undefined ? claims.sub : `${claims.name} (${claims.sub})`
       throw Object.assign(new NoRole(who), { sub: claims.sub })
     }
-    const { sid, iss } = answer.idClaims
+    const { sid, iss, tid, oid } = answer.idClaims
+    const entra = typeof tid === 'string' && typeof oid === 'string' ? { tid, oid } : undefined
     return {
       claims,
       idp: {
@@ -127,6 +130,7 @@ export class SignIn {
       },
       returnTo: attempt.returnTo,
       ...(attempt.chatLink === undefined ? {} : { chatLink: attempt.chatLink }),
+      ...(entra === undefined ? {} : { entra }),
     }
   }
 

@@ -1,7 +1,28 @@
 import type { ActionsBlock, Button, InputBlock, KnownBlock, ModalView, PlainTextOption } from '@slack/web-api'
-import type { Answerer } from '../../audit/answers.ts'
 import type { FieldDef, FieldIssue } from '../../protocol/fields.ts'
-import type { PostedQuestion } from '../messages.ts'
+import {
+  type Closing,
+  clip,
+  closingParts,
+  describe,
+  encodeRef,
+  formFor,
+  labelOf,
+  type QuestionView,
+} from '../questions.ts'
+
+export {
+  type Choice,
+  type Closing,
+  clip,
+  decodeRef,
+  encodeRef,
+  type FormKind,
+  formFor,
+  type QuestionRef,
+  type QuestionView,
+  type ReplyClosing,
+} from '../questions.ts'
 
 /**
  * Block Kit for the Slack app, as pure functions: a question's message and its closing, the answer modal, the
@@ -9,48 +30,6 @@ import type { PostedQuestion } from '../messages.ts'
  * escaped for mrkdwn (`&`, `<`, `>`: no mention, link or channel ping can be smuggled in) or goes into
  * `plain_text`, and is clipped to what Slack accepts.
  */
-
-/** A question as the Slack message shows it: the run's question and where it lives. */
-export interface QuestionView extends PostedQuestion {
-  readonly kasmId: string
-  readonly team: string
-  readonly run: string
-  readonly requestId: string
-  /** The console's view of the session (absolute). */
-  readonly url: string
-  /** False when the gateway receives no interactions (neither a signing secret nor an app token). */
-  readonly answerable: boolean
-}
-
-/** How a question can be answered in Slack. */
-export type FormKind =
-  | { readonly kind: 'buttons'; readonly field: FieldDef; readonly choices: readonly Choice[] }
-  | { readonly kind: 'modal' }
-  | { readonly kind: 'console'; readonly why: string }
-
-/** One button of a question with a single choice field. */
-export interface Choice {
-  readonly label: string
-  readonly value: string | boolean
-}
-
-/** A question closed by a reply: who answered and what, as far as the gateway knows. */
-export interface ReplyClosing {
-  readonly by: 'reply'
-  readonly answerer: Answerer | null
-  readonly values: Record<string, unknown> | null
-}
-
-/** How a question closed: by a reply, or `timeout`, `cancelled`, `run_ended` (or what a runtime says). */
-export type Closing = ReplyClosing | { readonly by: string }
-
-/** What an answer button or the modal carries back: which question, at which revision. */
-export interface QuestionRef {
-  readonly kasmId: string
-  readonly run: string
-  readonly requestId: string
-  readonly revision: number
-}
 
 /** The ids the gateway's blocks and views use. */
 export const ACTION = {
@@ -67,9 +46,7 @@ const INPUT_ACTION = 'v'
 const FIELD_BLOCK = 'f:'
 
 // Slack's limits (Block Kit reference).
-const MAX_BUTTONS = 5
 const MAX_RADIOS = 10
-const MAX_OPTIONS = 100
 const OPTION_TEXT = 75
 const SECTION_TEXT = 3000
 const LABEL_TEXT = 2000
@@ -120,12 +97,6 @@ export function md(strings: TemplateStringsArray, ...values: readonly MrkdwnValu
   return new Mrkdwn(text)
 }
 
-/** `text` cut to `max` characters (code points), with an ellipsis when cut. */
-export function clip(text: string, max: number): string {
-  const points = [...text]
-  return points.length <= max ? text : `${points.slice(0, max - 1).join('')}…`
-}
-
 /** Slack's date formatting in the reader's own time zone, with a UTC fallback for clients that lack it. */
 export function slackDate(iso: string): string {
   const ms = Date.parse(iso)
@@ -141,115 +112,17 @@ const plain = (text: string, max = SECTION_TEXT) => ({
 })
 const mrkdwn = (text: string) => ({ type: 'mrkdwn' as const, text: clip(text, SECTION_TEXT) })
 
-/** A field's name for a person: its label, else its id. */
-function labelOf(field: FieldDef): string {
-  return field.label?.trim() || field.id
-}
-
-/**
- * How a question can be answered in Slack: one button per choice when it is a single `enum` string (at most
- * five) or a single `boolean`; a modal when every field fits one (string, enum up to 100 options, integer,
- * number, boolean, string[] with enum); else only in the console, saying why. A question whose fields did
- * not pass the protocol's checks is never shown as a form.
- */
-export function formFor(fields: readonly FieldDef[]): FormKind {
-  if (fields.length === 0) return { kind: 'console', why: 'its fields could not be read' }
-  const [only] = fields
-  if (fields.length === 1 && only !== undefined) {
-    if (only.type === 'boolean')
-      return {
-        kind: 'buttons',
-        field: only,
-        choices: [
-          { label: 'Yes', value: true },
-          { label: 'No', value: false },
-        ],
-      }
-    if (only.type === 'string' && only.enum !== undefined && only.enum.length <= MAX_BUTTONS)
-      return { kind: 'buttons', field: only, choices: only.enum.map((value) => ({ label: value, value })) }
-  }
-  for (const field of fields) {
-    const why = unfit(field)
-    if (why !== null) return { kind: 'console', why }
-  }
-  return { kind: 'modal' }
-}
-
-/** Why a field does not fit a Slack modal, or null when it does. */
-function unfit(field: FieldDef): string | null {
-  const name = `“${labelOf(field)}”`
-  switch (field.type) {
-    case 'string':
-    case 'string[]':
-      if (field.type === 'string[]' && field.enum === undefined) return `${name} has no options`
-      if ((field.enum?.length ?? 0) > MAX_OPTIONS) return `${name} has more than ${MAX_OPTIONS} options`
-      return null
-    case 'integer':
-    case 'number':
-    case 'boolean':
-      return null
-    case 'attachment':
-      return `${name} asks for a file`
-    default:
-      return `${name} is of a kind Slack cannot show (${String((field as { type: unknown }).type)})`
-  }
-}
-
-/** The encoded value of an answer button or the modal's metadata. */
-export function encodeRef(ref: QuestionRef, extra: Record<string, string | number> = {}): string {
-  return JSON.stringify({ k: ref.kasmId, r: ref.run, q: ref.requestId, v: ref.revision, ...extra })
-}
-
-/** The question a button's value or a modal's metadata names, and its extra members; null when malformed. */
-export function decodeRef(raw: unknown): (QuestionRef & { extra: Record<string, unknown> }) | null {
-  if (typeof raw !== 'string' || raw.length > 3000) return null
-  let value: unknown
-  try {
-    value = JSON.parse(raw)
-  } catch {
-    return null
-  }
-  if (typeof value !== 'object' || value === null) return null
-  const { k, r, q, v, ...extra } = value as Record<string, unknown>
-  if (typeof k !== 'string' || typeof r !== 'string' || typeof q !== 'string' || !Number.isSafeInteger(v))
-    return null
-  return { kasmId: k, run: r, requestId: q, revision: v as number, extra }
-}
-
 /** One line per field: its name and what it takes. */
 function fieldLines(fields: readonly FieldDef[]): string {
   return fields
     .map(
-      (f) => `• *${escapeMrkdwn(clip(labelOf(f), 100))}*${f.required ? '' : ' (optional)'}: ${describe(f)}`,
+      (f) => `• *${escapeMrkdwn(clip(labelOf(f), 100))}*${f.required ? '' : ' (optional)'}: ${describeMd(f)}`,
     )
     .join('\n')
 }
 
-function describe(field: FieldDef): string {
-  const range = (): string => {
-    const { minimum: lo, maximum: hi } = field
-    if (lo !== undefined && hi !== undefined) return `, ${lo} to ${hi}`
-    if (lo !== undefined) return `, at least ${lo}`
-    if (hi !== undefined) return `, at most ${hi}`
-    return ''
-  }
-  const options = (list: readonly string[]) => clip(list.map((o) => escapeMrkdwn(o)).join(', '), 300)
-  switch (field.type) {
-    case 'string':
-      return field.enum !== undefined ? `one of ${options(field.enum)}` : 'text'
-    case 'integer':
-      return `a whole number${range()}`
-    case 'number':
-      return `a number${range()}`
-    case 'boolean':
-      return 'yes or no'
-    case 'string[]':
-      return `some of ${options(field.enum ?? [])}`
-    case 'attachment':
-      return 'a file'
-    default:
-      return String((field as { type: unknown }).type)
-  }
+function describeMd(field: FieldDef): string {
+  return describe(field, (list) => clip(list.map((o) => escapeMrkdwn(o)).join(', '), 300))
 }
 
 /** The link to the session in mrkdwn. */
@@ -321,39 +194,17 @@ export function questionMessage(view: QuestionView): { text: string; blocks: Kno
   }
 }
 
-/** The value of a reply's field as a person reads it. */
-function shown(field: FieldDef | undefined, value: unknown): string {
-  if (typeof value === 'boolean') return value ? 'Yes' : 'No'
-  if (Array.isArray(value)) return value.map((v) => String(v)).join(', ')
-  if (field?.type === 'attachment') return 'a file'
-  return String(value)
-}
-
 /**
  * "Answered by Olivia Operator in Slack · Nights: 2", "Timed out", "Cancelled", "Run ended before an
  * answer".
  */
 export function closingLine(closing: Closing, fields: readonly FieldDef[]): Mrkdwn {
-  if (closing.by !== 'reply') {
-    const how: Record<string, string> = {
-      timeout: 'Timed out: nobody answered in time',
-      cancelled: 'Cancelled',
-      run_ended: 'Run ended before an answer',
-    }
-    const fixed = how[closing.by]
-    return fixed === undefined ? md`Closed (${clip(closing.by, 40)})` : md`${fixed}`
-  }
-  const { answerer, values } = closing as ReplyClosing
-  const who =
-    answerer === null
-      ? md`Answered`
-      : md`Answered by ${clip(answerer.name, 100)}${answerer.via === 'slack' ? ' in Slack' : ''}`
-  if (values === null) return who
-  const parts = Object.entries(values).map(([id, value]) => {
-    const field = fields.find((f) => f.id === id)
-    return md`${clip(field === undefined ? id : labelOf(field), 60)}: ${clip(shown(field, value), 200)}`
-  })
-  return parts.length === 0 ? who : md`${who} · ${Mrkdwn.join(parts, ' · ')}`
+  const { who, values } = closingParts(closing, fields)
+  if (values.length === 0) return md`${who}`
+  return md`${who} · ${Mrkdwn.join(
+    values.map(([label, value]) => md`${label}: ${value}`),
+    ' · ',
+  )}`
 }
 
 /** The message once the question closed: as posted, with how it closed, and only the console's button. */

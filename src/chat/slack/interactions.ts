@@ -5,8 +5,10 @@ import type { ChatAccount } from '../../identity/chat-link-store.ts'
 import type { People } from '../../identity/people.ts'
 import type { FieldDef } from '../../protocol/fields.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
+import { denialText, lookUpQuestion, outcomeLabel, within } from '../answering.ts'
 import type { AnswerOutcome, ChatAnswers, Denial } from '../answers.ts'
 import type { ChatMessageStore, PostedQuestion } from '../messages.ts'
+import { closedHow } from '../questions.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
 import {
   ACTION,
@@ -265,36 +267,26 @@ export class SlackInteractions {
   }
 
   /**
-   * The question an interaction is about: as posted (any replica), else as the runtime defines it now; null
-   * when it is not open, with what its message says of the closing in `closing` when there is one.
+   * The question an interaction is about (chat/answering.ts); null when it is not open, with what its
+   * message says of the closing in `closing` when there is one.
    */
   async #question(
     ref: QuestionRef,
     channel: string | undefined,
     closing: { line?: Mrkdwn } = {},
   ): Promise<PostedQuestion | null> {
-    if (channel !== undefined) {
-      const posted = await this.#o.messages
-        .get({ target: `slack:${channel}`, kasmId: ref.kasmId, run: ref.run, item: ref.requestId })
-        .catch(() => null)
-      if (posted?.question !== undefined && posted.question.revision === ref.revision) {
-        if (posted.state === 'open') return posted.question
-        const how = posted.closing
-        if (how !== undefined) {
-          // The line closingLine made when the message closed, escaped then.
-          const line = new Mrkdwn(how.line)
-          closing.line =
-            how.by === 'reply'
-              ? md`Someone answered first. ${line}`
-              : md`This question is no longer open: ${line}.`
-        }
-        return null
-      }
+    const found = await lookUpQuestion(this.#o, ref, channel === undefined ? undefined : `slack:${channel}`)
+    if (found.open) return found.question
+    const how = found.closing
+    if (how !== undefined) {
+      // The line closingLine made when the message closed, escaped then.
+      const line = new Mrkdwn(how.line)
+      closing.line =
+        how.by === 'reply'
+          ? md`Someone answered first. ${line}`
+          : md`This question is no longer open: ${line}.`
     }
-    const session = await this.#o.sessions.get(ref.kasmId)
-    const read = session === undefined ? null : await this.#o.reads.question(session, ref.requestId)
-    if (read === null || read.run !== ref.run || read.state !== 'open' || !read.fieldsValid) return null
-    return read
+    return null
   }
 
   #view(ref: QuestionRef, team: string, question: PostedQuestion): QuestionView {
@@ -324,12 +316,7 @@ export class SlackInteractions {
         return md`Someone answered first. ${line}`
       }
       case 'closed': {
-        const how: Record<string, string> = {
-          timeout: 'it timed out',
-          cancelled: 'it was cancelled',
-          run_ended: 'the run ended',
-        }
-        const why = outcome.closedBy === null ? undefined : how[outcome.closedBy]
+        const why = closedHow(outcome.closedBy)
         return why === undefined
           ? md`This question is no longer open.`
           : md`This question is no longer open: ${why}.`
@@ -374,20 +361,7 @@ export class SlackInteractions {
   }
 
   #denialText(reason: Denial, team?: string): Mrkdwn {
-    switch (reason) {
-      case 'viewer':
-        return team === undefined
-          ? md`You may only watch this session: answering needs the operator role.`
-          : md`You may only watch this session: answering needs the operator role in team ${team}.`
-      case 'team':
-        return md`You may not answer questions of this session: it is not one of your teams.`
-      case 'rate_limited':
-        return md`Too many requests from you just now: try again in a minute.`
-      case 'unavailable':
-        return md`The gateway cannot check who you are right now: try again shortly, or answer in the console.`
-      default:
-        return md`Connect your Slack account to answer from Slack.`
-    }
+    return md`${denialText(reason, 'Slack', team)}`
   }
 
   async #linkUrl(person: Person): Promise<string> {
@@ -409,13 +383,6 @@ export class SlackInteractions {
       this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: ephemeral reply not posted')
     }
   }
-}
-
-/** The `outcome` label of an answer. */
-function outcomeLabel(outcome: AnswerOutcome): string {
-  if (outcome.kind === 'accepted') return outcome.replayed ? 'repeated' : 'answered'
-  if (outcome.kind === 'denied') return outcome.reason
-  return outcome.kind
 }
 
 function update(view: unknown): Handled & { ack: Record<string, unknown> } {
@@ -462,17 +429,4 @@ function channelOf(payload: Payload): string | undefined {
 function messageTsOf(payload: Payload): string | undefined {
   const ts = payload.container?.message_ts ?? payload.message?.ts
   return typeof ts === 'string' && /^\d{1,12}\.\d{1,8}$/.test(ts) ? ts : undefined
-}
-
-/** What `work` resolved to within `ms`, or null (it goes on either way). */
-async function within<T>(work: Promise<T>, ms: number): Promise<T | null> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), Math.max(0, ms))
-  })
-  try {
-    return await Promise.race([work, late])
-  } finally {
-    clearTimeout(timer)
-  }
 }

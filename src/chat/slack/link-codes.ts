@@ -1,9 +1,9 @@
-import { randomUUID } from 'node:crypto'
 import type { WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
 import type { AuditStreams } from '../../audit/streams.ts'
 import type { ChatAccount } from '../../identity/chat-link-store.ts'
 import type { ChatLinkFlow, LinkCode } from '../../identity/link-flow.ts'
+import { declineLinkCode, personName } from '../link-decline.ts'
 import { linkCodeMessage, linkDeclinedMessage } from './blocks.ts'
 import { slackErrorCode } from './client.ts'
 import type { SlackMetrics } from './metrics.ts'
@@ -55,43 +55,13 @@ export class SlackLinkCodes {
 
   /** "This is not me", clicked by `clicker` on the message of the link `ref` names. */
   async notMe(clicker: ChatAccount, ref: string | undefined, origin: NotMeOrigin): Promise<void> {
-    const result = ref === undefined ? null : await this.#o.flow.decline(ref, clicker)
+    const result = await declineLinkCode(this.#o, clicker, ref, origin.clientIp)
     this.#o.metrics.interactions.inc({ type: 'not_me', outcome: result?.outcome ?? 'expired' })
-    if (result === null) return
-    const record = {
-      at: new Date().toISOString(),
-      requestId: randomUUID(),
-      ...(origin.clientIp === undefined ? {} : { clientIp: origin.clientIp }),
-      kasmId: null,
-      method: 'POST',
-      route: 'auth/slack-link',
-      action: 'not_me',
-      via: 'slack' as const,
-      latencyMs: 0,
-    }
-    if (result.outcome === 'mismatch') {
-      // Not the Slack user the link names: the link is left as it was, for its own user to decide.
-      this.#o.log.warn({ sub: result.person.sub }, 'slack: "This is not me" from another Slack user; ignored')
-      this.#o.audit.recordRefusal({
-        ...record,
-        sub: null,
-        outcome: 'refused',
-        status: 403,
-        error: 'chat_link_mismatch',
-      })
-      return
-    }
-    this.#o.audit.record({ ...record, sub: result.person.sub, outcome: 'forwarded', status: 200 })
-    if (origin.channel === undefined || origin.ts === undefined) return
+    if (result?.outcome !== 'declined' || origin.channel === undefined || origin.ts === undefined) return
     await this.#o.web.chat
       .update({ channel: origin.channel, ts: origin.ts, ...linkDeclinedMessage(personName(result.person)) })
       .catch((err: unknown) =>
         this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: the code message was not updated'),
       )
   }
-}
-
-/** "Olivia Operator (olivia)", or the `sub` alone. */
-export function personName(person: { readonly sub: string; readonly name?: string }): string {
-  return person.name === undefined ? person.sub : `${person.name} (${person.sub})`
 }

@@ -1,8 +1,15 @@
 import type { WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Notification } from '../../notify/notification.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import type { ChatAnswers } from '../answers.ts'
+import {
+  answeredClosing,
+  fallbackQuestion,
+  questionOfJob,
+  requestIdOf,
+  runJob,
+  whereOf,
+} from '../job-questions.ts'
 import type { ChatMessage, ChatMessageKey, ChatMessageStore, PostedQuestion } from '../messages.ts'
 import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
@@ -48,38 +55,23 @@ export class SlackMessages {
 
   async deliver(job: ChatJob): Promise<ChatDeliveryResult> {
     const n = job.notification
-    const key = (item: string): ChatMessageKey => ({
-      target: job.target.label,
-      kasmId: n.kasmId,
-      run: n.run,
-      item,
-    })
     try {
-      switch (n.type) {
-        case 'request.opened':
-          return n.reminder
-            ? await this.#remind(key(requestIdOf(n)))
-            : await this.#open(job, key(requestIdOf(n)))
-        case 'request.closed':
-          return await this.#close(job, key(requestIdOf(n)))
-        case 'request.claimed':
-        case 'request.unclaimed':
-          // Not yet shown on the message (issue 39 adds the holder to it).
-          return { ok: true }
-        case 'escalation.started':
-          return await this.#handoff(job, key('escalation'))
-        case 'escalation.ended':
-          return await this.#handoffEnded(job, key('escalation'))
-        case 'run.ended': {
+      return await runJob(job, job.target.label, {
+        open: (key) => this.#open(job, key),
+        remind: (key) => this.#remind(key),
+        close: (key) => this.#close(job, key),
+        handoff: (key) => this.#handoff(job, key),
+        handoffEnded: (key) => this.#handoffEnded(job, key),
+        runEnded: async () => {
           const message = runEndedMessage({
-            ...where(job),
+            ...whereOf(job),
             verdict: n.verdict ?? null,
             outcome: n.outcome ?? null,
           })
-          await this.#o.web.chat.postMessage({ channel: job.target.channel, ...message, ...NO_UNFURL })
+          await this.#o.web.chat.postMessage({ channel: slackChannel(job), ...message, ...NO_UNFURL })
           return { ok: true }
-        }
-      }
+        },
+      })
     } catch (err) {
       return { ok: false, error: slackErrorCode(err) }
     }
@@ -88,17 +80,17 @@ export class SlackMessages {
   async #open(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
     // Posted already (an earlier owner's attempt that may have failed after posting): never twice.
     if ((await this.#o.messages.get(key)) !== null) return { ok: true }
-    const question = await this.#question(job)
+    const question = await questionOfJob(this.#o, job)
     const view = this.#view(job, question)
     const posted = await this.#o.web.chat.postMessage({
-      channel: job.target.channel,
+      channel: slackChannel(job),
       ...questionMessage(view),
       ...NO_UNFURL,
     })
     await this.#remember(
       key,
       job,
-      String(posted.channel ?? job.target.channel),
+      String(posted.channel ?? slackChannel(job)),
       String(posted.ts),
       question,
       'open',
@@ -122,7 +114,7 @@ export class SlackMessages {
     const message = await this.#o.messages.get(key)
     if (message === null) return { ok: true }
     const n = job.notification
-    const question = message.question ?? this.#fallback(job)
+    const question = message.question ?? fallbackQuestion(job)
     const closedBy = n.request?.closed_by ?? 'closed'
     const closing: Closing =
       closedBy === 'reply' ? await this.answered(n.kasmId, n.run, requestIdOf(n)) : { by: closedBy }
@@ -139,29 +131,22 @@ export class SlackMessages {
   }
 
   /** Who answered a question (the audit log) and what (the runtime's record of the reply). */
-  async answered(kasmId: string, run: string, requestId: string): Promise<ReplyClosing> {
-    const answerer = await this.#o.answers.whoAnswered({ kasmId, run, requestId })
-    const session = await this.#o.sessions.get(kasmId)
-    const asked = session === undefined ? null : await this.#o.reads.question(session, requestId)
-    const values =
-      session === undefined || asked?.run !== run || asked.replyId === undefined
-        ? null
-        : await this.#o.reads.replyValues(session, asked.replyId)
-    return { by: 'reply', answerer, values }
+  answered(kasmId: string, run: string, requestId: string): Promise<ReplyClosing> {
+    return answeredClosing(this.#o, { kasmId, run, requestId })
   }
 
   async #handoff(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
     if ((await this.#o.messages.get(key)) !== null) return { ok: true }
-    const message = handoffMessage({ ...where(job), reason: job.notification.escalation?.reason ?? '' })
+    const message = handoffMessage({ ...whereOf(job), reason: job.notification.escalation?.reason ?? '' })
     const posted = await this.#o.web.chat.postMessage({
-      channel: job.target.channel,
+      channel: slackChannel(job),
       ...message,
       ...NO_UNFURL,
     })
     await this.#remember(
       key,
       job,
-      String(posted.channel ?? job.target.channel),
+      String(posted.channel ?? slackChannel(job)),
       String(posted.ts),
       undefined,
       'open',
@@ -173,32 +158,11 @@ export class SlackMessages {
     const message = await this.#o.messages.get(key)
     if (message === null) return { ok: true }
     const e = job.notification.escalation
-    const ended = handoffMessage({ ...where(job), reason: e?.reason ?? '' }, e?.ended_by ?? 'ended')
+    const ended = handoffMessage({ ...whereOf(job), reason: e?.reason ?? '' }, e?.ended_by ?? 'ended')
     await this.#o.web.chat.update({ channel: message.channel, ts: message.ts, ...ended })
     await this.#o.web.chat.postMessage({ channel: message.channel, thread_ts: message.ts, text: ended.text })
     await this.#o.messages.put(key, { ...message, state: 'closed' })
     return { ok: true }
-  }
-
-  /** The question as the runtime defines it now; the notification's summary when it cannot be read. */
-  async #question(job: ChatJob): Promise<PostedQuestion> {
-    const n = job.notification
-    const session = await this.#o.sessions.get(n.kasmId)
-    const read = session === undefined ? null : await this.#o.reads.question(session, requestIdOf(n))
-    if (read === null || read.run !== n.run) return this.#fallback(job)
-    return {
-      title: read.title,
-      ...(read.help === undefined ? {} : { help: read.help }),
-      fields: read.fields,
-      revision: read.revision,
-      deadline: read.deadline ?? n.request?.deadline ?? null,
-    }
-  }
-
-  /** What the notification itself says of the question: no fields, so it is answered in the console. */
-  #fallback(job: ChatJob): PostedQuestion {
-    const r = job.notification.request
-    return { title: r?.title ?? '', fields: [], revision: 1, deadline: r?.deadline ?? null }
   }
 
   #view(job: ChatJob, question: PostedQuestion): QuestionView {
@@ -239,10 +203,8 @@ export class SlackMessages {
 /** Links to the console are the gateway's own: Slack need not fetch them. */
 const NO_UNFURL = { unfurl_links: false, unfurl_media: false } as const
 
-function requestIdOf(n: Notification): string {
-  return n.request?.request_id ?? ''
-}
-
-function where(job: ChatJob): { kasmId: string; team: string; url: string } {
-  return { kasmId: job.notification.kasmId, team: job.notification.team, url: job.url }
+/** The Slack channel of a job: the notify plugin hands this adapter Slack targets only. */
+function slackChannel(job: ChatJob): string {
+  if (job.target.chat !== 'slack') throw new Error(`not a Slack target: ${job.target.label}`)
+  return job.target.channel
 }

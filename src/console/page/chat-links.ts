@@ -13,7 +13,7 @@ interface ChatLink {
   expiresAt: string
 }
 
-const chatNames: Record<string, string> = { slack: 'Slack' }
+const chatNames: Record<string, string> = { slack: 'Slack', msteams: 'Teams' }
 
 /**
  * The person's linked chat accounts (a Slack account their answers in Slack carry), in the console's bar: a

@@ -34,7 +34,7 @@ const AUDIT_RECORD = object(
     run: str,
     replyTo: str,
     action: str,
-    via: { type: 'string', enum: ['console', 'sidebar', 'api', 'slack'] },
+    via: { type: 'string', enum: ['console', 'sidebar', 'api', 'slack', 'msteams'] },
     outcome: { type: 'string', enum: ['forwarded', 'refused', 'aborted'] },
     status: { type: 'integer' },
     upstreamStatus: { type: 'integer' },

@@ -7,7 +7,7 @@ const ME = object(
     name: { type: 'string' },
     roles: { type: 'array', items: { type: 'string' } },
     teams: { type: 'array', items: { type: 'string' }, description: '`*`: every team' },
-    via: { type: 'string', enum: ['bearer', 'cookie', 'slack'] },
+    via: { type: 'string', enum: ['bearer', 'cookie', 'slack', 'msteams'] },
     expiresAt: { ...TIME, description: 'when the credential ends' },
   },
   ['sub', 'roles', 'teams', 'via', 'expiresAt'],

@@ -5,7 +5,7 @@ const str = { type: 'string' } as const
 /** A linked chat account (routes/chat-links.ts `ChatLinkView`): never the identity provider's tokens. */
 const LINK = object(
   {
-    chat: { type: 'string', enum: ['slack'] },
+    chat: { type: 'string', enum: ['slack', 'msteams'] },
     workspace: str,
     workspaceName: str,
     user: str,

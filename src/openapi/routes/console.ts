@@ -30,11 +30,12 @@ const QUESTIONS = object(
     inTimeShare: seconds,
     medianAnswerS: seconds,
     p90AnswerS: seconds,
-    via: object({ console: int, sidebar: int, api: int, slack: int, unknown: int }, [
+    via: object({ console: int, sidebar: int, api: int, slack: int, msteams: int, unknown: int }, [
       'console',
       'sidebar',
       'api',
       'slack',
+      'msteams',
       'unknown',
     ]),
     bySteps: {

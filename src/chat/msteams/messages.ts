@@ -1,0 +1,212 @@
+import type { FastifyBaseLogger } from 'fastify'
+import type { SessionRegistry } from '../../sessions/types.ts'
+import type { ChatAnswers } from '../answers.ts'
+import {
+  answeredClosing,
+  fallbackQuestion,
+  questionOfJob,
+  requestIdOf,
+  runJob,
+  whereOf,
+} from '../job-questions.ts'
+import type { ChatMessage, ChatMessageKey, ChatMessageStore, PostedQuestion } from '../messages.ts'
+import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
+import type { Closing, QuestionView, ReplyClosing } from '../questions.ts'
+import type { RuntimeReads } from '../runtime-reads.ts'
+import type { OutboundActivity } from './activity.ts'
+import {
+  type AdaptiveCard,
+  CARD_CONTENT_TYPE,
+  closedCard,
+  closingText,
+  handoffCard,
+  questionCard,
+  reminderCard,
+  runEndedCard,
+} from './cards.ts'
+import { TeamsApiError, type TeamsConnector } from './connector.ts'
+
+/** A Teams channel (or chat) the notify file names: its conversation id and the service URL to reach it. */
+export interface TeamsPlace {
+  readonly conversation: string
+  readonly serviceUrl: string
+  /** The target's label (`msteams:<conversation>`): the key of its messages' records. */
+  readonly label: string
+}
+
+/** What {@link TeamsMessages} works with. */
+export interface TeamsMessagesOptions {
+  readonly connector: TeamsConnector
+  readonly messages: ChatMessageStore
+  readonly reads: RuntimeReads
+  readonly sessions: SessionRegistry
+  readonly answers: ChatAnswers
+  /** The Teams place of a chat job's target; null when the target is not a Teams one. */
+  readonly placeOf: (job: ChatJob) => TeamsPlace | null
+  readonly log: FastifyBaseLogger
+}
+
+/** The label of a Teams conversation's target (the notify file's channel, or the conversation a click came from). */
+export function teamsLabel(conversation: string): string {
+  // A reply thread in a channel is `<channel>;messageid=<id>`: its card was posted in the channel.
+  return `msteams:${conversation.split(';')[0]}`
+}
+
+/** The activity that carries `card`. */
+export function cardActivity(card: AdaptiveCard, replyToId?: string): OutboundActivity {
+  return {
+    type: 'message',
+    attachments: [{ contentType: CARD_CONTENT_TYPE, content: card }],
+    ...(replyToId === undefined ? {} : { replyToId }),
+  }
+}
+
+/**
+ * The Teams side of attention routing: a question's card posted in the team's channel when it opens, a
+ * reminder as a reply under it, the card updated for everyone when the question closes (who answered and what,
+ * or how else it closed: console, Slack, Teams, timeout, cancel, run end); the same for handoffs, and a card
+ * for a run that ended needing a person. Each card is remembered (chat/messages.ts: the channel is the
+ * conversation id, the `ts` the activity id) so that whatever follows finds it on any replica.
+ */
+export class TeamsMessages {
+  readonly #o: TeamsMessagesOptions
+
+  constructor(options: TeamsMessagesOptions) {
+    this.#o = options
+  }
+
+  async deliver(job: ChatJob): Promise<ChatDeliveryResult> {
+    const place = this.#o.placeOf(job)
+    if (place === null) return { ok: false, error: 'not_a_teams_target' }
+    const n = job.notification
+    try {
+      return await runJob(job, place.label, {
+        open: (key) => this.#open(job, place, key),
+        remind: (key) => this.#remind(place, key),
+        close: (key) => this.#close(job, place, key),
+        handoff: (key) => this.#handoff(job, place, key),
+        handoffEnded: (key) => this.#handoffEnded(job, place, key),
+        runEnded: async () => {
+          const card = runEndedCard({
+            ...whereOf(job),
+            verdict: n.verdict ?? null,
+            outcome: n.outcome ?? null,
+          })
+          await this.#o.connector.post(place.serviceUrl, place.conversation, cardActivity(card))
+          return { ok: true }
+        },
+      })
+    } catch (err) {
+      if (err instanceof TeamsApiError) return { ok: false, error: err.code }
+      this.#o.log.warn({ err }, 'teams: delivery failed')
+      return { ok: false, error: 'teams_failed' }
+    }
+  }
+
+  async #open(job: ChatJob, place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    // Posted already (an earlier owner's attempt that may have failed after posting): never twice.
+    if ((await this.#o.messages.get(key)) !== null) return { ok: true }
+    const question = await questionOfJob(this.#o, job)
+    const posted = await this.#o.connector.post(
+      place.serviceUrl,
+      place.conversation,
+      cardActivity(questionCard(this.view(job, question))),
+    )
+    await this.#remember(key, job, place, posted.id, question)
+    return { ok: true }
+  }
+
+  async #remind(place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    // Nothing to reply to (it was never posted here): a reminder alone would say nothing new.
+    if (message === null || message.state !== 'open') return { ok: true }
+    await this.#o.connector.post(
+      place.serviceUrl,
+      threadOf(message),
+      cardActivity(reminderCard(message.question?.deadline ?? null), message.ts),
+    )
+    return { ok: true }
+  }
+
+  async #close(job: ChatJob, place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    if (message === null) return { ok: true }
+    const n = job.notification
+    const question = message.question ?? fallbackQuestion(job)
+    const closedBy = n.request?.closed_by ?? 'closed'
+    const closing: Closing =
+      closedBy === 'reply' ? await this.answered(n.kasmId, n.run, requestIdOf(n)) : { by: closedBy }
+    const line = closingText(closing, question.fields)
+    await this.#o.connector.update(
+      place.serviceUrl,
+      message.channel,
+      message.ts,
+      cardActivity(closedCard(this.view(job, question), line)),
+    )
+    await this.#o.messages.put(key, { ...message, state: 'closed', closing: { by: closing.by, line } })
+    return { ok: true }
+  }
+
+  /** Who answered a question (the audit log) and what (the runtime's record of the reply). */
+  answered(kasmId: string, run: string, requestId: string): Promise<ReplyClosing> {
+    return answeredClosing(this.#o, { kasmId, run, requestId })
+  }
+
+  async #handoff(job: ChatJob, place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    if ((await this.#o.messages.get(key)) !== null) return { ok: true }
+    const card = handoffCard({ ...whereOf(job), reason: job.notification.escalation?.reason ?? '' })
+    const posted = await this.#o.connector.post(place.serviceUrl, place.conversation, cardActivity(card))
+    await this.#remember(key, job, place, posted.id, undefined)
+    return { ok: true }
+  }
+
+  async #handoffEnded(job: ChatJob, place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    if (message === null) return { ok: true }
+    const e = job.notification.escalation
+    const card = handoffCard({ ...whereOf(job), reason: e?.reason ?? '' }, e?.ended_by ?? 'ended')
+    await this.#o.connector.update(place.serviceUrl, message.channel, message.ts, cardActivity(card))
+    await this.#o.messages.put(key, { ...message, state: 'closed' })
+    return { ok: true }
+  }
+
+  /** The question of a job as a card shows it. */
+  view(job: ChatJob, question: PostedQuestion): QuestionView {
+    const n = job.notification
+    return {
+      ...question,
+      kasmId: n.kasmId,
+      team: n.team,
+      run: n.run,
+      requestId: requestIdOf(n),
+      url: job.url,
+      answerable: true,
+    }
+  }
+
+  async #remember(
+    key: ChatMessageKey,
+    job: ChatJob,
+    place: TeamsPlace,
+    activityId: string,
+    question: PostedQuestion | undefined,
+  ): Promise<void> {
+    const n = job.notification
+    const message: ChatMessage = {
+      channel: place.conversation,
+      ts: activityId,
+      kasmId: n.kasmId,
+      team: n.team,
+      run: n.run,
+      item: key.item,
+      ...(question === undefined ? {} : { question }),
+      state: 'open',
+    }
+    await this.#o.messages.put(key, message)
+  }
+}
+
+/** A reply goes into the card's thread: `<channel>;messageid=<card's activity id>`. */
+function threadOf(message: ChatMessage): string {
+  return `${message.channel};messageid=${message.ts}`
+}

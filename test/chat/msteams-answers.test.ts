@@ -1,0 +1,341 @@
+import assert from 'node:assert/strict'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, test } from 'node:test'
+import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { freePort } from '../cluster/redis-harness.ts'
+import { fastEventEnv } from '../events/helpers.ts'
+import {
+  type BotFrameworkStandIn,
+  type ConnectorActivity,
+  channelConversationId,
+  invokeActivity,
+  startBotFramework,
+  TENANT_ID,
+  type TeamsUser,
+  teamsUser,
+} from '../fixtures/bot-framework.ts'
+import { bearer } from '../helpers/jwt.ts'
+import { waitFor } from '../helpers/wait.ts'
+import { Browser, type SignInStack, startSignInStack, type Visit } from '../signin/harness.ts'
+import { openLink, PEOPLE } from './helpers.ts'
+import {
+  action,
+  type Card,
+  cardAbout as cardAboutIn,
+  cardOf,
+  cardText,
+  clickCard,
+  openUrl,
+} from './msteams-helpers.ts'
+
+/**
+ * The Teams adapter end to end on one gateway (shared by the file), against the Bot Framework stand-in, a real
+ * IdP and a simulated runtime: a question's card, answers by button and by form through signed invokes, the
+ * clicker's refreshed card (field errors, the runtime's 422, viewer refused, answered first), the shared card
+ * updated when the question closes anywhere, and linking both ways (Entra sign-in, the code in Teams).
+ */
+
+const TOKEN = 'messaging-token-for-teams-tests'
+const CONVERSATION = channelConversationId('blue')
+/** Olivia is known by her Entra sign-in; Oscar and Victor link with a code. */
+const OLIVIA = teamsUser('Olivia Operator')
+const OSCAR = teamsUser('Oscar Operator')
+const VICTOR = teamsUser('Victor Viewer')
+
+let bf: BotFrameworkStandIn
+let stack: SignInStack
+let rt: SimulatedRuntime
+let endpoint: string
+const cleanups: (() => unknown)[] = []
+
+before(async () => {
+  bf = await startBotFramework()
+  cleanups.push(() => bf.close())
+  const dir = await mkdtemp(join(tmpdir(), 'krg-teams-'))
+  const file = join(dir, 'notify.json')
+  await writeFile(
+    file,
+    JSON.stringify({
+      teams: { blue: [{ msteams: { conversation: CONVERSATION, serviceUrl: bf.serviceUrl } }] },
+    }),
+  )
+  const idpPort = await freePort()
+  const people = PEOPLE.map((p) =>
+    p.sub === 'olivia' ? { ...p, extraClaims: { tid: TENANT_ID, oid: OLIVIA.aadObjectId } } : p,
+  )
+  stack = await startSignInStack(
+    { after: (fn) => void cleanups.push(fn) },
+    {
+      env: {
+        ...fastEventEnv,
+        ...bf.env(),
+        GATEWAY_NOTIFY_FILE: file,
+        GATEWAY_NOTIFY_RETRY_MS: '20',
+        GATEWAY_NOTIFY_RETRY_FOR_S: '2',
+        GATEWAY_TEAMS_ENTRA_ISSUER: `http://127.0.0.1:${idpPort}`,
+      },
+      idp: { people, port: idpPort },
+    },
+  )
+  rt = await startSimulatedRuntime({
+    messagingToken: TOKEN,
+    sessionToken: 'session-token-for-teams-tests',
+    redactPatterns: ['secret-\\d+'],
+  })
+  cleanups.push(() => rt.close())
+  await stack.app.sessions.put({
+    kasmId: 'k1',
+    upstream: rt.url,
+    team: 'blue',
+    messagingToken: TOKEN,
+    source: 'admin',
+  })
+  endpoint = `${stack.base}teams/messages`
+  // Olivia signs in to the gateway once: her Entra ids make her known in Teams.
+  const browser = new Browser()
+  let page = await browser.navigate(`${stack.base}auth/login`)
+  if (page.text.includes('/login"'))
+    page = await browser.submit(page, '/login', { username: 'olivia', password: stack.idp.password })
+  if (page.text.includes('/consent"')) page = await browser.submit(page, '/consent')
+  assert.ok(browser.cookies.has('krg_session'), 'Olivia signed in')
+})
+after(async () => {
+  for (const fn of cleanups.reverse()) await fn()
+})
+
+const cardAbout = (title: string) => cardAboutIn(bf, CONVERSATION, title)
+const click = (
+  user: TeamsUser,
+  posted: ConnectorActivity,
+  title: string,
+  inputs: Record<string, string> = {},
+) => clickCard(bf, endpoint, CONVERSATION, user, posted, title, inputs)
+
+function repliesSent(): number {
+  return rt.received.filter((r) => r.method === 'POST' && r.url.split('?')[0] === '/messages').length
+}
+
+async function runtimeRequest(id: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${rt.url}requests/${id}`, { headers: { 'x-kasm-runtime-session-token': TOKEN } })
+  return (await res.json()) as Record<string, unknown>
+}
+
+async function replyValues(id: string): Promise<unknown> {
+  const request = await runtimeRequest(id)
+  const res = await fetch(`${rt.url}messages/${String(request.reply_id)}`, {
+    headers: { 'x-kasm-runtime-session-token': TOKEN },
+  })
+  return ((await res.json()) as { values?: unknown }).values
+}
+
+/** The 1:1 chat of the bot with `user`, and the cards posted there. */
+function personalCards(user: TeamsUser): Card[] {
+  const chat = bf.personal.find((p) => p.userId === user.id)
+  return chat === undefined ? [] : bf.posted(chat.id).map((a) => cardOf(a))
+}
+
+/** The code of a link-code card ("… 1234 5678"). */
+function codeIn(card: Card): string {
+  const code = /(\d{4}) (\d{4})/.exec(cardText(card))
+  assert.ok(code, `no code in ${cardText(card)}`)
+  return `${code[1]}${code[2]}`
+}
+
+/** `user` links to `username` by the code the bot sends them in Teams, starting from a click on `posted`. */
+async function linkByCode(user: TeamsUser, posted: ConnectorActivity, title: string, username: string) {
+  const card = await click(user, posted, title)
+  assert.match(cardText(card), /Connect your Teams account to answer from Teams/)
+  const { browser, page } = await openLink(openUrl(card, 'Connect your Teams account'), username)
+  assert.equal(page.status, 200, page.text)
+  assert.match(page.text, /Connect your Teams account/)
+  const before = personalCards(user).length
+  const asked = await browser.submit(page, 'auth/slack-link/confirm')
+  assert.equal(asked.status, 200, asked.text)
+  assert.match(asked.text, /Type the code from Teams/)
+  const dm = await waitFor(`the code sent to ${user.name}`, () => personalCards(user)[before])
+  const done = await browser.submit(asked, 'auth/slack-link/code', { code: codeIn(dm) })
+  assert.equal(done.status, 200, done.text)
+  assert.match(done.text, /Your Teams account is connected/)
+}
+
+const CHOICE = [
+  { id: 'browser', type: 'string', required: true, enum: ['chrome', 'firefox'], label: 'Browser' },
+]
+
+test('a question opens: one card in the team’s conversation, with a button per choice and the console link', async () => {
+  const q = rt.ask({ title: 'Which browser?', fields: CHOICE, deadlineS: 300 })
+  const posted = await cardAbout('Which browser?')
+  const card = cardOf(posted)
+  assert.deepEqual(
+    card.actions?.map((a) => a.title),
+    ['chrome', 'firefox', 'Open in console'],
+  )
+  assert.equal(
+    openUrl(card, 'Open in console'),
+    `${stack.base}sessions/k1?run=${rt.run}&request=${q.request_id}`,
+  )
+  assert.equal(
+    bf.posted(CONVERSATION).filter((a) => cardText(cardOf(a)).includes('Which browser?')).length,
+    1,
+  )
+
+  // Olivia is known by her Entra sign-in: her click is her answer, and she gets the answered card.
+  const mine = await click(OLIVIA, posted, 'firefox')
+  assert.match(cardText(mine), /Your answer was sent\./)
+  assert.match(cardText(mine), /Answered by Olivia Operator in Teams · Browser: firefox/)
+  assert.deepEqual(await replyValues(q.request_id), { browser: 'firefox' })
+  const record = (await stack.app.audit.recent({ limit: 50 })).find(
+    (r) => r.replyTo === q.request_id && r.status < 300,
+  )
+  assert.deepEqual([record?.sub, record?.via], ['olivia', 'msteams'])
+  // Everyone's card says so.
+  await waitFor('the shared card updated', () => posted.updates === 1)
+  assert.match(cardText(cardOf(posted)), /Question closed/)
+  assert.match(cardText(cardOf(posted)), /Answered by Olivia Operator in Teams · Browser: firefox/)
+  assert.equal(
+    cardOf(posted).actions?.some((a) => a.type === 'Action.Execute'),
+    false,
+  )
+})
+
+test('a form answer: the gateway’s check and the runtime’s 422 come back next to the inputs; a good one is sent', async () => {
+  const q = rt.ask({
+    title: 'Nights and key?',
+    fields: [
+      { id: 'nights', type: 'integer', minimum: 1, maximum: 14, required: true, label: 'Nights' },
+      { id: 'key', type: 'string', pattern: '^[a-z]+-\\d+$', required: true },
+    ],
+  })
+  const posted = await cardAbout('Nights and key?')
+  const sent = repliesSent()
+  const tooMany = await click(OLIVIA, posted, 'Answer', { 'f:nights': '20', 'f:key': 'abc-1' })
+  const error = tooMany.body.find((e) => e.id === 'krg-error-nights')
+  assert.ok(error, cardText(tooMany))
+  assert.match(JSON.stringify(error), /at most 14/)
+  // The values typed are kept.
+  assert.equal(tooMany.body.find((e) => e.id === 'f:key')?.value, 'abc-1')
+  assert.equal(repliesSent(), sent, 'nothing sent')
+  // The runtime redacts what looks like a secret before it checks: only its 422 can say.
+  const refused = await click(OLIVIA, posted, 'Answer', { 'f:nights': '2', 'f:key': 'secret-42' })
+  assert.match(JSON.stringify(refused.body.find((e) => e.id === 'krg-error-key')), /does not match/)
+  assert.equal((await runtimeRequest(q.request_id)).state, 'open')
+  const done = await click(OLIVIA, posted, 'Answer', { 'f:nights': '2', 'f:key': 'abc-1' })
+  assert.match(cardText(done), /Answered by Olivia Operator in Teams · Nights: 2 · key: abc-1/)
+  assert.deepEqual(await replyValues(q.request_id), { nights: 2, key: 'abc-1' })
+  await waitFor('the shared card updated', () => posted.updates === 1)
+})
+
+test('an unlinked Teams user connects by the code the bot sends them in Teams, then answers; a viewer may only watch', async () => {
+  const q = rt.ask({ title: 'Oscar’s turn?', fields: [{ id: 'ok', type: 'boolean', required: true }] })
+  const posted = await cardAbout('Oscar’s turn?')
+  const sent = repliesSent()
+  await linkByCode(OSCAR, posted, 'Yes', 'oscar')
+  assert.equal(repliesSent(), sent, 'the first click sent nothing')
+  // The link is listed where Slack's are.
+  const links = await fetch(`${stack.base}admin/chat-links`, {
+    headers: { authorization: `Bearer ${await bearer({ sub: 'ada', roles: ['admin'], teams: ['*'] })}` },
+  })
+  const listed = ((await links.json()) as { links: { chat: string; user: string; sub: string }[] }).links
+  assert.ok(listed.some((l) => l.chat === 'msteams' && l.user === OSCAR.aadObjectId && l.sub === 'oscar'))
+  assert.ok(listed.some((l) => l.chat === 'msteams' && l.user === OLIVIA.aadObjectId && l.sub === 'olivia'))
+
+  // Victor links too, but is a viewer of blue: he may only watch, and nothing is sent.
+  await linkByCode(VICTOR, posted, 'No', 'victor')
+  const watch = await click(VICTOR, posted, 'No')
+  assert.match(
+    cardText(watch),
+    /You may only watch this session: answering needs the operator role in team blue\./,
+  )
+  assert.equal(repliesSent(), sent)
+
+  const answered = await click(OSCAR, posted, 'Yes')
+  assert.match(cardText(answered), /Answered by Oscar Operator in Teams · ok: Yes/)
+  assert.deepEqual(await replyValues(q.request_id), { ok: true })
+})
+
+test('a forwarded link: the code goes to the Teams user the link names, never to whoever opened it; “This is not me” by another changes nothing', async () => {
+  const eve = teamsUser('Eve Forwarder')
+  rt.ask({ title: 'Forwarded?', fields: [{ id: 'ok', type: 'boolean' }] })
+  const posted = await cardAbout('Forwarded?')
+  const card = await click(eve, posted, 'Yes')
+  // Eve sends her link to Olivia, who opens it and asks for the code.
+  const { browser, page } = await openLink(openUrl(card, 'Connect your Teams account'), 'olivia')
+  const asked = await browser.submit(page, 'auth/slack-link/confirm')
+  assert.match(asked.text, /Type the code from Teams/)
+  const dm = await waitFor('the code sent to Eve', () => personalCards(eve)[0])
+  assert.equal(personalCards(OLIVIA).length, 0, 'nothing reaches Olivia’s Teams')
+  // Someone other than Eve presses "This is not me" on Eve's card: nothing changes.
+  const notMe = action(dm, 'This is not me')
+  const other = await bf.send(
+    endpoint,
+    invokeActivity({ serviceUrl: bf.serviceUrl, personal: true, conversationId: 'a:x' }, OSCAR, notMe),
+  )
+  assert.match(
+    cardText((other.json as { value: Card }).value),
+    /This code was not sent to you: nothing changed\./,
+  )
+  // Eve herself declines: the page says so, and the code no longer works.
+  const own = await bf.send(
+    endpoint,
+    invokeActivity({ serviceUrl: bf.serviceUrl, personal: true, conversationId: 'a:x' }, eve, notMe),
+  )
+  assert.match(cardText((own.json as { value: Card }).value), /Nothing was linked: you said this was not you/)
+  const refused: Visit = await browser.submit(asked, 'auth/slack-link/code', { code: codeIn(dm) })
+  assert.equal(refused.status, 409, refused.text)
+  assert.match(refused.text, /chat_link_declined/)
+  const links = await stack.app.people.links?.get(`msteams:${TENANT_ID}:${eve.aadObjectId}`)
+  assert.equal(links, null, 'Eve is linked to nobody')
+})
+
+test('two people answer at once: one reply; the other is told who answered first and what', async () => {
+  const q = rt.ask({ title: 'Race?', fields: CHOICE })
+  const posted = await cardAbout('Race?')
+  const [a, b] = await Promise.all([click(OLIVIA, posted, 'chrome'), click(OSCAR, posted, 'firefox')])
+  const values = (await replyValues(q.request_id)) as { browser: string }
+  const [won, lost] = values.browser === 'chrome' ? [a, b] : [b, a]
+  const winner = values.browser === 'chrome' ? 'Olivia Operator' : 'Oscar Operator'
+  assert.match(cardText(won), /Your answer was sent\./)
+  assert.match(
+    cardText(lost),
+    new RegExp(`Someone answered first\\. Answered by ${winner} in Teams · Browser: ${values.browser}`),
+  )
+  const replies = rt.received.filter((r) => r.method === 'POST' && r.url.split('?')[0] === '/messages')
+  assert.ok(replies.length > 0)
+  await waitFor('the shared card updated', () => posted.updates === 1)
+})
+
+test('an answer given elsewhere (the console’s route) and a timeout update every copy of the card', async () => {
+  const q = rt.ask({ title: 'Elsewhere?', fields: CHOICE })
+  const posted = await cardAbout('Elsewhere?')
+  // The card as someone still looks at it, before it is updated.
+  const asSeen = { ...posted, activity: structuredClone(posted.activity) }
+  const res = await fetch(`${stack.origin}/desktop/k1/mcp/messages`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${await bearer({ sub: 'carol', name: 'Carol Console', roles: ['operator'], teams: ['blue'] })}`,
+    },
+    body: JSON.stringify({
+      run: rt.run,
+      key: 'console-1',
+      reply_to: q.request_id,
+      revision: 1,
+      values: { browser: 'chrome' },
+    }),
+  })
+  assert.equal(res.status, 202, await res.text())
+  await waitFor('the card updated', () => posted.updates === 1)
+  assert.match(cardText(cardOf(posted)), /Answered by Carol Console · Browser: chrome/)
+  // A click that comes after is told, and nothing is sent.
+  const sent = repliesSent()
+  const late = await click(OSCAR, asSeen, 'firefox')
+  assert.match(cardText(late), /Someone answered first\./)
+  assert.equal(repliesSent(), sent)
+
+  rt.ask({ title: 'Quick?', fields: CHOICE, deadlineS: 1 })
+  const quick = await cardAbout('Quick?')
+  await waitFor('timed out', () => quick.updates === 1)
+  assert.match(cardText(cardOf(quick)), /Timed out: nobody answered in time/)
+})

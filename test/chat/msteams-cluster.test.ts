@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
+import {
+  channelConversationId,
+  installActivity,
+  mentionActivity,
+  startBotFramework,
+  teamsUser,
+} from '../fixtures/bot-framework.ts'
+import { startGateway } from '../helpers/gateway.ts'
+import { bearer } from '../helpers/jwt.ts'
+import { waitFor } from '../helpers/wait.ts'
+
+/**
+ * Two replicas sharing a real Redis, one Teams bot: an installation delivered to one is listed by the other,
+ * an activity Teams delivers twice (once to each) is answered once, and each refuses what is not signed.
+ */
+
+test('two replicas: installations shared, one reply for an activity delivered to both', async (t) => {
+  const bf = await startBotFramework()
+  t.after(() => bf.close())
+  const env = { ...bf.env(), ...sharedRedisEnv(t) }
+  const a = await startGateway(env)
+  t.after(() => a.close())
+  const b = await startGateway(env)
+  t.after(() => b.close())
+  const endpointOf = (gw: typeof a) => `${gw.url}${gw.app.config.basePath}teams/messages`
+
+  const conversationId = channelConversationId('cluster')
+  const place = { serviceUrl: bf.serviceUrl, conversationId, teamName: 'Support' }
+  assert.equal((await bf.send(endpointOf(a), installActivity(place, teamsUser()))).status, 200)
+  const token = await bearer({ sub: 'ada', roles: ['admin'], teams: ['*'] })
+  const res = await fetch(`${b.url}${b.app.config.basePath}admin/msteams/conversations`, {
+    headers: { authorization: `Bearer ${token}` },
+  })
+  assert.equal(res.status, 200)
+  const { conversations } = (await res.json()) as {
+    conversations: { conversationId: string; teamName?: string }[]
+  }
+  assert.deepEqual(
+    conversations.map((c) => [c.conversationId, c.teamName]),
+    [[conversationId, 'Support']],
+  )
+
+  // Teams retries an activity it saw no answer to; another replica may get it: one reply in all.
+  const thread = `${conversationId};messageid=42`
+  const mention = mentionActivity({ serviceUrl: bf.serviceUrl, conversationId: thread }, teamsUser())
+  assert.equal((await bf.send(endpointOf(a), mention)).status, 200)
+  assert.equal((await bf.send(endpointOf(b), mention)).status, 200)
+  const marker = mentionActivity({ serviceUrl: bf.serviceUrl, conversationId: thread }, teamsUser(), 'marker')
+  assert.equal((await bf.send(endpointOf(b), marker)).status, 200)
+  await waitFor('both mentions answered', () => bf.posted(thread).length >= 2)
+  // Each replica finished its work before the check: closing waits for replies still being posted.
+  await a.close()
+  await b.close()
+  assert.equal(bf.posted(thread).length, 2, 'the repeated activity was answered once')
+
+  // Each replica refuses an unsigned activity on its own (checked above on one gateway in detail).
+  const c = await startGateway(env)
+  t.after(() => c.close())
+  const unsigned = await bf.send(endpointOf(c), installActivity(place, teamsUser()), { authorization: null })
+  assert.equal(unsigned.status, 401)
+})
