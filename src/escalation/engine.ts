@@ -292,6 +292,11 @@ export class Escalations {
       changed = true
       if (!this.#live(entry)) break
     }
+    // Its holder took it again: their lapse is over (a claim by someone else leaves it, so they are still told).
+    if (held && record.lapsed != null && record.lapsed.sub === entry.claim?.value.sub) {
+      record = { ...record, lapsed: null }
+      changed = true
+    }
     const next = withNext(record, held)
     if (changed || JSON.stringify(next.next) !== JSON.stringify(record.next)) {
       record = next
@@ -399,7 +404,11 @@ export class Escalations {
     this.#count(entry, 'lapsed')
     this.#o.log.info({ kasmId: entry.kasmId, item: entry.item, holder: claim.value.sub }, 'claim lapsed')
     const notice = this.#unclaimed(entry, claim.value, 'lapsed')
-    const record = await this.#record(entry)
+    const lapsed = { ...claim.value, claimedAt: claim.value.at, at: new Date().toISOString() }
+    const record = { ...(await this.#record(entry)), lapsed }
+    entry.record = record
+    // Before the notices: the holder's console says so from this record, not from the claim going away.
+    await this.#write(entry.kasmId, escalationField(entry.run, entry.item), record)
     await this.#o.fanout.send(
       notice,
       [...notifiedTargets(record), { kind: 'person', label: personLabel(claim.value.sub) }],

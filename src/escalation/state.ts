@@ -35,6 +35,17 @@ export interface EscalationStep {
   readonly targets: readonly StepTarget[]
 }
 
+/**
+ * A claim that lapsed (GATEWAY_CLAIM_TTL_S without an answer): whose, when it was taken, when it lapsed (ISO
+ * 8601). The console tells its holder from it, so the notice is never guessed from a claim going away.
+ */
+export interface Lapse {
+  readonly sub: string
+  readonly name: string
+  readonly claimedAt: string
+  readonly at: string
+}
+
 /** The escalation record of one question (`item` = its request id) or handoff pause (`item` = `escalation`). */
 export interface EscalationState {
   readonly run: string
@@ -54,6 +65,11 @@ export interface EscalationState {
    * question (then steps wait for the claim to lapse or be given back).
    */
   readonly next: { readonly step: number; readonly at: string } | null
+  /**
+   * The latest claim that lapsed on it, until its holder takes it again; null or absent (records of older
+   * versions) when none did.
+   */
+  readonly lapsed?: Lapse | null
 }
 
 const PREFIX = 'escalation:'
@@ -87,8 +103,20 @@ export function parseEscalationState(value: string): EscalationState | null {
       ...(s.deadline === undefined ? {} : { deadline: s.deadline }),
       steps: s.steps,
       next: s.next ?? null,
+      lapsed: parseLapse(s.lapsed),
     }
   } catch {
     return null
   }
+}
+
+function parseLapse(v: unknown): Lapse | null {
+  if (typeof v !== 'object' || v === null) return null
+  const l = v as Record<string, unknown>
+  return typeof l.sub === 'string' &&
+    typeof l.name === 'string' &&
+    typeof l.claimedAt === 'string' &&
+    typeof l.at === 'string'
+    ? { sub: l.sub, name: l.name, claimedAt: l.claimedAt, at: l.at }
+    : null
 }

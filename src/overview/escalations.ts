@@ -17,6 +17,18 @@ export interface EscalationView {
   readonly openedAt: string
   readonly steps: readonly EscalationStep[]
   readonly next: { readonly step: number; readonly at: string } | null
+  /**
+   * The latest claim that lapsed on it (until its holder takes it again): the holder's name, when they took it
+   * and when it lapsed; never their id. The console tells its holder from it.
+   */
+  readonly lapsed: LapseView | null
+}
+
+/** A lapsed claim as a frame carries it. */
+export interface LapseView {
+  readonly name: string
+  readonly claimedAt: string
+  readonly at: string
 }
 
 const KINDS: ReadonlySet<string> = new Set<TargetKind>(['webhook', 'slack', 'msteams', 'person', 'pagerduty'])
@@ -80,10 +92,16 @@ export function escalationView(state: EscalationState): EscalationView | null {
     .filter((s): s is EscalationStep => s !== null)
   const nextStep = count(state.next?.step)
   const nextAt = time(state.next?.at)
+  const lapsed = state.lapsed ?? null
+  const name = text(lapsed?.name, MAX_LABEL)
+  const claimedAt = time(lapsed?.claimedAt)
+  const lapsedAt = time(lapsed?.at)
   return {
     openedAt,
     steps,
     next: nextStep === null || nextAt === null ? null : { step: nextStep, at: nextAt },
+    lapsed:
+      name === null || claimedAt === null || lapsedAt === null ? null : { name, claimedAt, at: lapsedAt },
   }
 }
 

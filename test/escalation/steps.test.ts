@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import type { SimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { dedupKey } from '../../src/escalation/pagerduty.ts'
 import { type EscalationState, escalationField, parseEscalationState } from '../../src/escalation/state.ts'
+import type { Notification } from '../../src/notify/notification.ts'
 import { addRuntimeSession, fastEventEnv } from '../events/helpers.ts'
 import {
   BOT_TOKEN,
@@ -99,17 +101,11 @@ function about(path: string, type: string, id: string): Received[] {
   )
 }
 
-/** The pager's events about the question `id` (those sharing its trigger's dedup_key), in order. */
+/** The pager's events about the question `id` (those with its dedup_key, whatever came first), in order. */
 function pagerEvents(id: string): string[] {
-  const trigger = rx.received.find(
-    (r) =>
-      r.path === '/pd' &&
-      (r.body.payload as { custom_details?: { request_id?: string } } | undefined)?.custom_details
-        ?.request_id === id,
-  )
-  if (trigger === undefined) return []
+  const key = dedupKey({ kasmId: 's1', run: rt.run, request: { request_id: id } } as Notification)
   return rx.received
-    .filter((r) => r.path === '/pd' && r.body.dedup_key === trigger.body.dedup_key)
+    .filter((r) => r.path === '/pd' && r.body.dedup_key === key)
     .map((r) => String(r.body.event_action))
 }
 
@@ -148,7 +144,7 @@ async function counter(name: string, labels: Record<string, string>): Promise<nu
 
 const index = (r: Received | undefined): number => (r === undefined ? -1 : rx.received.indexOf(r))
 
-test('steps go out in order while unclaimed; an answer stops them and resolves the pager with the same dedup_key', async () => {
+test('steps go out in order while unclaimed; a claim acknowledges the paged pager; an answer resolves it with the same dedup_key', async () => {
   const skippedBefore = await counter('krg_escalation_steps_total', {
     team: 'blue',
     kind: 'person',
@@ -219,8 +215,18 @@ test('steps go out in order while unclaimed; an answer stops them and resolves t
     skippedBefore + 1,
   )
 
+  // "I'm on it" after the pager's step: the pager already triggered is acknowledged, same incident.
+  await claim(id, 'dan', 'PUT')
+  await waitFor('the pager acknowledged', () => pagerEvents(id).join() === 'trigger,acknowledge')
+  const ack = rx.received.filter((r) => r.path === '/pd').at(-1)
+  assert.equal(ack?.body.dedup_key, trigger?.body.dedup_key, 'the same dedup_key')
+  assert.equal(ack?.body.routing_key, ROUTING_KEY)
+  assert.deepEqual(Object.keys(ack?.body ?? {}).sort(), ['dedup_key', 'event_action', 'routing_key'])
+
   await answer(id)
-  await waitFor('the pager resolved', () => pagerEvents(id).join() === 'trigger,resolve')
+  await waitFor('the pager resolved', () => pagerEvents(id).at(-1) === 'resolve')
+  // (A claim lapsing first, on a very slow machine, would trigger again in between: not this test's point.)
+  assert.deepEqual(pagerEvents(id).slice(0, 2), ['trigger', 'acknowledge'])
   const resolve = rx.received.filter((r) => r.path === '/pd').at(-1)
   assert.equal(resolve?.body.dedup_key, trigger?.body.dedup_key, 'the same dedup_key')
   assert.deepEqual(Object.keys(resolve?.body ?? {}).sort(), ['dedup_key', 'event_action', 'routing_key'])
@@ -229,7 +235,7 @@ test('steps go out in order while unclaimed; an answer stops them and resolves t
   )
 })
 
-test('a claim stops the steps; it lapses (the holder told) and they resume', async () => {
+test('a claim stops the steps (the pager not yet paged hears nothing of it); it lapses (the holder told, the record says whose) and they resume', async () => {
   const lapsedBefore = await counter('krg_claims_total', { team: 'blue', outcome: 'lapsed' })
   const q = rt.ask({ title: 'Take me', fields: FIELDS, deadlineS: 300 })
   const id = q.request_id
@@ -254,8 +260,39 @@ test('a claim stops the steps; it lapses (the holder told) and they resume', asy
     ),
   )
   assert.equal(await counter('krg_claims_total', { team: 'blue', outcome: 'lapsed' }), lapsedBefore + 1)
+
+  // The record says whose claim lapsed, when it was taken and when it lapsed (the console tells the holder).
+  const claimAt = (claimed.body.claim as { at: string }).at
+  const lapsed = await waitFor('the lapse in the record', async () => (await record(id))?.lapsed)
+  assert.equal(lapsed.sub, 'olivia')
+  assert.equal(lapsed.name, 'olivia')
+  assert.equal(lapsed.claimedAt, claimAt)
+  assert.ok(
+    Date.parse(lapsed.at) >= Date.parse(claimAt) + 4000,
+    `lapsed at ${lapsed.at}, taken at ${claimAt}`,
+  )
+  // Someone else taking it (and giving it back) leaves her lapse; her taking it again ends it.
+  await claim(id, 'dan', 'PUT')
+  await waitFor('dan holds it', () =>
+    about('/hook', 'request.claimed', id).some((r) => (r.body.claim as { sub: string }).sub === 'dan'),
+  )
+  await claim(id, 'dan', 'DELETE')
+  await waitFor('dan gave it back', () =>
+    about('/hook', 'request.unclaimed', id).some(
+      (r) => (r.body.unclaimed as { holder: { sub: string } }).holder.sub === 'dan',
+    ),
+  )
+  assert.deepEqual((await record(id))?.lapsed, lapsed)
+  await claim(id, 'olivia', 'PUT')
+  await waitFor('her lapse is over', async () => (await record(id))?.lapsed === null)
+
   await answer(id)
   await waitFor('closed', () => about('/step1', 'request.closed', id).length === 1)
+  await waitFor('the pager resolved', () => pagerEvents(id).at(-1) === 'resolve')
+  // Olivia's first claim came before the pager's step: the pager heard nothing of it (its first event is
+  // the trigger); the later claims, after it was paged, acknowledge it.
+  assert.equal(pagerEvents(id)[0], 'trigger')
+  assert.ok(pagerEvents(id).includes('acknowledge'))
 })
 
 test('a claim given back before it lapses: the steps whose time has passed go out at once', async () => {

@@ -70,4 +70,36 @@ test('an escalation record as the overview shows it: known fields only, bounded,
   assert.equal(planned?.[0]?.reason, undefined, 'a reason only on a skipped target')
   assert.equal(planned?.[1]?.reason, 'no_linked_account')
   assert.equal(view.next, null, 'a next step without a time is none')
+  assert.equal(view.lapsed, null, 'a record without a lapse (an older version) has none')
+})
+
+test('a lapsed claim reaches the frame as the holder’s name and times, never their id', () => {
+  const record = (lapsed: unknown) =>
+    JSON.stringify({
+      run: 'run-1',
+      item: 'q1',
+      openedAt: '2026-12-06T10:00:00Z',
+      steps: [],
+      next: null,
+      lapsed,
+    })
+  const view = (lapsed: unknown) =>
+    escalationsIn(new Map([[escalationField('run-1', 'q1'), record(lapsed)]]), 'run-1').get('q1')?.lapsed
+  const lapse = {
+    sub: 'auth0|olivia-4711',
+    name: 'Olivia',
+    claimedAt: '2026-12-06T10:00:05Z',
+    at: '2026-12-06T10:01:35Z',
+  }
+  const shown = view(lapse)
+  assert.deepEqual(shown, {
+    name: 'Olivia',
+    claimedAt: '2026-12-06T10:00:05.000Z',
+    at: '2026-12-06T10:01:35.000Z',
+  })
+  assert.ok(!JSON.stringify(shown).includes('4711'), 'no sub')
+  assert.equal(view({ ...lapse, at: 'later' }), null, 'a time that is no time: none')
+  assert.equal(view({ sub: 'x', claimedAt: lapse.claimedAt, at: lapse.at }), null, 'no name: none')
+  assert.equal(view('Olivia'), null)
+  assert.equal(view(null), null)
 })

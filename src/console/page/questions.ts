@@ -18,8 +18,6 @@ import { errorText, notSentText } from './refusals.ts'
 
 /** A free-text field limited to this many characters or fewer is one line; anything longer a textarea. */
 const SHORT_TEXT = 80
-/** How long a claim that went is given to turn out to be an answer's (the question closing) before it is called lapsed. */
-const LAPSE_SETTLE_MS = 2000
 
 /** What a question form needs from the session it belongs to. */
 export interface QuestionContext {
@@ -392,9 +390,8 @@ export class QuestionView {
   readonly #steps: HTMLElement
   #escalation: EscalationView | null = null
   #stepsDrawn = ''
-  /** This person gave the claim back from this card (so its going is no lapse). */
-  #released = false
-  #lapseCheck: ReturnType<typeof setTimeout> | null = null
+  /** The lapse notice the card's status shows now (from the escalation record), if any. */
+  #lapseText: string | null = null
   #rendered: 'open' | 'closed' | null = null
   /** The reply this person sent from this card (its record as last seen), once the runtime stored it. */
   #mine: MessageRecord | null = null
@@ -510,10 +507,7 @@ export class QuestionView {
 
   /** The "I'm on it" mark from the overview (shared across replicas): who holds the question, if anyone. */
   setHolder(name: string | null): void {
-    const was = this.#holder
     this.#holder = name
-    if (was !== null && was === this.#ctx.me && name === null) this.#maybeLapsed()
-    if (name !== null) this.#released = false
     this.#claimUi()
   }
 
@@ -521,6 +515,7 @@ export class QuestionView {
   setEscalation(view: EscalationView | null): void {
     this.#escalation = view
     this.#drawSteps()
+    this.#lapseUi()
   }
 
   #drawSteps(): void {
@@ -535,24 +530,30 @@ export class QuestionView {
   }
 
   /**
-   * This person's claim went without their giving it back here: once the question has had a moment to
-   * close (an answer clears the claim too, and its closing may arrive just after), a question still open
-   * and held by nobody means the claim lapsed, and the card says so.
+   * Tells this person that their claim lapsed, from the escalation record the engine wrote when it let the
+   * claim lapse (never guessed from the claim going away: a release from another tab is no lapse, and a lapse
+   * someone else took over at once still is one), while the question is open and they do not hold it again.
    */
-  #maybeLapsed(): void {
-    if (this.#released || this.#mine !== null || this.#request.state !== 'open') return
-    if (this.#lapseCheck !== null) clearTimeout(this.#lapseCheck)
-    this.#lapseCheck = setTimeout(() => {
-      this.#lapseCheck = null
-      if (this.#request.state !== 'open' || this.#holder !== null || this.#mine !== null) return
-      const text = 'Your “I’m on it” lapsed: nobody answered in time, so the escalation goes on.'
+  #lapseUi(): void {
+    const lapse = this.#escalation?.lapsed ?? null
+    const mine =
+      this.#request.state === 'open' &&
+      lapse !== null &&
+      lapse.name === this.#ctx.me &&
+      this.#holder !== this.#ctx.me
+    const text = mine ? lapseText(lapse) : null
+    if (text === this.#lapseText) return
+    // Only the notice this card put there goes: the status may say something else by now (an answer's).
+    if (text !== null) {
       this.#status.classList.remove('refused')
       setText(this.#status, text)
-    }, LAPSE_SETTLE_MS)
+    } else if (this.#status.textContent === this.#lapseText) setText(this.#status, '')
+    this.#lapseText = text
   }
 
   #claimUi(): void {
     this.#drawSteps()
+    this.#lapseUi()
     const open = this.#request.state === 'open'
     setText(
       this.#claimLine,
@@ -579,11 +580,9 @@ export class QuestionView {
     b.setAttribute('aria-busy', 'true')
     setText(b, mine ? 'Releasing…' : 'Taking…')
     try {
-      if (mine) this.#released = true
       await api(path, { method: mine ? 'DELETE' : 'PUT' })
       this.setHolder(mine ? null : this.#ctx.me)
     } catch (err) {
-      this.#released = false
       this.#say(`Not taken: ${errorText(err)}`, true)
     } finally {
       b.disabled = false
@@ -853,4 +852,10 @@ export class QuestionView {
     setText(this.#status, message)
     if (refusal) announce(message)
   }
+}
+
+/** The notice of a lapsed claim: how long it held (from when it was taken to when it lapsed). */
+function lapseText(lapse: NonNullable<EscalationView['lapsed']>): string {
+  const held = Math.max(0, Math.round((Date.parse(lapse.at) - Date.parse(lapse.claimedAt)) / 1000))
+  return `Your “I’m on it” lapsed after ${held} s without an answer; the escalation goes on.`
 }
