@@ -67,7 +67,7 @@ function record(run: string, item: string, nextInMs: number | null): EscalationS
   }
 }
 
-test('a question shows its escalation: what went out when, what was skipped, the next step counting down; a claim holds the steps, a lapse is told', async (t) => {
+test('a question shows its escalation: what went out when, what was skipped, the next step counting down; a claim holds the steps, a lapse is told from the record (not a release from another tab)', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
@@ -139,14 +139,51 @@ test('a question shows its escalation: what went out when, what was skipped, the
   await gw.app.board.set('k1', field, JSON.stringify(record(rt.run, q.request_id, null)))
   await steps.locator('text=Further steps wait while you are on it.').waitFor()
 
-  // The claim lapses (the engine's reader removes it and resumes the steps): the holder's card says so.
-  await gw.app.overview.claims.clear('k1', rt.run, q.request_id)
-  await gw.app.board.set('k1', field, JSON.stringify(record(rt.run, q.request_id, 5_000)))
-  await card.locator('.form-status >> text=Your “I’m on it” lapsed').waitFor()
+  // Given back from another tab of hers: no lapse (the record says none), whatever the claim's going looks like.
+  const claimed = (await gw.app.overview.claims.of('k1', rt.run)).get(q.request_id)
+  assert.ok(claimed !== undefined)
+  const res = await fetch(
+    `${gw.url}/api/sessions/k1/requests/${q.request_id}/claim?run=${encodeURIComponent(rt.run)}`,
+    { method: 'DELETE', headers: { authorization: `Bearer ${await bearer(carol)}` } },
+  )
+  assert.ok(res.status === 200 || res.status === 204, await res.text())
+  await gw.app.board.set('k1', field, JSON.stringify(record(rt.run, q.request_id, 50_000)))
   await steps.locator('text=On-call paged in').waitFor()
   await card.getByRole('button', { name: 'I’m on it' }).waitFor()
+  assert.doesNotMatch((await card.locator('.form-status').textContent()) ?? '', /lapsed/)
+
+  // Taken again, and it lapses (the engine's reader removes it and records whose lapsed): Bob takes it at
+  // once, and her card still says hers lapsed, from the record.
+  await card.getByRole('button', { name: 'I’m on it' }).click()
+  await card.locator('text=You are on it.').waitFor()
+  const mine = (await gw.app.overview.claims.of('k1', rt.run)).get(q.request_id)
+  assert.ok(mine !== undefined)
+  const lapsedAt = new Date(Date.parse(mine.at) + 90_000).toISOString()
+  const lapsed = { sub: carol.sub, name: carol.name, claimedAt: mine.at, at: lapsedAt }
+  await gw.app.overview.claims.clear('k1', rt.run, q.request_id)
+  await gw.app.board.set('k1', field, JSON.stringify({ ...record(rt.run, q.request_id, 5_000), lapsed }))
+  const bob = {
+    sub: 'bob',
+    name: 'Bob',
+    roles: new Set(['operator' as const]),
+    teams: new Set(['blue']),
+    via: 'bearer' as const,
+    expiresAt: Date.now() + 600_000,
+  }
+  await gw.app.overview.claims.take('k1', rt.run, q.request_id, bob)
+  await card.locator('text=Bob is on it.').waitFor()
+  await card
+    .locator(
+      '.form-status >> text=Your “I’m on it” lapsed after 90 s without an answer; the escalation goes on.',
+    )
+    .waitFor()
   await settled(page)
   await assertAccessible(page, 'a lapsed claim')
+  // Bob gives it back and she takes it again: the notice goes (the engine ends her lapse in the record).
+  await gw.app.overview.claims.release('k1', rt.run, q.request_id, bob)
+  await card.getByRole('button', { name: 'I’m on it' }).click()
+  await card.locator('text=You are on it.').waitFor()
+  await card.locator('.form-status >> text=lapsed').waitFor({ state: 'detached' })
 
   // Answered: the card closes and its steps go.
   await card.getByLabel('Yes').check()
