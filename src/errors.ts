@@ -370,6 +370,11 @@ export const MsteamsUnauthorized = gatewayError(
   'this is not an activity the Bot Framework signed for this bot and tenant',
   401,
 )
+export const MsteamsUnauthorizedRateLimited = gatewayError(
+  'msteams_unauthorized_rate_limited',
+  'too many activities from your address were not signed by the Bot Framework for this bot; retry after %s seconds',
+  429,
+)
 export const MsteamsKeysUnavailable = gatewayError(
   'msteams_keys_unavailable',
   "cannot read the Bot Framework's signing keys to check this activity",

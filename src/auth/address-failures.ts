@@ -47,8 +47,9 @@ export interface AddressFailuresOptions {
 
 /**
  * Failed credentials per client address (the address GATEWAY_TRUST_PROXY makes of the request): sign-ins
- * (auth/plugin.ts, which refuses a limited address before its credential is even looked at) and Slack's
- * request signatures (routes/slack.ts, which still accepts a valid one). Once an address has failed `max`
+ * (auth/plugin.ts, which refuses a limited address before its credential is even looked at), Slack's
+ * request signatures (routes/slack.ts) and Teams' bearer tokens (routes/msteams.ts), which still accept a
+ * valid one ({@link AddressFailures.refused}). Once an address has failed `max`
  * times in a window, {@link retryAfter} says how long it must wait. Counting is shared across replicas in
  * cluster mode; the refusal is decided locally from what the shared count said at this replica's last
  * failure, so a request with a good credential costs nothing, and an attacker spreading guesses over N
@@ -74,6 +75,17 @@ export class AddressFailures {
     return Math.ceil(left / 1000)
   }
 
+  /**
+   * A credential from `address` failed, at an endpoint that still checks every request (a chat platform's,
+   * whose few addresses are shared by every app): resolves the seconds it must wait when it is limited already
+   * (answer 429 with `Retry-After`; not counted again), else counts the failure and resolves 0 (answer 401).
+   */
+  async refused(address: string): Promise<number> {
+    const wait = this.retryAfter(address)
+    if (wait === 0) await this.failed(address)
+    return wait
+  }
+
   /** Counts one failure from `address`. */
   async failed(address: string): Promise<void> {
     let result: { count: number; resetInMs: number }
@@ -87,4 +99,32 @@ export class AddressFailures {
     if (this.#blocked.size >= MAX_KEYS) this.#blocked.clear()
     this.#blocked.set(address, Date.now() + Math.max(1, result.resetInMs))
   }
+}
+
+/**
+ * Failed credentials a chat platform's endpoint (Slack's Request URL, Teams' messaging endpoint) takes from
+ * one address in {@link PLATFORM_FAILURE_WINDOW_MS} before its further failures are answered 429: generous,
+ * since a platform's few addresses are shared by every app (another app pointed here fails every time) and a
+ * valid request is never refused for them.
+ */
+export const PLATFORM_FAILURES_MAX = 100
+/** The window of {@link PLATFORM_FAILURES_MAX}, ms. */
+export const PLATFORM_FAILURE_WINDOW_MS = 5 * 60_000
+
+/**
+ * The {@link AddressFailures} of a chat platform's endpoint (see {@link PLATFORM_FAILURES_MAX}), counted in
+ * `counter` (its own per platform, shared by the replicas in cluster mode); `what` names the credential in
+ * the warning logged when the counter fails.
+ */
+export function platformFailures(
+  counter: FailureCounter,
+  what: string,
+  log: { warn(obj: object, msg: string): void },
+): AddressFailures {
+  return new AddressFailures({
+    counter,
+    max: PLATFORM_FAILURES_MAX,
+    windowMs: PLATFORM_FAILURE_WINDOW_MS,
+    onCounterError: (err) => log.warn({ err }, `failed ${what} cannot be counted; not limiting`),
+  })
 }

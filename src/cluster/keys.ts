@@ -63,6 +63,8 @@ export interface ClusterKeys {
   signInFailures(address: string): string
   /** Counter of requests to the Slack Request URL whose signature failed, from one address, in the window. */
   slackSignatureFailures(address: string): string
+  /** Counter of activities to the Teams messaging endpoint refused 401, from one address, in the window. */
+  msteamsBearerFailures(address: string): string
   /** Sorted set: the replicas whose presence is current, scored by its expiry (ms). */
   readonly presenceReplicas: string
   /** Hash with a TTL: one replica's viewers, kasmId -> JSON counts per operator. */
@@ -146,6 +148,7 @@ export function clusterKeys(prefix: string, options: ClusterKeyOptions = {}): Cl
     rateLimit: `${p}rl:`,
     signInFailures: (address) => `${p}signin-fail:${address}`,
     slackSignatureFailures: (address) => `${p}slack-sig-fail:${address}`,
+    msteamsBearerFailures: (address) => `${p}msteams-auth-fail:${address}`,
     loginAttempt: (hash) => `${p}login:${hash}`,
     presenceReplicas: `${p}presence:replicas`,
     presenceOf: (replica) => `${p}presence:of:{${replica}}`,

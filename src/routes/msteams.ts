@@ -1,10 +1,11 @@
-import type { FastifyContextConfig, FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { JWTPayload } from 'jose'
+import { platformFailures } from '../auth/address-failures.ts'
 import { teamsActivitySchema } from '../chat/msteams/activity.ts'
 import { TeamsKeysUnavailable } from '../chat/msteams/auth.ts'
 import { notifyEntry } from '../chat/msteams/bot.ts'
 import { allowedServiceBase } from '../chat/msteams/service-url.ts'
-import { MsteamsKeysUnavailable, MsteamsUnauthorized } from '../errors.ts'
+import { MsteamsKeysUnavailable, MsteamsUnauthorized, MsteamsUnauthorizedRateLimited } from '../errors.ts'
 import { MSTEAMS } from '../openapi/routes/msteams.ts'
 import { zodInput } from '../openapi/zod-input.ts'
 
@@ -16,7 +17,9 @@ export const MAX_ACTIVITY_BYTES = 256 * 1024
  *
  * The bearer token is checked before the body is read (a request without a valid one is refused 401 unread);
  * then the activity must match it (its `serviceUrl` the token's `serviceurl`, Teams, our tenant), else 401
- * too, and nothing is acted on. The reason of a refusal is logged (debug) and counted, never told.
+ * too, and nothing is acted on. The reason of a refusal is logged (debug) and counted, never told. Refusals
+ * are counted per client address (across replicas): past the limit they are answered 429, but every activity
+ * is still checked, so a valid one from a limited address (Microsoft's, shared by every bot) is still served.
  */
 export async function teamsRoutes(app: FastifyInstance): Promise<void> {
   const teams = app.msteams
@@ -25,6 +28,19 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
   const counted = metrics.activities
   const claimsOf = new WeakMap<FastifyRequest, JWTPayload>()
   const env = app.config.env
+  const failures = platformFailures(app.stores.msteamsBearerFailures, 'Teams bearer tokens', app.log)
+  /** Refuses an activity whose bearer (or its match) failed: 401, or 429 once its address is over the limit. */
+  const refuse = async (request: FastifyRequest, reply: FastifyReply, reason: string): Promise<never> => {
+    request.log.debug({ reason }, 'teams: activity refused')
+    const wait = await failures.refused(request.ip)
+    if (wait > 0) {
+      counted.inc({ type: 'unverified', outcome: 'rate_limited' })
+      reply.header('retry-after', String(wait))
+      throw new MsteamsUnauthorizedRateLimited(String(wait))
+    }
+    counted.inc({ type: 'unverified', outcome: 'unauthorized' })
+    throw new MsteamsUnauthorized()
+  }
 
   // The activity's schema is both the check and the document's description of the body.
   const input = zodInput({ body: teamsActivitySchema })
@@ -36,7 +52,7 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
       config,
       bodyLimit: MAX_ACTIVITY_BYTES,
       // Before the body is read: a request not signed for this bot costs a signature check, never a parse.
-      onRequest: async (request) => {
+      onRequest: async (request, reply) => {
         let result: Awaited<ReturnType<typeof bearer.verify>>
         try {
           result = await bearer.verify(request.headers.authorization)
@@ -46,12 +62,8 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
           request.log.warn({ err: err.message }, 'teams: signing keys unavailable; activity refused')
           throw new MsteamsKeysUnavailable()
         }
-        if (!result.ok) {
-          counted.inc({ type: 'unverified', outcome: 'unauthorized' })
-          request.log.debug({ reason: result.reason }, 'teams: activity refused')
-          throw new MsteamsUnauthorized()
-        }
-        claimsOf.set(request, result.claims)
+        if (!result.ok) await refuse(request, reply, result.reason)
+        else claimsOf.set(request, result.claims)
       },
     },
     async (request, reply) => {
@@ -66,11 +78,7 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
         throw err
       }
       const mismatch = bearer.matches(claims, activity)
-      if (mismatch !== undefined) {
-        counted.inc({ type: 'unverified', outcome: 'unauthorized' })
-        request.log.debug({ reason: mismatch }, 'teams: activity refused')
-        throw new MsteamsUnauthorized()
-      }
+      if (mismatch !== undefined) await refuse(request, reply, mismatch)
       let handled: Awaited<ReturnType<typeof teams.bot.handle>>
       try {
         handled = await teams.bot.handle(activity)

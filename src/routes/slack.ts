@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { AddressFailures } from '../auth/address-failures.ts'
+import { PLATFORM_FAILURES_MAX, platformFailures } from '../auth/address-failures.ts'
 import { checkSlackSignature } from '../chat/slack/signature.ts'
 import {
   BadRequest,
@@ -14,13 +14,8 @@ import { CHAT } from '../openapi/routes/chat.ts'
 const REPLAY_WINDOW_MS = 10 * 60_000
 /** Slack's interaction payloads are far smaller (a modal's state included). */
 const MAX_BODY_BYTES = 256 * 1024
-/**
- * Requests that fail the signature check from one address, in {@link FAILURE_WINDOW_MS}, before its further
- * failures are answered 429: generous, since Slack's few addresses are shared by every app (another app's
- * Request URL pointed here fails every time) and a valid request is never refused for them.
- */
-export const SIGNATURE_FAILURES_MAX = 100
-const FAILURE_WINDOW_MS = 5 * 60_000
+/** Requests that fail the signature check from one address in 5 minutes before the next are answered 429. */
+export const SIGNATURE_FAILURES_MAX = PLATFORM_FAILURES_MAX
 
 /**
  * `POST <base>slack/interactions`, the Slack app's Request URL (with GATEWAY_SLACK_SIGNING_SECRET). The body
@@ -43,12 +38,7 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
     (_request, body, done) => done(null, body),
   )
 
-  const failures = new AddressFailures({
-    counter: app.stores.slackSignatureFailures,
-    max: SIGNATURE_FAILURES_MAX,
-    windowMs: FAILURE_WINDOW_MS,
-    onCounterError: (err) => app.log.warn({ err }, 'failed Slack signatures cannot be counted; not limiting'),
-  })
+  const failures = platformFailures(app.stores.slackSignatureFailures, 'Slack signatures', app.log)
 
   // Slack's few addresses send every team's clicks: the signature (checked first, in constant time), not a
   // per-address budget of requests, guards this. Failed signatures are counted per address (across replicas):
@@ -70,13 +60,12 @@ export async function slackRoutes(app: FastifyInstance): Promise<void> {
       body,
     })
     if (refusal !== undefined) {
-      const wait = failures.retryAfter(request.ip)
+      const wait = await failures.refused(request.ip)
       if (wait > 0) {
         counted.inc({ type: 'unverified', outcome: 'rate_limited' })
         reply.header('retry-after', String(wait))
         throw new SlackSignatureRateLimited(String(wait))
       }
-      await failures.failed(request.ip)
     }
     if (refusal === 'stale') {
       counted.inc({ type: 'unverified', outcome: 'stale' })

@@ -98,6 +98,7 @@ function memoryStores(app: FastifyInstance): Stores {
     sealer: inProcess,
     signInFailures: new MemoryFailureCounter(),
     slackSignatureFailures: new MemoryFailureCounter(),
+    msteamsBearerFailures: new MemoryFailureCounter(),
     audit: new AuditStreams(
       new MemoryAuditLog(env.GATEWAY_AUDIT_RECORDS),
       new MemoryAuditLog(env.GATEWAY_AUDIT_REFUSED_RECORDS),
@@ -153,6 +154,7 @@ async function clusterStores(app: FastifyInstance, cluster: Cluster): Promise<St
     sealer: cluster.vault,
     signInFailures: new RedisFailureCounter(command, keys.signInFailures),
     slackSignatureFailures: new RedisFailureCounter(command, keys.slackSignatureFailures),
+    msteamsBearerFailures: new RedisFailureCounter(command, keys.msteamsBearerFailures),
     audit: new AuditStreams(audit, auditRefused),
     // A hash per session, changes published to every replica.
     board: new RedisBoard({ command, feed, keys }),

@@ -50,6 +50,8 @@ export interface Stores {
   readonly signInFailures: FailureCounter
   /** Requests to the Slack Request URL whose signature failed, per client address. */
   readonly slackSignatureFailures: FailureCounter
+  /** Activities to the Teams messaging endpoint whose bearer token (or its match) failed, per client address. */
+  readonly msteamsBearerFailures: FailureCounter
   /**
    * The audit log: the trail of authenticated actions and, bounded apart, the records of refused, aborted and
    * anonymous requests (two ring buffers, or two capped Redis streams).

@@ -339,3 +339,59 @@ test('an answer given elsewhere (the console’s route) and a timeout update eve
   await waitFor('timed out', () => quick.updates === 1)
   assert.match(cardText(cardOf(quick)), /Timed out: nobody answered in time/)
 })
+
+test('a reminder replies under the card, in its thread; a cancel updates the card for everyone', async () => {
+  const q = rt.ask({ title: 'Remind me?', fields: CHOICE, deadlineS: 4 })
+  const posted = await cardAbout('Remind me?')
+  // At half the deadline: a reply in the card's thread (a channel's reply is posted to `<channel>;messageid=`).
+  const thread = `${CONVERSATION};messageid=${posted.id}`
+  const reminder = await waitFor('the reminder', () => bf.posted(thread)[0])
+  assert.match(cardText(cardOf(reminder)), /Reminder: this question is still open\./)
+  assert.equal((reminder.activity as { replyToId?: string }).replyToId, posted.id)
+  assert.equal(posted.updates, 0, 'the card itself is unchanged')
+  const res = await fetch(`${rt.url}requests/${q.request_id}/cancel`, {
+    method: 'POST',
+    headers: { 'x-kasm-runtime-session-token': 'session-token-for-teams-tests' },
+  })
+  assert.equal(res.status, 200, await res.text())
+  await waitFor('the card updated', () => posted.updates === 1)
+  assert.match(cardText(cardOf(posted)), /Question closed/)
+  assert.match(cardText(cardOf(posted)), /Cancelled/)
+  assert.equal(
+    cardOf(posted).actions?.some((a) => a.type === 'Action.Execute'),
+    false,
+  )
+  assert.equal(bf.posted(thread).length, 1, 'one reminder')
+})
+
+test('a handoff pause: its card, updated when the pause ends', async () => {
+  const reason = 'a captcha on the login page <at>everyone</at>'
+  rt.escalate(reason, 1)
+  const posted = await cardAbout('Handoff: ')
+  assert.match(cardText(cardOf(posted)), /the agent asks a person to take over/)
+  // The runtime's reason is data: a text run, never a mention.
+  assert.ok(cardText(cardOf(posted)).includes(reason))
+  assert.equal(JSON.stringify(posted.activity).includes('"mention"'), false)
+  assert.equal(openUrl(cardOf(posted), 'Open in console').startsWith(`${stack.base}sessions/k1`), true)
+  // The pause times out after a second: the card says it ended, and how.
+  await waitFor('the handoff card updated', () => posted.updates === 1)
+  assert.match(cardText(cardOf(posted)), /Handoff ended \(timeout\)/)
+  assert.ok(cardText(cardOf(posted)).includes(reason))
+})
+
+// Last: it ends the runtime's run.
+test('a run that ends needing a person: its card; the question left open is closed on its card', async () => {
+  rt.ask({ title: 'Left open?', fields: CHOICE })
+  const open = await cardAbout('Left open?')
+  rt.emit('status', { phase: 'done', verdict: 'test-error', outcome: 'failed' })
+  rt.closeTrace({ done: true })
+  const ended = await cardAbout('Verdict test-error')
+  assert.match(cardText(cardOf(ended)), /Verdict test-error, outcome failed/)
+  assert.equal(openUrl(cardOf(ended), 'Open in console').startsWith(`${stack.base}sessions/k1`), true)
+  await waitFor('the question’s card updated', () => open.updates === 1)
+  assert.match(cardText(cardOf(open)), /Run ended before an answer/)
+  assert.equal(
+    cardOf(open).actions?.some((a) => a.type === 'Action.Execute'),
+    false,
+  )
+})

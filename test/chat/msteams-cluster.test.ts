@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { PLATFORM_FAILURES_MAX } from '../../src/auth/address-failures.ts'
 import { sharedRedisEnv } from '../cluster/cluster-harness.ts'
 import {
   channelConversationId,
@@ -17,7 +18,7 @@ import { waitFor } from '../helpers/wait.ts'
  * an activity Teams delivers twice (once to each) is answered once, and each refuses what is not signed.
  */
 
-test('two replicas: installations shared, one reply for an activity delivered to both', async (t) => {
+test('two replicas: installations and refusals per address shared, one reply for an activity delivered to both', async (t) => {
   const bf = await startBotFramework()
   t.after(() => bf.close())
   const env = { ...bf.env(), ...sharedRedisEnv(t) }
@@ -43,7 +44,22 @@ test('two replicas: installations shared, one reply for an activity delivered to
     [[conversationId, 'Support']],
   )
 
+  // Refusals are counted by the cluster: half the limit on each replica, each 401; B, past the shared count,
+  // answers 429, and A learns the count at its next refusal (401 as it is counted) and limits from then on.
+  const unsigned = (gw: typeof a) =>
+    bf.send(endpointOf(gw), installActivity(place, teamsUser()), { authorization: null })
+  const half = PLATFORM_FAILURES_MAX / 2
+  const statuses: number[] = []
+  for (let n = 0; n < PLATFORM_FAILURES_MAX; n++) statuses.push((await unsigned(n < half ? a : b)).status)
+  assert.deepEqual(new Set(statuses), new Set([401]))
+  const limited = await unsigned(b)
+  assert.equal(limited.status, 429, 'B saw only half the limit itself')
+  assert.equal((limited.json as { error: string }).error, 'msteams_unauthorized_rate_limited')
+  assert.equal((await unsigned(a)).status, 401)
+  assert.equal((await unsigned(a)).status, 429)
+
   // Teams retries an activity it saw no answer to; another replica may get it: one reply in all.
+  // (From the limited address: an activity the Bot Framework signed is served by both.)
   const thread = `${conversationId};messageid=42`
   const mention = mentionActivity({ serviceUrl: bf.serviceUrl, conversationId: thread }, teamsUser())
   assert.equal((await bf.send(endpointOf(a), mention)).status, 200)
@@ -56,9 +72,10 @@ test('two replicas: installations shared, one reply for an activity delivered to
   await b.close()
   assert.equal(bf.posted(thread).length, 2, 'the repeated activity was answered once')
 
-  // Each replica refuses an unsigned activity on its own (checked above on one gateway in detail).
+  // Each replica refuses an unsigned activity on its own (checked above on one gateway in detail); a new one
+  // learns the shared count at its first refusal.
   const c = await startGateway(env)
   t.after(() => c.close())
-  const unsigned = await bf.send(endpointOf(c), installActivity(place, teamsUser()), { authorization: null })
-  assert.equal(unsigned.status, 401)
+  assert.equal((await unsigned(c)).status, 401)
+  assert.equal((await unsigned(c)).status, 429)
 })

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { after, before, test } from 'node:test'
+import { PLATFORM_FAILURES_MAX } from '../../src/auth/address-failures.ts'
 import { MAX_ACTIVITY_BYTES } from '../../src/routes/msteams.ts'
 import {
   APP_ID,
@@ -236,4 +237,41 @@ test('the bot fetched its own token for the connector with client credentials', 
   assert.equal(form?.client_id, APP_ID)
   assert.equal(form?.scope, 'https://api.botframework.com/.default')
   assert.ok(bf.calls.every((c) => c.token?.startsWith('bf-token-')))
+})
+
+// Last in the file: it takes this address past the limit of refusals (the ones above count too).
+test('refusals from one address are answered 429 past the limit, and an activity the Bot Framework signed is still served', async () => {
+  const refusedSeries = 'krg_msteams_activities_total{type="unverified",outcome="unauthorized"}'
+  const limitedSeries = 'krg_msteams_activities_total{type="unverified",outcome="rate_limited"}'
+  assert.equal(await metric(limitedSeries), 0)
+  const place = { serviceUrl: bf.serviceUrl, conversationId: channelConversationId('limited') }
+  const unsigned = () => bf.send(endpoint, installActivity(place, teamsUser()), { authorization: null })
+  const statuses: number[] = []
+  for (let n = await metric(refusedSeries); n < PLATFORM_FAILURES_MAX; n++)
+    statuses.push((await unsigned()).status)
+  assert.deepEqual(new Set(statuses), new Set([401]), 'up to the limit, each one is refused as unsigned')
+  const limited = await unsigned()
+  assert.equal(limited.status, 429)
+  assert.equal((limited.json as { error: string }).error, 'msteams_unauthorized_rate_limited')
+  const wait = Number(limited.headers.get('retry-after'))
+  assert.ok(wait > 0 && wait <= 300, `Retry-After ${wait}`)
+  // Signed, but not matching its token (the check after the body is read): limited too.
+  const mismatched = await bf.send(endpoint, installActivity(place, teamsUser()), {
+    serviceUrl: 'https://smba.trafficmanager.net/amer/',
+  })
+  assert.equal(mismatched.status, 429)
+  // Microsoft's addresses send every bot's activities: one signed for this bot is still served.
+  const thread = `${channelConversationId('limited')};messageid=7`
+  const mention = mentionActivity({ serviceUrl: bf.serviceUrl, conversationId: thread }, teamsUser())
+  const valid = await bf.send(endpoint, mention)
+  assert.equal(valid.status, 200, valid.text)
+  await waitFor('the mention answered', () => bf.posted(thread)[0])
+  assert.equal(await metric(limitedSeries), 2)
+  assert.equal(await metric(refusedSeries), PLATFORM_FAILURES_MAX)
+  const listed = (await conversations(await admin())).json.conversations ?? []
+  assert.equal(
+    listed.find((c) => c.conversationId === place.conversationId),
+    undefined,
+    'nothing recorded',
+  )
 })

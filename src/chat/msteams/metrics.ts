@@ -6,10 +6,18 @@ export type ActivityType = 'message' | 'conversationUpdate' | 'invoke' | 'other'
 /**
  * What came of an activity (the `outcome` label): `accepted` (acted on), `ignored` (checked, nothing to do),
  * `invalid` (signed but unreadable), `unauthorized` (refused: the bearer or the activity failed a check, 401),
+ * `rate_limited` (the same, from an address past its limit of such refusals, 429),
  * `unavailable` (the signing keys could not be read, 503), `failed` (acting on it failed). The invoke handler
  * may add its own.
  */
-export type ActivityOutcome = 'accepted' | 'ignored' | 'invalid' | 'unauthorized' | 'unavailable' | 'failed'
+export type ActivityOutcome =
+  | 'accepted'
+  | 'ignored'
+  | 'invalid'
+  | 'unauthorized'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'failed'
 
 /** The Teams bot's metrics. */
 export interface TeamsMetrics {
@@ -27,7 +35,8 @@ export function createTeamsMetrics(registry: Registry): TeamsMetrics {
   })
   for (const type of ['message', 'conversationUpdate', 'invoke'])
     for (const outcome of ['accepted', 'ignored', 'failed']) activities.inc({ type, outcome }, 0)
-  for (const outcome of ['unauthorized', 'unavailable']) activities.inc({ type: 'unverified', outcome }, 0)
+  for (const outcome of ['unauthorized', 'rate_limited', 'unavailable'])
+    activities.inc({ type: 'unverified', outcome }, 0)
   activities.inc({ type: 'other', outcome: 'invalid' }, 0)
   return { activities }
 }

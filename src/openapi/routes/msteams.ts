@@ -54,7 +54,7 @@ export const MSTEAMS = {
     summary:
       'The Teams bot’s messaging endpoint: Bot Framework activities, each with a bearer token the Bot Framework signed for this bot',
     description:
-      'A Bot Framework Activity (JSON). Refused 401 unless its bearer token is signed by an endorsed key of the Bot Framework’s JWKS, for this app, unexpired, with a `serviceurl` claim equal to the activity’s `serviceUrl`, from GATEWAY_TEAMS_TENANT_ID.',
+      'A Bot Framework Activity (JSON). Refused 401 unless its bearer token is signed by an endorsed key of the Bot Framework’s JWKS, for this app, unexpired, with a `serviceurl` claim equal to the activity’s `serviceUrl`, from GATEWAY_TEAMS_TENANT_ID. Past 100 such refusals from one address in 5 minutes, its further ones are 429 (`Retry-After`); a valid activity is still served.',
     security: [],
     response: {
       200: { description: 'taken: empty, or an invoke’s answer', anyOf: [INVOKE_ANSWER, { type: 'null' }] },
