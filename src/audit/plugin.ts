@@ -143,6 +143,7 @@ function buildRecord(
   if (detail.key !== undefined) record.key = detail.key
   if (detail.run !== undefined) record.run = detail.run
   if (detail.replyTo !== undefined) record.replyTo = detail.replyTo
+  if (detail.question !== undefined) record.question = detail.question
   if (detail.action !== undefined) record.action = detail.action
   if (detail.via !== undefined) record.via = detail.via
   if (detail.upstreamStatus !== undefined) record.upstreamStatus = detail.upstreamStatus

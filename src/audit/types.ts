@@ -38,9 +38,14 @@ export interface AuditRecord {
   run?: string
   /** The request a reply answered (its `reply_to`); never the values. */
   replyTo?: string
-  /** The control action (`stop`, `finish_handoff`) or the admin change (`create`, `replace`, `delete`). */
+  /** The question a claim ("I'm on it", route `claim`) took or gave back: its request id. */
+  question?: string
+  /**
+   * The control action (`stop`, `finish_handoff`), the admin change (`create`, `replace`, `delete`) or the
+   * claim's (`claim`, `release`).
+   */
   action?: string
-  /** Through what a reply or a `finish_handoff` was sent (`console`, `sidebar`, `api`, `slack`; see via.ts). */
+  /** Through what a reply, a `finish_handoff` or a claim was sent (`console`, `sidebar`, `api`, `slack`; see via.ts). */
   via?: Via
   /**
    * `forwarded`: the runtime (or, for admin routes, the gateway) handled it; `refused`: the gateway refused;
@@ -77,6 +82,7 @@ export interface AuditDetail {
   key?: string
   run?: string
   replyTo?: string
+  question?: string
   action?: string
   /** The channel of a reply or handoff end; a caller that knows better sets it first (the Slack adapter: `slack`). */
   via?: Via

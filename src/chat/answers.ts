@@ -135,13 +135,9 @@ export class ChatAnswers {
         return { kind: 'invalid', fields: issuesOf(body) }
       case 409:
         return this.#conflict(answer, body)
-      case 403:
-        return { kind: 'denied', reason: 'viewer' }
-      case 404:
-        return { kind: 'denied', reason: 'team' }
-      case 429:
-        return { kind: 'denied', reason: 'rate_limited' }
       default: {
+        const denial = denialOf(res.statusCode)
+        if (denial !== null) return { kind: 'denied', reason: denial }
         const code = typeof body?.error === 'string' ? body.error : `http_${res.statusCode}`
         this.#log.warn({ kasmId: answer.kasmId, status: res.statusCode, code }, 'chat answer failed')
         return { kind: 'failed', code }
@@ -194,7 +190,19 @@ export function answerKey(answer: Pick<ChatAnswer, 'account' | 'kasmId' | 'run' 
   return `${chat}-${digest.slice(0, 32)}`
 }
 
-function parse(text: string): Record<string, unknown> | null {
+/**
+ * Why a write made as a chat's person (an answer, a claim) was refused by the gateway's own checks: 403 their
+ * role, 404 a session not of their teams, 429 their rate limit; null for any other status.
+ */
+export function denialOf(status: number): Denial | null {
+  if (status === 403) return 'viewer'
+  if (status === 404) return 'team'
+  if (status === 429) return 'rate_limited'
+  return null
+}
+
+/** A JSON object body (a gateway's or a runtime's answer), or null. */
+export function parse(text: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(text)
     return typeof value === 'object' && value !== null && !Array.isArray(value)

@@ -1,4 +1,4 @@
-import type { Notification } from '../notify/notification.ts'
+import type { ClaimNotice, Notification } from '../notify/notification.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
 import type { ChatAnswers } from './answers.ts'
 import type { ChatMessageKey, PostedQuestion } from './messages.ts'
@@ -70,6 +70,10 @@ export interface JobSteps {
   open(key: ChatMessageKey): Promise<ChatDeliveryResult>
   remind(key: ChatMessageKey): Promise<ChatDeliveryResult>
   close(key: ChatMessageKey): Promise<ChatDeliveryResult>
+  /** Someone said "I'm on it": the open question's message names them. */
+  claimed(key: ChatMessageKey, holder: ClaimNotice): Promise<ChatDeliveryResult>
+  /** The claim was given back, lapsed or ended: the message names nobody again. */
+  unclaimed(key: ChatMessageKey): Promise<ChatDeliveryResult>
   handoff(key: ChatMessageKey): Promise<ChatDeliveryResult>
   handoffEnded(key: ChatMessageKey): Promise<ChatDeliveryResult>
   runEnded(): Promise<ChatDeliveryResult>
@@ -77,8 +81,7 @@ export interface JobSteps {
 
 /**
  * Runs the step of `job`'s notification, the message's key made of `target` (the channel's label), the
- * session, the run and the item (the request id, or `escalation`). Claims are not shown yet (issue 39 adds
- * the holder to the message).
+ * session, the run and the item (the request id, or `escalation`).
  */
 export function runJob(job: ChatJob, target: string, steps: JobSteps): Promise<ChatDeliveryResult> {
   const n = job.notification
@@ -89,8 +92,11 @@ export function runJob(job: ChatJob, target: string, steps: JobSteps): Promise<C
     case 'request.closed':
       return steps.close(key(requestIdOf(n)))
     case 'request.claimed':
+      return n.claim === undefined
+        ? Promise.resolve({ ok: true })
+        : steps.claimed(key(requestIdOf(n)), n.claim)
     case 'request.unclaimed':
-      return Promise.resolve({ ok: true })
+      return steps.unclaimed(key(requestIdOf(n)))
     case 'escalation.started':
       return steps.handoff(key('escalation'))
     case 'escalation.ended':

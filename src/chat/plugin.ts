@@ -5,6 +5,7 @@ import { ChatLinkFlow } from '../identity/link-flow.ts'
 import type { ChatAdapter } from './adapter.ts'
 import { ChatAdapters } from './adapters.ts'
 import { ChatAnswers } from './answers.ts'
+import { ChatClaims } from './claims.ts'
 import type { ChatMessageStore } from './messages.ts'
 import { TeamsAdapter } from './msteams/adapter.ts'
 import { EntraMatch } from './msteams/entra.ts'
@@ -151,7 +152,10 @@ export const chatPlugin = fp(
     app.addHook('onReady', () => chat.start())
     app.addHook('preClose', () => chat.close())
   },
-  { name: 'chat', dependencies: ['auth', 'sessions', 'upstream', 'audit', 'stores', 'metrics', 'msteams'] },
+  {
+    name: 'chat',
+    dependencies: ['auth', 'sessions', 'upstream', 'audit', 'stores', 'metrics', 'msteams', 'overview'],
+  },
 )
 
 /** The Slack app, with what the adapters share. */
@@ -179,6 +183,7 @@ function slackApp(
     sessions: app.sessions,
     answers,
     answerable: signingSecret !== null || env.GATEWAY_SLACK_APP_TOKEN !== undefined,
+    claimTtlS: env.GATEWAY_CLAIM_TTL_S,
     log,
   })
   // A trigger lives three seconds and an ephemeral answers a click: no retries that outlast either.
@@ -188,6 +193,7 @@ function slackApp(
   const interactions = new SlackInteractions({
     web: quick,
     answers,
+    claims: new ChatClaims(app, log),
     people: app.people,
     messages: store,
     slackMessages: messages,

@@ -1,4 +1,5 @@
 import type { Answerer } from '../audit/answers.ts'
+import type { ClaimNotice } from '../notify/notification.ts'
 import type { FieldDef } from '../protocol/fields.ts'
 import type { PostedQuestion } from './messages.ts'
 
@@ -19,6 +20,8 @@ export interface QuestionView extends PostedQuestion {
   readonly url: string
   /** False when the gateway receives no interactions from the platform. */
   readonly answerable: boolean
+  /** Who said "I'm on it", and since when; absent while nobody holds it. */
+  readonly holder?: ClaimNotice
 }
 
 /** How a question can be answered in a chat. */

@@ -1,7 +1,8 @@
 import type { Socket } from 'node:net'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { whoAnswered } from '../audit/answers.ts'
 import type { AuditRecord } from '../audit/types.ts'
+import { viaOf } from '../audit/via.ts'
 import {
   AnswerUnknown,
   QuestionClosed,
@@ -53,7 +54,9 @@ const RUN = {
  * - `GET api/overview` (viewer): ONE server-sent-event stream of every session the caller may see (see
  *   src/overview/hub.ts for its events), counted against the caller's stream cap;
  * - `PUT|DELETE api/sessions/:kasmId/requests/:requestId/claim?run=` (operator): "I'm on it" on a question,
- *   409 `question_taken` naming who holds it, `question_closed` when it is no longer open;
+ *   409 `question_taken` naming who holds it, `question_closed` when it is no longer open; audited (route
+ *   `claim`, action `claim` or `release`, through what: the console, or a chat that calls it as the person,
+ *   chat/claims.ts), refusals included;
  * - `GET api/sessions/:kasmId/requests/:requestId/answer?run=` (viewer): who answered it through the gateway
  *   (from the audit log: a name and a time, never the values), 404 `answer_unknown` when nobody did here;
  * - `GET api/sessions/:kasmId/activity?run=` (viewer): who sent each message of the run and who took each
@@ -88,12 +91,25 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
   )
 
   const claimPath = '/api/sessions/:kasmId/requests/:requestId/claim'
+  /** What a claim's audit record says beyond the route: the question, the run, and through what. */
+  const auditClaim = (request: FastifyRequest<QuestionRoute>, action: 'claim' | 'release'): void => {
+    const detail = request.auditDetail
+    detail.action = action
+    detail.run = request.query.run
+    detail.question = request.params.requestId
+    detail.via = viaOf(request)
+  }
   app.put<QuestionRoute>(
     claimPath,
-    { schema: { ...QUESTION, ...CONSOLE.claim }, onRequest: app.requireAccess('write') },
+    {
+      schema: { ...QUESTION, ...CONSOLE.claim },
+      onRequest: app.requireAccess('write'),
+      config: { audit: 'claim' },
+    },
     async (request) => {
       const { kasmId, requestId } = request.params
       const { run } = request.query
+      auditClaim(request, 'claim')
       await app.sessions.resolve(kasmId, request.operator!)
       const summary = app.summaries.publication(kasmId)?.summary
       // Refused only when this replica knows better; a summary not watched here cannot say.
@@ -109,9 +125,14 @@ export async function overviewRoutes(app: FastifyInstance): Promise<void> {
 
   app.delete<QuestionRoute>(
     claimPath,
-    { schema: { ...QUESTION, ...CONSOLE.release }, onRequest: app.requireAccess('write') },
+    {
+      schema: { ...QUESTION, ...CONSOLE.release },
+      onRequest: app.requireAccess('write'),
+      config: { audit: 'claim' },
+    },
     async (request, reply) => {
       const { kasmId, requestId } = request.params
+      auditClaim(request, 'release')
       await app.sessions.resolve(kasmId, request.operator!)
       const released = await shared('question marks', () =>
         app.overview.claims.release(kasmId, request.query.run, requestId, request.operator!),

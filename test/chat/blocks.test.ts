@@ -98,7 +98,34 @@ test('the message: escaped text, a choice per button with its index, the deadlin
     [
       ['krg:choose:0', '<b>a</b>', encodeRef(view([]), { c: 0 })],
       ['krg:choose:1', 'b & c', encodeRef(view([]), { c: 1 })],
+      ['krg:claim', 'I’m on it', encodeRef(view([]))],
       ['krg:console', 'Open in console', 'https://gw.example/sessions/k1'],
+    ],
+  )
+  // Held: the holder and since when above the deadline, and "Give it back" in the claim's place.
+  const held = questionMessage(
+    view([{ id: 'ok', type: 'boolean' }], {
+      holder: { sub: 'olivia', name: 'Olivia <@U1> Operator', at: '2026-12-01T12:03:09.000Z' },
+    }),
+  )
+  const contexts = held.blocks.filter((b) => b.type === 'context').map((b) => JSON.stringify(b))
+  assert.ok(
+    contexts[0]?.includes(
+      ':raising_hand: *Olivia &lt;@U1&gt; Operator* is on it since <!date^1796126589^{time}|12:03 UTC>',
+    ),
+    contexts[0],
+  )
+  assert.match(contexts[1] ?? '', /Answer by/)
+  const heldActions = held.blocks.find((b) => b.type === 'actions') as unknown as {
+    elements: { action_id: string; text: { text: string } }[]
+  }
+  assert.deepEqual(
+    heldActions.elements.map((e) => [e.action_id, e.text.text]),
+    [
+      ['krg:choose:0', 'Yes'],
+      ['krg:choose:1', 'No'],
+      ['krg:release', 'Give it back'],
+      ['krg:console', 'Open in console'],
     ],
   )
   assert.ok(json.includes('<!date^1796126700^{date_short_pretty} at {time}|2026-12-01 12:05 UTC>'))

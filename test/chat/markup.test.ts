@@ -3,9 +3,14 @@ import { once } from 'node:events'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { type TestContext, test } from 'node:test'
+import type { Operator } from '../../src/auth/operator.ts'
+import type { Notification } from '../../src/notify/notification.ts'
+import type { ChatTarget } from '../../src/notify/targets.ts'
 import { postInteraction } from '../fixtures/slack-api.ts'
 import { waitFor } from '../helpers/wait.ts'
 import {
+  buttons,
+  CHANNEL,
   click,
   ephemeralAfter,
   link,
@@ -19,9 +24,10 @@ import {
 /**
  * Everything a runtime says reaches Slack escaped: each runtime-controlled string (a question's title and
  * help, a field's label, `enum` value and `pattern`, a 422's field names and messages, an error code, how a
- * question closed) goes through every kind of message the gateway sends (the question's message, the modal,
- * ephemeral replies, notice modals, the closed message and its thread line), and no `<…>` of the runtime's
- * survives anywhere: only the gateway's own links to itself and its dates.
+ * question closed; and a holder's name) goes through every kind of message the gateway sends (the question's
+ * message, held or not, the modal, ephemeral replies, notice modals, the closed message and its thread line,
+ * the direct message telling a holder their claim lapsed), and no `<…>` of the runtime's survives anywhere:
+ * only the gateway's own links to itself and its dates.
  */
 
 /** One hostile string per input, each a different kind of Slack markup, each naming its input. */
@@ -35,6 +41,7 @@ const HOSTILE = {
   issueError: '<!subteam^S0EVIL|evil> <https://evil.example/error|error>',
   code: '<https://evil.example/code|code>',
   closedBy: '<!here|closed>',
+  holder: '<!channel> <https://evil.example/holder|holder>',
 } as const
 
 /**
@@ -120,6 +127,47 @@ test('every runtime-controlled string reaches every kind of Slack message escape
   keep('ephemeral: an error code', await ephemeralOf(() => click(stack, OLIVIA, choice, 'krg:choose:0')))
   front.state.reply = { status: 409, body: { error: 'closed', closed_by: HOSTILE.closedBy } }
   keep('ephemeral: a 409', await ephemeralOf(() => click(stack, OLIVIA, choice, 'krg:choose:0')))
+
+  // "I'm on it" on it: held by someone whose name is markup (an IdP's, not a runtime's, escaped all the same),
+  // the holder on the message, and the direct message telling the holder their claim lapsed.
+  const choiceId = String(JSON.parse(String(buttons(choice)['krg:claim']?.value)).q)
+  const holder = { sub: 'mallory', name: HOSTILE.holder, at: new Date().toISOString() }
+  const mallory: Operator = {
+    sub: holder.sub,
+    name: holder.name,
+    roles: new Set(['operator']),
+    teams: new Set(['blue']),
+    via: 'bearer',
+    expiresAt: Date.now() + 3600_000,
+  }
+  await stack.app.overview.claims.take('k1', stack.rt.run, choiceId, mallory)
+  keep('ephemeral: someone holds it', await ephemeralOf(() => click(stack, OLIVIA, choice, 'krg:claim')))
+  const notice = (type: Notification['type'], more: Partial<Notification>): Notification => ({
+    key: `${type}${Math.random()}`,
+    type,
+    kasmId: 'k1',
+    team: 'blue',
+    run: stack.rt.run,
+    seq: 1,
+    reminder: false,
+    request: { request_id: choiceId, title: `Choice ${HOSTILE.title}`, deadline: null, field_ids: ['pick'] },
+    ...more,
+  })
+  const deliver = async (n: Notification, target: ChatTarget) =>
+    assert.deepEqual(
+      await stack.app.chat?.deliver({ key: n.key, delivery: 'd', notification: n, target, url: stack.base }),
+      { ok: true },
+    )
+  const channel: ChatTarget = { chat: 'slack', channel: CHANNEL, label: `slack:${CHANNEL}` }
+  await deliver(notice('request.claimed', { claim: holder }), channel)
+  keep('question message (held)', choice)
+  const dm: ChatTarget = { chat: 'slack', channel: 'U0MALLORY', label: 'person:mallory/slack' }
+  await deliver(notice('request.unclaimed', { unclaimed: { holder, reason: 'lapsed' } }), dm)
+  keep('direct message: the claim lapsed', stack.slack.posts('U0MALLORY')[0])
+  assert.match(
+    stack.slack.posts('U0MALLORY')[0]?.text ?? '',
+    /^Your claim on “Choice &lt;https.* lapsed after/,
+  )
 
   // A form (the modal): its message, the modal, the gateway's own check of the pattern, the runtime's 422
   // and an error code in the notice modal.

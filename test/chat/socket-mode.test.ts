@@ -44,7 +44,12 @@ test('Socket Mode: interactions arrive over the WebSocket and are acknowledged o
 
   stack.rt.ask({ title: 'Which browser?', fields: CHOICE })
   const message = await messageAbout(stack, 'Which browser?')
-  assert.deepEqual(Object.keys(buttons(message)), ['krg:choose:0', 'krg:choose:1', 'krg:console'])
+  assert.deepEqual(Object.keys(buttons(message)), [
+    'krg:choose:0',
+    'krg:choose:1',
+    'krg:claim',
+    'krg:console',
+  ])
   assert.deepEqual(await stack.slack.sendOverSocket(stack.slack.click(OLIVIA, message, 'krg:choose:1')), {})
   const prompt = await waitFor('the link', () => stack.slack.ephemerals(OLIVIA.id)[0])
   const { browser, page } = await openLink(linkIn(prompt), 'olivia')

@@ -234,6 +234,30 @@ test("I'm on it: one holder per question, shown on every overview, released by i
   const late = await claim(dan, 'PUT')
   assert.equal(late.status, 409)
   assert.equal(late.body?.error, 'question_closed')
+
+  // Every claim and give-back is audited, refusals included: who, which question, through what.
+  const records = (await gw.app.audit.recent({ limit: 100, kasmId: 'k1' }))
+    .filter((r) => r.route === 'claim' && r.question === request_id)
+    .reverse()
+  assert.deepEqual(
+    records.map((r) => [r.sub, r.method, r.action, r.status, r.error ?? null]),
+    [
+      ['carol', 'PUT', 'claim', 200, null],
+      ['carol', 'PUT', 'claim', 200, null],
+      ['dan', 'PUT', 'claim', 409, 'question_taken'],
+      ['dan', 'DELETE', 'release', 409, 'question_not_yours'],
+      ['carol', 'DELETE', 'release', 204, null],
+      ['dan', 'PUT', 'claim', 200, null],
+      ['dan', 'PUT', 'claim', 409, 'question_closed'],
+    ],
+  )
+  assert.ok(records.every((r) => r.run === rt.run && r.via === 'api' && r.team === 'blue'))
+  // A viewer's refusal comes before the handler: recorded under the route, without the question.
+  const refusals = await gw.app.audit.recent({ limit: 100, kasmId: 'k1', sub: 'vic' })
+  assert.deepEqual(
+    refusals.filter((r) => r.route === 'claim').map((r) => [r.status, r.error]),
+    [[403, 'forbidden']],
+  )
 })
 
 test('who answered a question: from the audit log (name, time, request, run; never the values)', async (t) => {

@@ -84,6 +84,9 @@ export class TeamsMessages {
         open: (key) => this.#open(job, place, key),
         remind: (key) => this.#remind(place, key),
         close: (key) => this.#close(job, place, key),
+        // The holder on the card comes with issue 39's Teams step.
+        claimed: async () => ({ ok: true }),
+        unclaimed: async () => ({ ok: true }),
         handoff: (key) => this.#handoff(job, place, key),
         handoffEnded: (key) => this.#handoffEnded(job, place, key),
         runEnded: async () => {

@@ -1,4 +1,5 @@
 import type { ActionsBlock, Button, InputBlock, KnownBlock, ModalView, PlainTextOption } from '@slack/web-api'
+import type { ClaimNotice } from '../../notify/notification.ts'
 import type { FieldDef, FieldIssue } from '../../protocol/fields.ts'
 import {
   type Closing,
@@ -40,6 +41,10 @@ export const ACTION = {
   connect: 'krg:connect',
   /** "This is not me", on the direct message with a code to link an account: its value names the link. */
   notMe: 'krg:link-not-me',
+  /** "I'm on it", beside the answers while nobody holds the question. */
+  claim: 'krg:claim',
+  /** "Give it back", in its place while someone holds it. */
+  release: 'krg:release',
 } as const
 export const MODAL_CALLBACK = 'krg:answer'
 const INPUT_ACTION = 'v'
@@ -103,6 +108,13 @@ export function slackDate(iso: string): string {
   if (Number.isNaN(ms)) return escapeMrkdwn(iso)
   const fallback = `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`
   return `<!date^${Math.floor(ms / 1000)}^{date_short_pretty} at {time}|${fallback}>`
+}
+
+/** A time of day in the reader's own time zone, with `HH:MM UTC` for clients that lack it. */
+export function slackTime(iso: string): string {
+  const ms = Date.parse(iso)
+  if (Number.isNaN(ms)) return escapeMrkdwn(iso)
+  return `<!date^${Math.floor(ms / 1000)}^{time}|${new Date(ms).toISOString().slice(11, 16)} UTC>`
 }
 
 const plain = (text: string, max = SECTION_TEXT) => ({
@@ -179,8 +191,18 @@ export function questionMessage(view: QuestionView): { text: string; blocks: Kno
       style: 'primary',
       value: ref,
     })
+  // One message for the whole channel: while someone holds the question its button gives it back (their
+  // click), and tells anyone else who holds it.
+  if (view.answerable)
+    elements.push(
+      view.holder === undefined
+        ? { type: 'button', action_id: ACTION.claim, text: plain('I’m on it', BUTTON_TEXT), value: ref }
+        : { type: 'button', action_id: ACTION.release, text: plain('Give it back', BUTTON_TEXT), value: ref },
+    )
   elements.push(consoleButton(view.url))
   const blocks = questionBlocks(view, '*A question is waiting*')
+  if (view.holder !== undefined)
+    blocks.push({ type: 'context', elements: [mrkdwn(holderLine(view.holder).text)] })
   blocks.push(contextLine(view))
   if (view.answerable && form.kind === 'console')
     blocks.push({
@@ -192,6 +214,16 @@ export function questionMessage(view: QuestionView): { text: string; blocks: Kno
     text: `A question is waiting in session ${escapeMrkdwn(view.kasmId)}: ${escapeMrkdwn(clip(view.title, 200))}`,
     blocks,
   }
+}
+
+/** "*Olivia Operator* is on it since 12:03 UTC" (the time in the reader's zone where Slack can). */
+export function holderLine(holder: ClaimNotice): Mrkdwn {
+  return md`:raising_hand: *${clip(holder.name, 100)}* is on it since ${new Mrkdwn(slackTime(holder.at))}`
+}
+
+/** What the person whose claim lapsed is told, in a direct message. */
+export function claimLapsedText(view: { title: string; afterS: number }): Mrkdwn {
+  return md`Your claim on “${clip(view.title, 200)}” lapsed after ${view.afterS} s without an answer; the escalation goes on.`
 }
 
 /**

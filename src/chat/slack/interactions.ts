@@ -7,6 +7,7 @@ import type { FieldDef } from '../../protocol/fields.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import { denialText, lookUpQuestion, outcomeLabel, within } from '../answering.ts'
 import type { AnswerOutcome, ChatAnswers, Denial } from '../answers.ts'
+import type { ChatClaims, ClaimOutcome } from '../claims.ts'
 import type { ChatMessageStore, PostedQuestion } from '../messages.ts'
 import { closedHow } from '../questions.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
@@ -24,6 +25,7 @@ import {
   noticeModal,
   type QuestionRef,
   type QuestionView,
+  slackTime,
   valuesFromState,
 } from './blocks.ts'
 import { slackErrorCode } from './client.ts'
@@ -49,6 +51,8 @@ export interface SlackInteractionsOptions {
   /** A Web API client for interactions: few, quick retries (a trigger lives three seconds). */
   readonly web: WebClient
   readonly answers: ChatAnswers
+  /** "I'm on it" and "Give it back", through the console's claim route. */
+  readonly claims: ChatClaims
   readonly people: People
   readonly messages: ChatMessageStore
   readonly slackMessages: SlackMessages
@@ -99,10 +103,11 @@ const SLACK_ID = /^[A-Z0-9]{2,32}$/
 
 /**
  * Slack's interactions, whichever way they arrive (the Request URL or Socket Mode): the answer buttons of a
- * single-choice question, "Answer…" and its modal. Buttons and "Answer…" are acknowledged at once and
- * worked on after; a modal's submission is answered in its acknowledgement (field errors, or closed), with
- * what did not fit in the time continuing after it. Who may answer, and what an answer goes through, is
- * chat/answers.ts's; this renders the outcome where the person is: an ephemeral message, or the modal.
+ * single-choice question, "Answer…" and its modal, "I'm on it" and "Give it back". Buttons and "Answer…"
+ * are acknowledged at once and worked on after; a modal's submission is answered in its acknowledgement
+ * (field errors, or closed), with what did not fit in the time continuing after it. Who may answer, and what
+ * an answer or a claim goes through, is chat/answers.ts's and chat/claims.ts's; this renders the outcome
+ * where the person is: an ephemeral message, or the modal.
  */
 export class SlackInteractions {
   readonly #o: SlackInteractionsOptions
@@ -120,6 +125,8 @@ export class SlackInteractions {
       if (action?.id.startsWith(`${ACTION.choose}:`))
         return { after: () => this.#choose(payload, person, action, origin) }
       if (action?.id === ACTION.answer) return { after: () => this.#openModal(payload, person, action.value) }
+      if (action?.id === ACTION.claim || action?.id === ACTION.release)
+        return { after: () => this.#claim(payload, person, action, origin) }
       if (action?.id === ACTION.console || action?.id === ACTION.connect)
         return this.#count('link', 'ignored')
       if (action?.id === ACTION.notMe) {
@@ -162,6 +169,51 @@ export class SlackInteractions {
     this.#count('button', outcomeLabel(outcome))
     if (outcome.kind === 'accepted') return
     await this.#tell(channel, person, await this.#say(outcome, ref, question.fields, auth.operator.sub))
+  }
+
+  /**
+   * "I'm on it" (take the question) or "Give it back", as the person, through the console's rules. Done, the
+   * person is told nothing: the message changes for everyone once the claim is seen (a `request.claimed`
+   * notification). Else they are told why, only them: who holds it and since when, that it closed, or the
+   * link to connect their account.
+   */
+  async #claim(payload: Payload, person: Person, action: Action, origin: InteractionOrigin): Promise<void> {
+    const channel = channelOf(payload)
+    const ref = decodeRef(action.value)
+    if (ref === null) return void this.#count('claim', 'ignored')
+    const auth = await this.#o.answers.authorise(person, ref.kasmId)
+    if (!auth.ok) return this.#deny('claim', channel, person, auth.reason, auth.team)
+    const giveBack = action.id === ACTION.release
+    const question = { kasmId: ref.kasmId, run: ref.run, requestId: ref.requestId }
+    const outcome = giveBack
+      ? await this.#o.claims.giveBack(auth.operator, question, origin.clientIp)
+      : await this.#o.claims.take(auth.operator, question, origin.clientIp)
+    this.#count('claim', outcome.kind === 'done' ? (giveBack ? 'given_back' : 'taken') : claimLabel(outcome))
+    if (outcome.kind === 'done') return
+    await this.#tell(channel, person, this.#claimSay(outcome, giveBack, auth.team))
+  }
+
+  /** What the person is told of a claim that was not done. */
+  #claimSay(outcome: Exclude<ClaimOutcome, { kind: 'done' }>, giveBack: boolean, team: string): Mrkdwn {
+    switch (outcome.kind) {
+      case 'held': {
+        const h = outcome.holder
+        if (h === null)
+          return giveBack
+            ? md`You do not hold this question: nobody does now.`
+            : md`Someone else took this question just now.`
+        const since = new Mrkdwn(slackTime(h.at))
+        return giveBack
+          ? md`*${h.name}* is on this question since ${since}: only they can give it back.`
+          : md`*${h.name}* is already on this question since ${since}.`
+      }
+      case 'closed':
+        return md`This question is no longer open.`
+      case 'denied':
+        return this.#denialText(outcome.reason, team)
+      case 'failed':
+        return md`That did not work (${outcome.code}). Try again, or use the console.`
+    }
   }
 
   /** "Answer…": the modal, opened with the interaction's trigger (valid three seconds). */
@@ -383,6 +435,11 @@ export class SlackInteractions {
       this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: ephemeral reply not posted')
     }
   }
+}
+
+/** The `outcome` label of a claim that was not done. */
+function claimLabel(outcome: Exclude<ClaimOutcome, { kind: 'done' }>): string {
+  return outcome.kind === 'denied' ? outcome.reason : outcome.kind
 }
 
 function update(view: unknown): Handled & { ack: Record<string, unknown> } {

@@ -1,5 +1,7 @@
 import type { WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
+import { personLabel } from '../../escalation/fanout.ts'
+import type { ClaimNotice } from '../../notify/notification.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import type { ChatAnswers } from '../answers.ts'
 import {
@@ -15,6 +17,7 @@ import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
 import {
   type Closing,
+  claimLapsedText,
   closedMessage,
   closingLine,
   handoffMessage,
@@ -36,15 +39,19 @@ export interface SlackMessagesOptions {
   readonly answers: ChatAnswers
   /** Whether answers can come back (a signing secret or an app token is configured). */
   readonly answerable: boolean
+  /** GATEWAY_CLAIM_TTL_S: how long a claim lasts without an answer (what a lapsed claim's holder is told). */
+  readonly claimTtlS: number
   readonly log: FastifyBaseLogger
 }
 
 /**
  * The Slack side of attention routing: a question's message (`chat.postMessage`) when it opens, reminders
- * and the closing as threaded replies, and the message updated (`chat.update`) for everyone when it closes,
- * saying who answered and what, or how else it closed; the same for handoffs, and a message for a run that
- * ended needing a person. Each message is remembered (chat/messages.ts) so that whatever follows finds it on
- * any replica.
+ * and the closing as threaded replies, and the message updated (`chat.update`) for everyone when someone
+ * says "I'm on it" (and gives it back) and when it closes, saying who answered and what, or how else it
+ * closed; the same for handoffs, and a message for a run that ended needing a person. A target whose channel
+ * is a user id (a `person:` target) gets all of it as direct messages: posting to the user id opens the DM,
+ * and the DM's own channel id, which Slack answers with, is what later updates use. Each message is
+ * remembered (chat/messages.ts) so that whatever follows finds it on any replica.
  */
 export class SlackMessages {
   readonly #o: SlackMessagesOptions
@@ -60,6 +67,8 @@ export class SlackMessages {
         open: (key) => this.#open(job, key),
         remind: (key) => this.#remind(key),
         close: (key) => this.#close(job, key),
+        claimed: (key, holder) => this.#held(job, key, holder),
+        unclaimed: (key) => this.#unclaimed(job, key),
         handoff: (key) => this.#handoff(job, key),
         handoffEnded: (key) => this.#handoffEnded(job, key),
         runEnded: async () => {
@@ -107,6 +116,36 @@ export class SlackMessages {
       thread_ts: message.ts,
       text: reminderText({ deadline: message.question?.deadline ?? null }),
     })
+    return { ok: true }
+  }
+
+  /** The open question's message, updated in place to say who holds it (`holder`), or that nobody does. */
+  async #held(job: ChatJob, key: ChatMessageKey, holder?: ClaimNotice): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    // Never posted here, or closed already (its closing says more than a holder would).
+    if (message === null || message.state !== 'open' || message.question === undefined) return { ok: true }
+    const view = this.#view(job, message.question)
+    await this.#o.web.chat.update({
+      channel: message.channel,
+      ts: message.ts,
+      ...questionMessage(holder === undefined ? view : { ...view, holder }),
+    })
+    return { ok: true }
+  }
+
+  /**
+   * The question is free again: its message no longer names a holder; and when the claim lapsed and this is
+   * the holder's own direct message, they are told that it did and that the escalation goes on.
+   */
+  async #unclaimed(job: ChatJob, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const done = await this.#held(job, key)
+    const unclaimed = job.notification.unclaimed
+    if (unclaimed?.reason !== 'lapsed' || job.target.label !== `${personLabel(unclaimed.holder.sub)}/slack`)
+      return done
+    const message = await this.#o.messages.get(key)
+    const title = message?.question?.title ?? job.notification.request?.title ?? ''
+    const text = claimLapsedText({ title, afterS: this.#o.claimTtlS }).text
+    await this.#o.web.chat.postMessage({ channel: message?.channel ?? slackChannel(job), text })
     return { ok: true }
   }
 

@@ -8,6 +8,8 @@ export type InteractionType =
   | 'modal_open'
   /** The modal submitted. */
   | 'modal_submit'
+  /** "I'm on it" or "Give it back" (outcome `taken`, `given_back`, `held`, `closed`, or a denial). */
+  | 'claim'
   /** "Open in console", "Connect your Slack account": links, nothing to do. */
   | 'link'
   /** "This is not me" on the code that links a Slack account. */

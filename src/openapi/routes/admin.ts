@@ -33,6 +33,7 @@ const AUDIT_RECORD = object(
     key: str,
     run: str,
     replyTo: str,
+    question: { type: 'string', description: 'the question a claim (route `claim`) is about' },
     action: str,
     via: { type: 'string', enum: ['console', 'sidebar', 'api', 'slack', 'msteams'] },
     outcome: { type: 'string', enum: ['forwarded', 'refused', 'aborted'] },
