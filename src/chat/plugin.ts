@@ -135,6 +135,8 @@ export const chatPlugin = fp(
         linkCodes,
         answered: (q) => messages.answered(q.kasmId, q.run, q.requestId),
         base,
+        // The invoke's outcome is its activity's: counted once, when known (an answer may outlast the invoke).
+        count: (_verb, outcome) => teams.metrics.activities.inc({ type: 'invoke', outcome }),
         log: tlog,
       })
       teams.setInvokeHandler((activity) => invoke.handle(activity))

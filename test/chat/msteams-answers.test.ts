@@ -389,4 +389,9 @@ test("I'm on it from Teams: the console's claim as the person, the holder on eve
   assert.equal((await stack.app.overview.claims.of('k1', rt.run)).get(q.request_id), undefined)
   await waitFor('nobody on the card', () => !cardText(cardOf(posted)).includes('is on it'))
   assert.deepEqual(claimButtons(cardOf(posted)), ['I’m on it'])
+  // Each invoke counted once, with what came of it.
+  const metrics = await stack.app.metrics.registry.getSingleMetricAsString('krg_msteams_activities_total')
+  for (const outcome of ['taken', 'given_back', 'held'])
+    assert.match(metrics, new RegExp(`type="invoke",outcome="${outcome}"\\} [1-9]`), outcome)
+  assert.doesNotMatch(metrics, /type="invoke",outcome="accepted"\} [1-9]/)
 })
