@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from './app.ts'
 import { ConfigError, loadConfig } from './config.ts'
 import { type DemoSignIn, startDemo, startDemoSignIn } from './dev/demo.ts'
+import { type DemoNotify, startDemoNotify } from './dev/demo-notify.ts'
 import { readableLog } from './dev/readable-log.ts'
 import { loggerOptions } from './logger.ts'
 import type { TracingSdk } from './tracing/sdk.ts'
@@ -62,6 +63,7 @@ async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>
   let app: FastifyInstance
   let demoSignIn: DemoSignIn | null = null
+  let demoNotify: DemoNotify | null = null
   let tracing: TracingSdk | null = null
   try {
     config = loadConfig()
@@ -69,10 +71,12 @@ async function main(): Promise<void> {
     if (config.tracing) tracing = await (await import('./tracing/sdk.ts')).startTracing(config.tracing)
     // The demo's identity provider first: the app is built as its client.
     if (config.demo) demoSignIn = await startDemoSignIn(config)
+    // And its webhook receiver: the demo's notify file (two steps) points at it.
+    if (config.demo) demoNotify = await startDemoNotify(demoSignIn?.config ?? config)
     // Plugins validate what they load at boot too (the sessions file): the same clean exit for both.
     // The demo's terminal is where a person reads how to sign in: readable lines, request lines at debug.
     app = await buildApp(
-      demoSignIn?.config ?? config,
+      demoNotify?.config ?? demoSignIn?.config ?? config,
       config.demo ? { requestLog: 'debug', logger: loggerOptions(config, readableLog(process.stdout)) } : {},
     )
   } catch (err) {
@@ -80,6 +84,7 @@ async function main(): Promise<void> {
   }
   // Long-lived SSE responses must not be cut by Node's request timeout; headers still must arrive promptly.
   tracing?.logTo(app.log)
+  demoNotify?.logTo(app.log)
   app.server.requestTimeout = 0
   app.server.headersTimeout = 30_000
   app.server.keepAliveTimeout = 65_000
@@ -109,6 +114,7 @@ async function main(): Promise<void> {
       await app.events.streams.close(grace / 2, Math.min(5000, grace / 4))
       await app.close()
       await demo?.close()
+      await demoNotify?.close()
       // The last spans (the drain's requests) are exported before the exit.
       await tracing?.shutdown()
       // The last line: an orchestrator's log shows the drain finished (and how long it took) before the exit.

@@ -70,13 +70,13 @@ export interface JobSteps {
   open(key: ChatMessageKey): Promise<ChatDeliveryResult>
   remind(key: ChatMessageKey): Promise<ChatDeliveryResult>
   close(key: ChatMessageKey): Promise<ChatDeliveryResult>
-  /** Someone said "I'm on it": the open question's message names them. */
-  claimed(key: ChatMessageKey, holder: ClaimNotice): Promise<ChatDeliveryResult>
-  /** The claim was given back, lapsed or ended: the message names nobody again. */
-  unclaimed(key: ChatMessageKey): Promise<ChatDeliveryResult>
   handoff(key: ChatMessageKey): Promise<ChatDeliveryResult>
   handoffEnded(key: ChatMessageKey): Promise<ChatDeliveryResult>
   runEnded(): Promise<ChatDeliveryResult>
+  /** Someone said "I'm on it": the message shows who (absent: the adapter does not show holders). */
+  claimed?(key: ChatMessageKey, claim: ClaimNotice | undefined): Promise<ChatDeliveryResult>
+  /** The claim was given back or lapsed: the message shows nobody again. */
+  unclaimed?(key: ChatMessageKey): Promise<ChatDeliveryResult>
 }
 
 /**
@@ -92,11 +92,9 @@ export function runJob(job: ChatJob, target: string, steps: JobSteps): Promise<C
     case 'request.closed':
       return steps.close(key(requestIdOf(n)))
     case 'request.claimed':
-      return n.claim === undefined
-        ? Promise.resolve({ ok: true })
-        : steps.claimed(key(requestIdOf(n)), n.claim)
+      return steps.claimed?.(key(requestIdOf(n)), n.claim) ?? Promise.resolve({ ok: true })
     case 'request.unclaimed':
-      return steps.unclaimed(key(requestIdOf(n)))
+      return steps.unclaimed?.(key(requestIdOf(n))) ?? Promise.resolve({ ok: true })
     case 'escalation.started':
       return steps.handoff(key('escalation'))
     case 'escalation.ended':

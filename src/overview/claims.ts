@@ -78,15 +78,20 @@ export class Claims {
 
   /** The marks on `run`'s questions, by request id. */
   async of(kasmId: string, run: string): Promise<Map<string, Claim>> {
-    const out = new Map<string, Claim>()
-    const prefix = field(run, '')
-    for (const [key, value] of await this.#board.read(kasmId)) {
-      if (!key.startsWith(prefix)) continue
-      const claim = parse(value)
-      if (claim !== null) out.set(key.slice(prefix.length), claim)
-    }
-    return out
+    return claimsIn(await this.#board.read(kasmId), run)
   }
+}
+
+/** The marks on `run`'s questions among a session's board fields (read once for several uses), by request id. */
+export function claimsIn(fields: ReadonlyMap<string, string>, run: string): Map<string, Claim> {
+  const out = new Map<string, Claim>()
+  const prefix = field(run, '')
+  for (const [key, value] of fields) {
+    if (!key.startsWith(prefix)) continue
+    const claim = parse(value)
+    if (claim !== null) out.set(key.slice(prefix.length), claim)
+  }
+  return out
 }
 
 /** The board field of a question's claim (src/escalation watches claims come and go). */

@@ -9,7 +9,8 @@ import type { SessionRegistry } from '../sessions/types.ts'
 import type { SessionBoard } from '../summary/board.ts'
 import type { SessionSummaries, SummaryListener, SummaryPublication } from '../summary/summaries.ts'
 import type { Transition } from '../summary/types.ts'
-import type { Claim, Claims } from './claims.ts'
+import { type Claim, type Claims, claimsIn } from './claims.ts'
+import { type EscalationView, escalationsIn } from './escalations.ts'
 import { type OverviewEnd, OverviewStream } from './stream.ts'
 
 /** Limits and intervals of the overview (from the environment; tests shorten them). */
@@ -45,6 +46,8 @@ interface Entry {
   /** Display names of the people with the session open, sorted. */
   watchers: readonly string[]
   claims: ReadonlyMap<string, Claim>
+  /** Escalation records of the run's questions (by request id) and of its handoff pause (`escalation`). */
+  escalations: ReadonlyMap<string, EscalationView>
   stop: () => void
   linger: NodeJS.Timeout | null
 }
@@ -62,6 +65,9 @@ function sessionFrame(entry: Entry): Buffer {
   const claims: Record<string, ClaimView> = {}
   for (const [requestId, c] of entry.claims)
     if (open.has(requestId)) claims[requestId] = { name: c.name, at: c.at }
+  const escalations: Record<string, EscalationView> = {}
+  for (const [item, view] of entry.escalations) if (open.has(item)) escalations[item] = view
+  const pause = summary?.escalation == null ? undefined : entry.escalations.get(HANDOFF_ITEM)
   return frame('session', {
     kasmId: entry.kasmId,
     team: entry.team,
@@ -69,8 +75,13 @@ function sessionFrame(entry: Entry): Buffer {
     summary: summary ?? null,
     watchers: entry.watchers,
     claims,
+    escalations,
+    handoffSteps: pause ?? null,
   })
 }
+
+/** The item of a handoff pause's escalation record (see src/escalation/state.ts). */
+const HANDOFF_ITEM = 'escalation'
 
 function frame(event: string, data: unknown): Buffer {
   return Buffer.from(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
@@ -111,7 +122,7 @@ export class OverviewHub {
     })
     this.#offBoard = options.board.onChange((kasmId) => {
       const entries = kasmId === null ? [...this.#entries.values()] : [this.#entries.get(kasmId)]
-      for (const entry of entries) if (entry !== undefined) void this.#loadClaims(entry)
+      for (const entry of entries) if (entry !== undefined) void this.#loadBoard(entry)
     })
   }
 
@@ -193,6 +204,7 @@ export class OverviewHub {
         publication: null,
         watchers: [],
         claims: new Map(),
+        escalations: new Map(),
         stop: () => {},
         linger: null,
       }
@@ -203,7 +215,7 @@ export class OverviewHub {
           const runChanged = publication.summary.run !== created.publication?.summary.run
           created.publication = publication
           this.#refresh(created)
-          if (runChanged) void this.#loadClaims(created)
+          if (runChanged) void this.#loadBoard(created)
         },
         transition: (id, t, replay) => this.#transition(id, t, replay),
       }
@@ -255,19 +267,23 @@ export class OverviewHub {
     })
   }
 
-  async #loadClaims(entry: Entry): Promise<void> {
+  /** Reads the session's board (one read): the "I'm on it" marks and escalation records of its run. */
+  async #loadBoard(entry: Entry): Promise<void> {
     const run = entry.publication?.summary.run ?? null
-    let claims: Map<string, Claim>
+    let fields: ReadonlyMap<string, string>
     try {
-      claims = run === null ? new Map() : await this.#o.claims.of(entry.kasmId, run)
+      fields = run === null ? new Map() : await this.#o.board.read(entry.kasmId)
     } catch (err) {
       this.#o.log.warn({ err, kasmId: entry.kasmId }, 'question marks unreadable')
       return
     }
     if (this.#entries.get(entry.kasmId) !== entry || run !== (entry.publication?.summary.run ?? null)) return
-    const before = JSON.stringify([...entry.claims])
+    const claims = run === null ? new Map<string, Claim>() : claimsIn(fields, run)
+    const escalations = run === null ? new Map<string, EscalationView>() : escalationsIn(fields, run)
+    const before = JSON.stringify([[...entry.claims], [...entry.escalations]])
     entry.claims = claims
-    if (JSON.stringify([...claims]) !== before) this.#refresh(entry)
+    entry.escalations = escalations
+    if (JSON.stringify([[...claims], [...escalations]]) !== before) this.#refresh(entry)
   }
 
   async #sessionChanged(kasmId: string): Promise<void> {

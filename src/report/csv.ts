@@ -27,6 +27,7 @@ export const CSV_COLUMNS = [
   'sub',
   'name',
   'runtime_ended_by',
+  'step',
 ] as const
 
 type Cell = string | number | null
@@ -49,7 +50,7 @@ function row(record: ReportRecord): Cell[] {
   if (record.kind === 'opened') {
     // Still open: nothing closed it, nobody answered it, yet.
     const question = [record.requestId, record.title, record.openedAt, null, record.deadline] as const
-    return ['question', ...common, ...question, 'open', null, null, null, null, null, null]
+    return ['question', ...common, ...question, 'open', null, null, null, null, null, null, null]
   }
   const seconds = Math.round((record.kind === 'handoff' ? record.waitS : waitedS(record)) * 10) / 10
   const who = [record.via, record.sub, record.name] as const
@@ -67,6 +68,7 @@ function row(record: ReportRecord): Cell[] {
       seconds,
       ...who,
       record.runtimeEndedBy ?? null,
+      null,
     ]
   }
   const answered = record.closedBy === 'reply'
@@ -83,6 +85,7 @@ function row(record: ReportRecord): Cell[] {
     seconds,
     ...who,
     null,
+    record.step ?? null,
   ]
 }
 

@@ -9,7 +9,7 @@ import { type Channel, HANDOFF_ENDS, type HandoffEnd, QUESTION_ENDS, type Questi
 export interface ReportMetrics {
   readonly opened: Counter<'team'>
   readonly closed: Counter<'team' | 'closed_by'>
-  readonly answerSeconds: Histogram<'team' | 'via'>
+  readonly answerSeconds: Histogram<'team' | 'via' | 'step'>
   readonly deadlineLeft: Histogram<'team'>
   readonly handoffs: Counter<'team' | 'ended_by'>
   readonly handoffWait: Histogram<'team'>
@@ -38,8 +38,8 @@ export function createReportMetrics(registry: Registry): ReportMetrics {
     }),
     answerSeconds: new Histogram({
       name: 'krg_question_answer_seconds',
-      help: 'Time from a question to the reply that closed it, by team and channel (console, sidebar, api, slack, msteams; unknown: not through the gateway)',
-      labelNames: ['team', 'via'],
+      help: 'Time from a question to the reply that closed it, by team, channel (console, sidebar, api, slack, msteams; unknown: not through the gateway) and the highest escalation step sent before it (0: none beyond the first notice; 1 to 5; 6+)',
+      labelNames: ['team', 'via', 'step'],
       buckets: [5, 10, 15, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800, 3600],
       registers,
     }),
@@ -69,7 +69,9 @@ export function createReportMetrics(registry: Registry): ReportMetrics {
       metrics.opened.inc({ team }, 0)
       for (const closedBy of QUESTION_ENDS) metrics.closed.inc({ team, closed_by: closedBy }, 0)
       for (const endedBy of HANDOFF_ENDS) metrics.handoffs.inc({ team, ended_by: endedBy }, 0)
-      for (const via of CHANNELS) metrics.answerSeconds.zero({ team, via })
+      // Step 0 only: a later step's series appears with its first answer (7 steps x 5 channels of empty
+      // histograms per team would be most of a scrape).
+      for (const via of CHANNELS) metrics.answerSeconds.zero({ team, via, step: '0' })
       metrics.deadlineLeft.zero({ team })
       metrics.handoffWait.zero({ team })
     },

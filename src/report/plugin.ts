@@ -34,6 +34,7 @@ export const reportPlugin = fp(
       sessions: app.sessions,
       reading: (kasmId) => app.events.streams.reader(kasmId) !== null,
       metrics,
+      board: app.board,
       // A takeover comes within a lease time or two: a reader that folds the session has written long before.
       graceMs: 3 * env.GATEWAY_LEASE_MS,
       log,

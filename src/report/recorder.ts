@@ -3,10 +3,18 @@ import type { FastifyBaseLogger } from 'fastify'
 import { answerOf, handoffEndOf } from '../audit/answers.ts'
 import type { AuditLog, AuditRecord } from '../audit/types.ts'
 import { VIAS, type Via } from '../audit/types.ts'
+import { escalationField, parseEscalationState } from '../escalation/state.ts'
 import type { SessionRegistry } from '../sessions/types.ts'
+import type { SessionBoard } from '../summary/board.ts'
 import type { OpenRequest, Transition } from '../summary/types.ts'
 import { handoffEnd, questionEnd, type ReportMetrics } from './metrics.ts'
-import type { HandoffRecord, OpenedRecord, QuestionRecord, ReportStore } from './types.ts'
+import {
+  type HandoffRecord,
+  type OpenedRecord,
+  type QuestionRecord,
+  type ReportStore,
+  stepLabel,
+} from './types.ts'
 
 /** What {@link ReportRecorder} works with. */
 export interface ReportRecorderOptions {
@@ -16,6 +24,8 @@ export interface ReportRecorderOptions {
   /** Whether this replica reads the session now (holds its reader lease): the reader writes at once. */
   readonly reading: (kasmId: string) => boolean
   readonly metrics: ReportMetrics
+  /** The session board, where each question's escalation record says which steps went out (absent: none). */
+  readonly board?: SessionBoard
   /**
    * How long a replica that folds a session another replica reads keeps a transition before writing it
    * itself (the reader may fold nothing: its viewers read the events, no summary): a few lease times.
@@ -201,6 +211,7 @@ export class ReportRecorder {
     if (t.type === 'request.closed') {
       const closedBy = questionEnd(t.closedBy)
       const requestId = t.request.requestId
+      const step = await this.#stepOf(kasmId, t.run, requestId)
       const answer =
         closedBy === 'reply'
           ? await this.#lookUp(() => answerOf(this.#o.audit, { kasmId, run: t.run, requestId }))
@@ -211,6 +222,7 @@ export class ReportRecorder {
         openedAt: isoOr(t.openedAt, at),
         closedAt: at,
         closedBy,
+        step,
         ...this.#who(answer, closedBy === 'reply'),
       }
       if (!(await this.#stored(() => store.add(record)))) return
@@ -218,7 +230,7 @@ export class ReportRecorder {
       if (closedBy !== 'reply') return
       const answered = Date.parse(record.closedAt)
       metrics.answerSeconds.observe(
-        { team, via: record.via ?? 'unknown' },
+        { team, via: record.via ?? 'unknown', step: stepLabel(step) },
         Math.max(0, answered - Date.parse(record.openedAt)) / 1000,
       )
       if (record.deadline !== null)
@@ -249,6 +261,27 @@ export class ReportRecorder {
     if (!(await this.#stored(() => store.add(record)))) return
     metrics.handoffs.inc({ team, ended_by: endedBy })
     metrics.handoffWait.observe({ team }, record.waitS)
+  }
+
+  /**
+   * The highest step of the question's escalation that went out, from its record on the board (read as the
+   * question closes, before the record is let go); 0 when only the first notice went, when it had no
+   * escalation, or when the board cannot be read (the report is not held up by it).
+   */
+  async #stepOf(kasmId: string, run: string, requestId: string): Promise<number> {
+    if (this.#o.board === undefined) return 0
+    let value: string | undefined
+    try {
+      value = (await this.#o.board.read(kasmId)).get(escalationField(run, requestId))
+    } catch (err) {
+      this.#o.log.debug({ err, kasmId }, 'report: escalation record unreadable; step 0')
+      return 0
+    }
+    const state = value === undefined ? null : parseEscalationState(value)
+    let highest = 0
+    for (const s of state?.steps ?? [])
+      if (s.state === 'sent' && Number.isInteger(s.step) && s.step > highest) highest = s.step
+    return highest
   }
 
   /** Who closed it and through what: from the audit record, or unknown when a person did elsewhere. */

@@ -6,6 +6,7 @@ import {
   type QuestionRecord,
   questionKey,
   type ReportRecord,
+  stepLabel,
 } from './types.ts'
 
 /**
@@ -55,6 +56,19 @@ export interface QuestionStats {
   readonly p90AnswerS: number | null
   /** Answers per channel. */
   readonly via: Readonly<Record<Channel, number>>
+  /** How the answered and timed-out questions ended by escalation step. */
+  readonly bySteps: StepStats
+}
+
+/**
+ * How questions ended by the highest escalation step sent before they closed, by step (`0`: before any
+ * escalation, only the first notice; `1` to `5`; `6+`). Only the steps that occur are named.
+ */
+export interface StepStats {
+  /** Answered: `0` before any escalation, `N` after step N. */
+  readonly answered: Readonly<Record<string, number>>
+  /** Timed out, by the last step sent (every step whose time came before the deadline, unless a claim held them). */
+  readonly timedOut: Readonly<Record<string, number>>
 }
 
 /** Handoffs of a group. */
@@ -95,6 +109,8 @@ export interface TimeoutItem {
   readonly openedAt: string
   readonly closedAt: string
   readonly deadline: string | null
+  /** The last escalation step sent before it timed out (0: only the first notice). */
+  readonly step: number
 }
 
 export interface HandoffItem {
@@ -179,8 +195,16 @@ function questionStats(records: readonly QuestionRecord[], open: number): Questi
   const times: number[] = []
   let onTime = 0
   const ends = { timeout: 0, cancel: 0, run_end: 0, other: 0 }
+  const answeredBy: Record<string, number> = {}
+  const timedOutBy: Record<string, number> = {}
+  const count = (into: Record<string, number>, r: QuestionRecord): void => {
+    const step = stepLabel(r.step)
+    into[step] = (into[step] ?? 0) + 1
+  }
   for (const r of records) {
+    if (r.closedBy === 'timeout') count(timedOutBy, r)
     if (r.closedBy === 'reply') {
+      count(answeredBy, r)
       times.push(waitedS(r))
       if (inTime(r)) onTime++
       via[r.via ?? 'unknown']++
@@ -203,6 +227,7 @@ function questionStats(records: readonly QuestionRecord[], open: number): Questi
     medianAnswerS: round(percentile(times, 0.5)),
     p90AnswerS: round(percentile(times, 0.9)),
     via,
+    bySteps: { answered: answeredBy, timedOut: timedOutBy },
   }
 }
 
@@ -305,7 +330,7 @@ export function buildReport(
     } else if (r.closedBy === 'timeout') {
       if (bucket !== undefined) bucket.timeouts++
       const { team, kasmId, run, requestId, title, openedAt, closedAt, deadline } = r
-      timeouts.push({ team, kasmId, run, requestId, title, openedAt, closedAt, deadline })
+      timeouts.push({ team, kasmId, run, requestId, title, openedAt, closedAt, deadline, step: r.step ?? 0 })
     }
   }
   return {

@@ -54,6 +54,21 @@ export interface QuestionRecord extends RecordBase {
   /** ISO 8601, or null when the question had none. */
   readonly deadline: string | null
   readonly closedBy: QuestionEnd
+  /**
+   * The highest escalation step sent when it closed (0: only the first notice, or no escalation at all):
+   * from the question's escalation record on the session board. Absent from records written before it was
+   * kept (read as 0).
+   */
+  readonly step?: number
+}
+
+/** The largest step a metric label or a report column names on its own; later steps are `6+`. */
+export const MAX_STEP_LABEL = 5
+
+/** A step as a label: `0` to `5`, then `6+` (a metric's cardinality stays bounded whatever the notify file). */
+export function stepLabel(step: number | undefined): string {
+  const n = step ?? 0
+  return n > MAX_STEP_LABEL ? `${MAX_STEP_LABEL + 1}+` : String(Math.max(0, Math.floor(n)))
 }
 
 /** A handoff pause, once it ended. */

@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import type { Page } from 'playwright-core'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import { type EscalationState, escalationField } from '../../src/escalation/state.ts'
 import { openSse } from '../events/helpers.ts'
 import { launchChromium } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
@@ -200,6 +201,43 @@ const watching = await openSse(`${url}/desktop/expenses-7f3a/mcp/events`, { auth
 await asDan(
   `/api/sessions/expenses-7f3a/requests/${question.request_id}/claim?run=${encodeURIComponent(expenses.run)}`,
   'PUT',
+)
+// Its escalation as the engine keeps it: the team's channel at once, Amir a minute later; the pager waits
+// while Dan holds it.
+const opened = Date.now() - 70_000
+const steps: EscalationState = {
+  run: expenses.run,
+  item: question.request_id,
+  openedAt: new Date(opened).toISOString(),
+  steps: [
+    {
+      step: 0,
+      afterS: 0,
+      state: 'sent',
+      at: new Date(opened).toISOString(),
+      targets: [{ kind: 'slack', label: 'slack:C04FINANCE', outcome: 'sent' }],
+    },
+    {
+      step: 1,
+      afterS: 60,
+      state: 'sent',
+      at: new Date(opened + 60_000).toISOString(),
+      targets: [{ kind: 'person', label: 'person:amir/slack', outcome: 'sent' }],
+    },
+    {
+      step: 2,
+      afterS: 150,
+      state: 'due',
+      at: null,
+      targets: [{ kind: 'pagerduty', label: 'pagerduty:finance#2', outcome: 'planned' }],
+    },
+  ],
+  next: null,
+}
+await app.board.set(
+  'expenses-7f3a',
+  escalationField(expenses.run, question.request_id),
+  JSON.stringify(steps),
 )
 
 const written: string[] = []

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { request } from 'undici'
 import type { SimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import type { QuestionRecord } from '../../src/report/types.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 /** The session token of the runtimes these tests start (cancel is the session token's only). */
@@ -178,4 +179,34 @@ export const SEQUENCE_COUNTS: ReportCounts = {
   deadlineLeftCount: 2,
   handoffs: { operator: 1, timeout: 1, run_end: 0 },
   handoffWaits: 2,
+}
+
+/**
+ * A closed question's record as the store holds it, `now`-relative: opened 10 min ago, answered by Dan from
+ * the console a minute later, its deadline 5 min ago; `extra` changes any of it.
+ */
+export function questionRecord(
+  id: string,
+  team: string,
+  now: number,
+  extra: Partial<QuestionRecord> = {},
+): QuestionRecord {
+  const iso = (agoS: number) => new Date(now - agoS * 1000).toISOString()
+  return {
+    kind: 'question',
+    id: JSON.stringify(['question', 'k1', 'run-1', id]),
+    team,
+    kasmId: team === 'blue' ? 'k1' : 'k2',
+    run: 'run-1',
+    requestId: id,
+    title: `Question ${id}`,
+    openedAt: iso(600),
+    closedAt: iso(540),
+    deadline: iso(300),
+    closedBy: 'reply',
+    sub: 'dan',
+    name: 'Dan',
+    via: 'console',
+    ...extra,
+  }
 }

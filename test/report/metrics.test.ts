@@ -261,8 +261,8 @@ test('a pause the runtime ends with any word but operator ran out, whatever the 
   assert.deepEqual([hs.handoffs, hs.byPerson, hs.ranOut, hs.runEnded], [8, 1, 6, 1])
   const csv = await request(`${gw.url}/api/report.csv`, { headers: { authorization: `Bearer ${dan}` } })
   const text = await csv.body.text()
-  assert.match(text, /,"timeout",,1,,,,"deadline"\r\n/, "a run-out handoff's row keeps the runtime's word")
-  assert.match(text, /,"run_end",,\d+(\.\d)?,,,,\r\n/, 'the run end has none')
+  assert.match(text, /,"timeout",,1,,,,"deadline",\r\n/, "a run-out handoff's row keeps the runtime's word")
+  assert.match(text, /,"run_end",,\d+(\.\d)?,,,,,\r\n/, 'the run end has none')
 })
 
 function zero(counts: Record<string, number>): Record<string, number> {

@@ -6,6 +6,7 @@ import type { QuestionStats, Report } from '../../src/report/stats.ts'
 import type { HandoffRecord, OpenedRecord, QuestionRecord } from '../../src/report/types.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { questionRecord } from './helpers.ts'
 
 /** The report's routes: who may read what, the refusals, and the CSV, from records in the real store. */
 
@@ -13,23 +14,7 @@ const now = Date.now()
 const iso = (agoS: number) => new Date(now - agoS * 1000).toISOString()
 
 function question(id: string, team: string, extra: Partial<QuestionRecord> = {}): QuestionRecord {
-  return {
-    kind: 'question',
-    id: JSON.stringify(['question', 'k1', 'run-1', id]),
-    team,
-    kasmId: team === 'blue' ? 'k1' : 'k2',
-    run: 'run-1',
-    requestId: id,
-    title: `Question ${id}`,
-    openedAt: iso(600),
-    closedAt: iso(540),
-    deadline: iso(300),
-    closedBy: 'reply',
-    sub: 'dan',
-    name: 'Dan',
-    via: 'console',
-    ...extra,
-  }
+  return questionRecord(id, team, now, extra)
 }
 
 async function start(t: { after(fn: () => unknown): void }) {
@@ -248,7 +233,7 @@ test('the CSV: every record of the window, RFC 4180 quoting, formulas neutralise
   assert.deepEqual([col(q1, 'in_time'), col(q1, 'seconds'), col(q1, 'via')], ['yes', '60', 'console'])
   const q1Line = lines.find((l) => l.includes('"q1"')) ?? ''
   assert.match(q1Line, /^"question","blue","k1","run-1","q1","Question q1",/, 'every text cell quoted')
-  assert.match(q1Line, /,"yes",60,"console","dan","Dan",$/, 'a number is not')
+  assert.match(q1Line, /,"yes",60,"console","dan","Dan",,$/, 'a number is not')
   const handoff = byRequest.get('handoff') as string[]
   assert.deepEqual(
     [col(handoff, 'closed_by'), col(handoff, 'seconds'), col(handoff, 'title')],

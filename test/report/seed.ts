@@ -54,6 +54,8 @@ export async function seedWeek(store: ReportStore, now: number): Promise<void> {
       closedAt: new Date(kind === 'timeout' ? openedAt + 300_000 : closedAt).toISOString(),
       deadline: new Date(kind === 'timeout' ? openedAt + 300_000 : deadline).toISOString(),
       closedBy: kind,
+      // Escalation as a notify file with steps at 90 s and 180 s would have sent it.
+      step: kind === 'timeout' ? 2 : waitS > 180 ? 2 : waitS > 90 ? 1 : 0,
       sub: kind === 'reply' ? person.sub : null,
       name: kind === 'reply' ? person.name : null,
       via: kind === 'reply' ? person.via : null,

@@ -67,10 +67,10 @@ export class SlackMessages {
         open: (key) => this.#open(job, key),
         remind: (key) => this.#remind(key),
         close: (key) => this.#close(job, key),
-        claimed: (key, holder) => this.#held(job, key, holder),
-        unclaimed: (key) => this.#unclaimed(job, key),
         handoff: (key) => this.#handoff(job, key),
         handoffEnded: (key) => this.#handoffEnded(job, key),
+        claimed: (key, claim) => this.#held(job, key, claim),
+        unclaimed: (key) => this.#unclaimed(job, key),
         runEnded: async () => {
           const message = runEndedMessage({
             ...whereOf(job),

@@ -1,3 +1,4 @@
+import type { EscalationView } from '../../overview/escalations.ts'
 import type { SessionSummary } from '../../summary/types.ts'
 import type { RunActivity } from './activity.ts'
 import { ApiError, newKey, post, upload } from './api.ts'
@@ -5,6 +6,7 @@ import { AttachmentNames } from './attachments.ts'
 import { Confirm } from './confirm.ts'
 import { countdown } from './countdown.ts'
 import { announce, h, replace, setText } from './dom.ts'
+import { renderEscalation } from './escalation.ts'
 import { bytes, clock } from './format.ts'
 import { deliveryText, pauseEndText, runState } from './labels.ts'
 import { labelledValues, QuestionView } from './questions.ts'
@@ -61,6 +63,10 @@ export class InboxView {
   readonly #finish: HTMLButtonElement
   readonly #confirmFinish: Confirm
   readonly #handoff: HTMLElement
+  /** The handoff pause's escalation steps, and what they were last drawn from. */
+  readonly #handoffSteps: HTMLElement
+  #handoffStepsView: EscalationView | null = null
+  #handoffStepsDrawn = ''
   /** What the previous run's controls said at its end (stopped, handed back), until the person dismisses it. */
   readonly #previous: HTMLElement
   /** The pause the handoff note shows (reason and end), so a render that changes nothing leaves it be. */
@@ -85,6 +91,7 @@ export class InboxView {
   #inbox: InboxState | null = null
   #pendingKey: { content: string; key: string } | null = null
   #claims: Readonly<Record<string, { name: string }>> = {}
+  #escalations: Readonly<Record<string, EscalationView>> = {}
 
   constructor(options: InboxOptions) {
     this.#o = options
@@ -133,12 +140,14 @@ export class InboxView {
             'Open the session in the Kasm viewer',
           )
     this.#handoff = h('p', { class: 'handoff-note', hidden: true })
+    this.#handoffSteps = h('div', { class: 'q-steps handoff-steps', hidden: true })
     this.#previous = h('div', { class: 'previous-run', hidden: true })
     this.#controls = h(
       'div',
       { class: 'controls' },
       this.#previous,
       this.#handoff,
+      this.#handoffSteps,
       h('div', { class: 'actions' }, this.#stop, this.#finish),
       this.#confirmStop.el,
       this.#confirmFinish.el,
@@ -309,6 +318,7 @@ export class InboxView {
       })
       this.#questions.set(request.request_id, view)
       view.setHolder(this.#claims[request.request_id]?.name ?? null)
+      view.setEscalation(this.#escalations[request.request_id] ?? null)
       for (const shown of this.#messages.values())
         if (shown.record.reply_to === request.request_id) view.replyChanged(shown.record)
     } else view.update(request)
@@ -352,6 +362,26 @@ export class InboxView {
   setClaims(claims: Readonly<Record<string, { name: string }>>): void {
     this.#claims = claims
     for (const [id, view] of this.#questions) view.setHolder(claims[id]?.name ?? null)
+  }
+
+  /** The handoff pause's escalation steps, from the overview (null: none, or no pause). */
+  setHandoffSteps(view: EscalationView | null): void {
+    this.#handoffStepsView = view
+    this.#drawHandoffSteps(this.#summary?.escalation != null)
+  }
+
+  #drawHandoffSteps(paused: boolean): void {
+    const view = paused ? this.#handoffStepsView : null
+    const drawn = JSON.stringify(view)
+    if (drawn === this.#handoffStepsDrawn) return
+    this.#handoffStepsDrawn = drawn
+    renderEscalation(this.#handoffSteps, view, null)
+  }
+
+  /** Escalation steps of the current run's open questions, from the overview. */
+  setEscalations(escalations: Readonly<Record<string, EscalationView>>): void {
+    this.#escalations = escalations
+    for (const [id, view] of this.#questions) view.setEscalation(escalations[id] ?? null)
   }
 
   /** A message, new or at a later state (message and delivery events, GETs). */
@@ -458,6 +488,7 @@ export class InboxView {
       )
     }
     this.#handoffShown = shown
+    this.#drawHandoffSteps(pause !== null)
     const status = this.#refusal ?? this.#statusText(summary, stopping, stopped)
     this.#controlStatus.classList.toggle('refused', this.#refusal !== null)
     setText(this.#controlStatus, status ?? '')

@@ -1,3 +1,4 @@
+import type { EscalationView } from '../../overview/escalations.ts'
 import type { SessionSummary, UpstreamHealth } from '../../summary/types.ts'
 import { base } from './api.ts'
 import { setServerNow } from './format.ts'
@@ -13,6 +14,10 @@ export interface OverviewEntry {
   readonly watchers: readonly string[]
   /** "I'm on it" marks by request id. */
   readonly claims: Readonly<Record<string, { name: string; at: string }>>
+  /** Each open question's escalation steps by request id (absent from a gateway without them). */
+  readonly escalations?: Readonly<Record<string, EscalationView>>
+  /** The handoff pause's escalation steps, while it lasts. */
+  readonly handoffSteps?: EscalationView | null
 }
 
 /** What changed in the model. */

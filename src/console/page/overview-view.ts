@@ -195,6 +195,9 @@ function fillRow(li: HTMLLIElement, entry: OverviewEntry): void {
   const first = s?.openRequests[0]
   if (s !== null && first !== undefined) {
     const claim = entry.claims[first.requestId]
+    // How far its escalation went: the highest step sent beyond the first notice.
+    const sent = (entry.escalations?.[first.requestId]?.steps ?? []).filter((x) => x.state === 'sent')
+    const step = Math.max(0, ...sent.map((x) => x.step))
     // The time left is in the state badge ("Waiting for an answer · 1:23 left").
     attention.push(
       h(
@@ -203,6 +206,7 @@ function fillRow(li: HTMLLIElement, entry: OverviewEntry): void {
         h('strong', {}, s.openRequests.length === 1 ? 'Question: ' : `${s.openRequests.length} questions: `),
         first.title,
         claim === undefined ? null : h('span', { class: 'row-claim' }, ` · ${claim.name} is on it`),
+        step === 0 ? null : h('span', { class: 'row-step' }, ` · escalated (step ${step})`),
       ),
     )
   }

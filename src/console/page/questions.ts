@@ -1,8 +1,10 @@
+import type { EscalationView } from '../../overview/escalations.ts'
 import { type AttachmentInfo, checkReply, type FieldDef, isFieldType } from '../../protocol/fields.ts'
 import { ApiError, api, base, newKey, post, upload } from './api.ts'
 import { Confirm } from './confirm.ts'
 import { countdown } from './countdown.ts'
 import { announce, h, replace, setText, uid } from './dom.ts'
+import { renderEscalation } from './escalation.ts'
 import { bytes, clock } from './format.ts'
 import { closedByText } from './labels.ts'
 import {
@@ -16,6 +18,8 @@ import { errorText, notSentText } from './refusals.ts'
 
 /** A free-text field limited to this many characters or fewer is one line; anything longer a textarea. */
 const SHORT_TEXT = 80
+/** How long a claim that went is given to turn out to be an answer's (the question closing) before it is called lapsed. */
+const LAPSE_SETTLE_MS = 2000
 
 /** What a question form needs from the session it belongs to. */
 export interface QuestionContext {
@@ -384,6 +388,13 @@ export class QuestionView {
   #confirmEmpty: Confirm | null = null
   #key: { values: string; key: string } | null = null
   #holder: string | null = null
+  /** The question's escalation steps (from the overview), and what they were last drawn from. */
+  readonly #steps: HTMLElement
+  #escalation: EscalationView | null = null
+  #stepsDrawn = ''
+  /** This person gave the claim back from this card (so its going is no lapse). */
+  #released = false
+  #lapseCheck: ReturnType<typeof setTimeout> | null = null
   #rendered: 'open' | 'closed' | null = null
   /** The reply this person sent from this card (its record as last seen), once the runtime stored it. */
   #mine: MessageRecord | null = null
@@ -398,6 +409,7 @@ export class QuestionView {
     const titleId = uid('q')
     this.#status = h('p', { class: 'form-status', role: 'status', tabindex: '-1' })
     this.#claimLine = h('p', { class: 'claim-line' })
+    this.#steps = h('div', { class: 'q-steps', hidden: true })
     this.#claimButton = ctx.canWrite
       ? h(
           'button',
@@ -418,6 +430,7 @@ export class QuestionView {
       this.#title,
       h('p', { class: 'q-meta' }),
       h('div', { class: 'claim' }, this.#claimLine, this.#claimButton),
+      this.#steps,
       this.#body,
       this.#status,
     )
@@ -497,11 +510,49 @@ export class QuestionView {
 
   /** The "I'm on it" mark from the overview (shared across replicas): who holds the question, if anyone. */
   setHolder(name: string | null): void {
+    const was = this.#holder
     this.#holder = name
+    if (was !== null && was === this.#ctx.me && name === null) this.#maybeLapsed()
+    if (name !== null) this.#released = false
     this.#claimUi()
   }
 
+  /** The question's escalation (from the overview), or null when it has none. */
+  setEscalation(view: EscalationView | null): void {
+    this.#escalation = view
+    this.#drawSteps()
+  }
+
+  #drawSteps(): void {
+    const open = this.#request.state === 'open'
+    const view = open ? this.#escalation : null
+    // Redrawn only when it changed: the overview sends a session's frame every few seconds, and a list
+    // rebuilt under a screen reader's cursor loses its place.
+    const drawn = JSON.stringify([view, this.#holder])
+    if (drawn === this.#stepsDrawn) return
+    this.#stepsDrawn = drawn
+    renderEscalation(this.#steps, view, this.#holder === this.#ctx.me ? 'you' : this.#holder)
+  }
+
+  /**
+   * This person's claim went without their giving it back here: once the question has had a moment to
+   * close (an answer clears the claim too, and its closing may arrive just after), a question still open
+   * and held by nobody means the claim lapsed, and the card says so.
+   */
+  #maybeLapsed(): void {
+    if (this.#released || this.#mine !== null || this.#request.state !== 'open') return
+    if (this.#lapseCheck !== null) clearTimeout(this.#lapseCheck)
+    this.#lapseCheck = setTimeout(() => {
+      this.#lapseCheck = null
+      if (this.#request.state !== 'open' || this.#holder !== null || this.#mine !== null) return
+      const text = 'Your “I’m on it” lapsed: nobody answered in time, so the escalation goes on.'
+      this.#status.classList.remove('refused')
+      setText(this.#status, text)
+    }, LAPSE_SETTLE_MS)
+  }
+
   #claimUi(): void {
+    this.#drawSteps()
     const open = this.#request.state === 'open'
     setText(
       this.#claimLine,
@@ -528,9 +579,11 @@ export class QuestionView {
     b.setAttribute('aria-busy', 'true')
     setText(b, mine ? 'Releasing…' : 'Taking…')
     try {
+      if (mine) this.#released = true
       await api(path, { method: mine ? 'DELETE' : 'PUT' })
       this.setHolder(mine ? null : this.#ctx.me)
     } catch (err) {
+      this.#released = false
       this.#say(`Not taken: ${errorText(err)}`, true)
     } finally {
       b.disabled = false

@@ -447,6 +447,8 @@ export class SessionView {
       others.length === 0 ? 'Nobody else has this session open.' : `Also watching: ${others.join(', ')}`,
     )
     this.#inbox.setClaims(entry?.claims ?? {})
+    this.#inbox.setEscalations(entry?.escalations ?? {})
+    this.#inbox.setHandoffSteps(entry?.handoffSteps ?? null)
     this.#inbox.setState(summary, this.#inboxState)
     const open = summary.openRequests.length
     this.#inboxCount.hidden = open === 0

@@ -7,6 +7,13 @@ const nullable = { type: ['string', 'null'] } as const
 
 const NAME_AT = object({ name: str, at: TIME }, ['name', 'at'])
 
+/** Questions by escalation step: `0` to `5`, `6+` (only those that occur). */
+const STEP_COUNTS = {
+  type: 'object',
+  propertyNames: { pattern: '^([0-5]|6\\+)$' },
+  additionalProperties: int,
+} as const
+
 /** report/stats.ts `QuestionStats`. */
 const QUESTIONS = object(
   {
@@ -31,6 +38,11 @@ const QUESTIONS = object(
       'msteams',
       'unknown',
     ]),
+    bySteps: {
+      ...object({ answered: STEP_COUNTS, timedOut: STEP_COUNTS }, ['answered', 'timedOut']),
+      description:
+        'How the answered and timed-out questions ended by the highest escalation step sent before they closed (0: before any escalation)',
+    },
   },
   [
     'questions',
@@ -47,6 +59,7 @@ const QUESTIONS = object(
     'medianAnswerS',
     'p90AnswerS',
     'via',
+    'bySteps',
   ],
 )
 
@@ -98,8 +111,12 @@ const REPORT = object(
           openedAt: TIME,
           closedAt: TIME,
           deadline: { type: ['string', 'null'], format: 'date-time' },
+          step: {
+            ...int,
+            description: 'the last escalation step sent before it timed out (0: the first notice only)',
+          },
         },
-        ['team', 'kasmId', 'run', 'requestId', 'title', 'openedAt', 'closedAt', 'deadline'],
+        ['team', 'kasmId', 'run', 'requestId', 'title', 'openedAt', 'closedAt', 'deadline', 'step'],
       ),
     },
     handoffs: {

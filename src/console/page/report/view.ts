@@ -222,6 +222,58 @@ function chartSection(report: Report, observers: ResizeObserver[]): HTMLElement 
   )
 }
 
+/** Step keys (`0`…`5`, `6+`) in order. */
+function stepOrder(a: string, b: string): number {
+  return Number.parseInt(a, 10) - Number.parseInt(b, 10)
+}
+
+/** How many questions ended by each step: `3 (after step 2: 2, before any escalation: 1)`. */
+function byStepText(counts: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(counts).sort(([a], [b]) => stepOrder(b, a))
+  const total = entries.reduce((n, [, c]) => n + c, 0)
+  if (total === 0) return '0'
+  const parts = entries.map(([s, c]) => `${s === '0' ? 'before any escalation' : `after step ${s}`}: ${c}`)
+  return `${total} (${parts.join(', ')})`
+}
+
+/**
+ * How questions ended by escalation step, per team and per person: answered before any escalation (only the
+ * first notice went out), answered after step N, timed out (with the last step sent).
+ */
+function stepsSection(report: Report): HTMLElement {
+  const groups: { who: string; q: QuestionStats; person: boolean }[] = [
+    ...(report.teams.length > 1 ? report.teams : [report.all]).map((t) => ({
+      who: t.team === '' ? 'Every team shown' : `Team ${t.team}`,
+      q: t.questions,
+      person: false,
+    })),
+    ...report.all.people.map((p) => ({ who: p.name ?? p.sub, q: p.questions, person: true })),
+  ]
+  const steps = [
+    ...new Set(groups.flatMap((g) => Object.keys(g.q.bySteps.answered)).filter((s) => s !== '0')),
+  ].sort(stepOrder)
+  return h(
+    'section',
+    { 'aria-labelledby': 'steps-title' },
+    h('h2', { id: 'steps-title' }, 'By escalation step'),
+    table(
+      'How questions ended by escalation step',
+      [
+        'Who',
+        'Answered before any escalation',
+        ...steps.map((s) => `Answered after step ${s}`),
+        'Timed out (last step sent)',
+      ],
+      groups.map((g) => [
+        g.who,
+        String(g.q.bySteps.answered['0'] ?? 0),
+        ...steps.map((s) => String(g.q.bySteps.answered[s] ?? 0)),
+        g.person ? '—' : byStepText(g.q.bySteps.timedOut),
+      ]),
+    ),
+  )
+}
+
 function timeoutsSection(report: Report): HTMLElement {
   const list = report.timeouts
   return h(
@@ -232,7 +284,7 @@ function timeoutsSection(report: Report): HTMLElement {
       ? h('p', { class: 'muted' }, 'No question timed out in this period.')
       : table(
           'Questions that timed out',
-          ['Question', 'Session', 'Team', 'Run', 'Asked', 'Deadline'],
+          ['Question', 'Session', 'Team', 'Run', 'Asked', 'Deadline', 'Last step sent'],
           list.map((t) => [
             t.title,
             sessionLink(t.kasmId),
@@ -240,6 +292,7 @@ function timeoutsSection(report: Report): HTMLElement {
             h('code', { class: 'run' }, t.run),
             time(t.openedAt),
             t.deadline === null ? '—' : time(t.deadline),
+            t.step === 0 ? 'first notice' : `step ${t.step}`,
           ]),
         ),
     list.length < report.all.questions.timeouts
@@ -307,6 +360,7 @@ export function reportView(report: Report): { el: HTMLElement; destroy(): void }
           )
         : peopleTable(people),
     ),
+    stepsSection(report),
     timeoutsSection(report),
     handoffsSection(report),
   )
