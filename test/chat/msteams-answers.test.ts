@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import type { Notification } from '../../src/notify/notification.ts'
+import type { ChatTarget } from '../../src/notify/targets.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { fastEventEnv } from '../events/helpers.ts'
 import {
@@ -389,6 +391,53 @@ test("I'm on it from Teams: the console's claim as the person, the holder on eve
   assert.equal((await stack.app.overview.claims.of('k1', rt.run)).get(q.request_id), undefined)
   await waitFor('nobody on the card', () => !cardText(cardOf(posted)).includes('is on it'))
   assert.deepEqual(claimButtons(cardOf(posted)), ['I’m on it'])
+  // A lapse (as the engine tells it, to every target and to the holder as a person): only her 1:1 chat says so.
+  const seq = 999_001
+  const lapsed: Notification = {
+    key: ['k1', rt.run, String(seq), 'request.unclaimed', q.request_id].join('\u0000'),
+    type: 'request.unclaimed',
+    kasmId: 'k1',
+    team: 'blue',
+    run: rt.run,
+    seq,
+    reminder: false,
+    request: { request_id: q.request_id, title: 'Who takes it?', deadline: null, field_ids: ['browser'] },
+    unclaimed: {
+      holder: { sub: 'olivia', name: 'Olivia Operator', at: new Date().toISOString() },
+      reason: 'lapsed',
+    },
+  }
+  const targets: ChatTarget[] = [
+    {
+      chat: 'msteams',
+      conversation: CONVERSATION,
+      serviceUrl: bf.serviceUrl,
+      label: `msteams:${CONVERSATION}`,
+    },
+    {
+      chat: 'msteams',
+      conversation: '',
+      serviceUrl: bf.serviceUrl,
+      label: 'person:olivia/msteams',
+      person: { tenantId: TENANT_ID, user: OLIVIA.aadObjectId },
+    },
+  ]
+  for (const target of targets) {
+    const delivered = await stack.app.chat?.deliver({
+      key: lapsed.key,
+      delivery: 'test',
+      notification: lapsed,
+      target,
+      url: stack.base,
+    })
+    assert.deepEqual(delivered, { ok: true })
+  }
+  const told = bf.posted(dm.id).filter((a) => cardText(cardOf(a)).includes('lapsed'))
+  assert.deepEqual(
+    told.map((a) => cardText(cardOf(a))),
+    ['Your claim on “Who takes it?” lapsed after 90 s without an answer; the escalation goes on.'],
+  )
+  assert.equal(bf.posted(CONVERSATION).filter((a) => cardText(cardOf(a)).includes('lapsed')).length, 0)
   // Each invoke counted once, with what came of it.
   const metrics = await stack.app.metrics.registry.getSingleMetricAsString('krg_msteams_activities_total')
   for (const outcome of ['taken', 'given_back', 'held'])
