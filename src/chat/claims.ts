@@ -68,7 +68,7 @@ export class ChatClaims {
     if (res.statusCode === 409)
       return code === 'question_closed'
         ? { kind: 'closed' }
-        : { kind: 'held', holder: await this.#holder(question) }
+        : { kind: 'held', holder: await this.holder(question) }
     const denial = denialOf(res.statusCode)
     if (denial !== null) return { kind: 'denied', reason: denial }
     const failure = typeof code === 'string' ? code : `http_${res.statusCode}`
@@ -76,8 +76,8 @@ export class ChatClaims {
     return { kind: 'failed', code: failure }
   }
 
-  /** Who holds the question now (the 409 names them; this adds since when). */
-  async #holder(question: ClaimedQuestion): Promise<Claim | null> {
+  /** Who holds the question now, and since when (null: nobody, or the marks cannot be read). */
+  async holder(question: ClaimedQuestion): Promise<Claim | null> {
     try {
       const claims = await this.#app.overview.claims.of(question.kasmId, question.run)
       return claims.get(question.requestId) ?? null
@@ -86,4 +86,9 @@ export class ChatClaims {
       return null
     }
   }
+}
+
+/** The `outcome` label of a claim that was not done, in the adapters' interaction metrics. */
+export function claimLabel(outcome: Exclude<ClaimOutcome, { kind: 'done' }>): string {
+  return outcome.kind === 'denied' ? outcome.reason : outcome.kind
 }

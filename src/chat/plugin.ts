@@ -91,6 +91,7 @@ export const chatPlugin = fp(
       log,
     })
     const answers = new ChatAnswers(app, app.people, log)
+    const claims = new ChatClaims(app, log)
     const store = app.stores.chatMessages()
     const seen = app.stores.seenKeys()
     const linking = new ChatLinkFlow(app, {
@@ -101,7 +102,7 @@ export const chatPlugin = fp(
       confirmPath: `${config.basePath}auth/slack-link/confirm`,
     })
     const adapters: ChatAdapter[] = []
-    const slack = slackOn ? slackApp(app, { reads, answers, store, seen, linking, base }) : null
+    const slack = slackOn ? slackApp(app, { reads, answers, claims, store, seen, linking, base }) : null
     if (slack !== null) adapters.push(slack.adapter)
     let teamsChat: TeamsChat | null = null
     if (teams !== null) {
@@ -113,6 +114,8 @@ export const chatPlugin = fp(
         sessions: app.sessions,
         answers,
         placeOf: (job) => (job.target.chat === 'msteams' ? job.target : null),
+        claimTtlS: env.GATEWAY_CLAIM_TTL_S,
+        personalServiceUrl: async () => (await teams.installations.list())[0]?.serviceUrl ?? null,
         log: tlog,
       })
       const linkCodes = new TeamsLinkCodes({
@@ -124,6 +127,7 @@ export const chatPlugin = fp(
       linking.setCodeSender('msteams', linkCodes)
       const invoke = new TeamsInvoke({
         answers,
+        claims,
         people: app.people,
         messages: store,
         reads,
@@ -131,6 +135,8 @@ export const chatPlugin = fp(
         linkCodes,
         answered: (q) => messages.answered(q.kasmId, q.run, q.requestId),
         base,
+        // The invoke's outcome is its activity's: counted once, when known (an answer may outlast the invoke).
+        count: (_verb, outcome) => teams.metrics.activities.inc({ type: 'invoke', outcome }),
         log: tlog,
       })
       teams.setInvokeHandler((activity) => invoke.handle(activity))
@@ -167,6 +173,7 @@ function slackApp(
     store: ChatMessageStore
     seen: SeenKeys
     linking: ChatLinkFlow
+    claims: ChatClaims
     base: string
   },
 ): SlackApp {
@@ -193,7 +200,7 @@ function slackApp(
   const interactions = new SlackInteractions({
     web: quick,
     answers,
-    claims: new ChatClaims(app, log),
+    claims: shared.claims,
     people: app.people,
     messages: store,
     slackMessages: messages,

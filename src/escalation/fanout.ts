@@ -50,7 +50,7 @@ export class Fanout {
       const sent = (): StepTarget => ({ kind: t.kind, label: t.label, outcome: 'sent' })
       const skipped = (reason: string): StepTarget => ({ ...sent(), outcome: 'skipped', reason })
       if (t.kind === 'person') {
-        out.push((await this.#person(n, subOf(t.label), url)) ? sent() : skipped('no_linked_account'))
+        out.push((await this.#person(n, subOf(t.label), url, routes)) ? sent() : skipped('no_linked_account'))
         continue
       }
       if (t.kind === 'webhook' || t.kind === 'pagerduty') {
@@ -77,20 +77,39 @@ export class Fanout {
   }
 
   /**
-   * A direct message to a person through their linked Slack account (the first active one): false when they
-   * have none, or no chat adapter sends.
+   * A direct message to a person through each of their active linked accounts: Slack's DM, Teams' 1:1 chat
+   * with the bot (made when delivered, on the service URL of the team's Teams channel when the notify file
+   * names one). False when they have none, or no chat adapter sends.
    */
-  async #person(n: Notification, sub: string, url: string): Promise<boolean> {
+  async #person(n: Notification, sub: string, url: string, routes: NotifyRoutes): Promise<boolean> {
     const sendChat = this.#o.sendChat
     if (sendChat === undefined || this.#o.links === null) return false
+    const now = Date.now()
     const accounts = (await this.#o.links.listOf(sub)).filter(
-      (r) => r.state === 'active' && r.chat === 'slack' && r.expiresAt > Date.now(),
+      (r) => r.state === 'active' && r.expiresAt > now,
     )
-    const account = accounts[0]
-    if (account === undefined) return false
-    const label = `${personLabel(sub)}/slack`
-    sendChat(jobOf(n, label, { chat: 'slack' as const, channel: account.user, label }, url))
-    return true
+    let sent = false
+    const slack = accounts.find((r) => r.chat === 'slack')
+    if (slack !== undefined) {
+      const label = `${personLabel(sub)}/slack`
+      sendChat(jobOf(n, label, { chat: 'slack' as const, channel: slack.user, label }, url))
+      sent = true
+    }
+    const teams = accounts.find((r) => r.chat === 'msteams')
+    if (teams !== undefined) {
+      const label = `${personLabel(sub)}/msteams`
+      const channel = chatTargetsFor(routes, n.team).find((t) => t.chat === 'msteams')
+      const target = {
+        chat: 'msteams' as const,
+        conversation: '',
+        serviceUrl: channel?.chat === 'msteams' ? channel.serviceUrl : '',
+        label,
+        person: { tenantId: teams.workspace, user: teams.user },
+      }
+      sendChat(jobOf(n, label, target, url))
+      sent = true
+    }
+    return sent
   }
 }
 

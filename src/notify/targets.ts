@@ -65,6 +65,11 @@ export interface TeamsChatTarget {
   readonly label: string
   /** Seconds after the question opened that it is notified if still open and unclaimed (absent: 0). */
   readonly afterS?: number
+  /**
+   * A person's 1:1 chat with the bot (a `person:` target's linked Teams account): the conversation is made when
+   * delivered (`conversation` empty until then; `serviceUrl` empty when no channel of the file names one).
+   */
+  readonly person?: { readonly tenantId: string; readonly user: string }
 }
 
 /** Where each team's notifications go. */

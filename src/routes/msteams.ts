@@ -89,7 +89,7 @@ export async function teamsRoutes(app: FastifyInstance): Promise<void> {
         counted.inc({ type, outcome: 'failed' })
         throw err
       }
-      counted.inc({ type: handled.type, outcome: handled.outcome })
+      if (handled.counted !== true) counted.inc({ type: handled.type, outcome: handled.outcome })
       reply.code(handled.status)
       return handled.body === undefined ? reply.send() : reply.send(handled.body)
     },

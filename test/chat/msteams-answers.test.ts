@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
+import type { Notification } from '../../src/notify/notification.ts'
+import type { ChatTarget } from '../../src/notify/targets.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { fastEventEnv } from '../events/helpers.ts'
 import {
@@ -22,6 +24,7 @@ import { Browser, type SignInStack, startSignInStack, type Visit } from '../sign
 import { openLink, PEOPLE } from './helpers.ts'
 import {
   action,
+  actionsOf,
   type Card,
   cardAbout as cardAboutIn,
   cardOf,
@@ -58,7 +61,10 @@ before(async () => {
   await writeFile(
     file,
     JSON.stringify({
-      teams: { blue: [{ msteams: { conversation: CONVERSATION, serviceUrl: bf.serviceUrl } }] },
+      teams: {
+        // Olivia (linked in Teams only, by her Entra sign-in) gets every card in her 1:1 chat with the bot too.
+        blue: [{ msteams: { conversation: CONVERSATION, serviceUrl: bf.serviceUrl } }, { person: 'olivia' }],
+      },
     }),
   )
   const idpPort = await freePort()
@@ -338,6 +344,105 @@ test('an answer given elsewhere (the console’s route) and a timeout update eve
   const quick = await cardAbout('Quick?')
   await waitFor('timed out', () => quick.updates === 1)
   assert.match(cardText(cardOf(quick)), /Timed out: nobody answered in time/)
+})
+
+/** The titles of a card's "I'm on it" / "Give it back" (the action set in its body). */
+const claimButtons = (card: Card) =>
+  actionsOf(card)
+    .filter((a) => String(a.verb).startsWith('krg.claim') || a.verb === 'krg.release')
+    .map((a) => a.title)
+
+test("I'm on it from Teams: the console's claim as the person, the holder on every copy of the card, others told who; a viewer refused; given back; a person target in a 1:1 chat", async () => {
+  const q = rt.ask({ title: 'Who takes it?', fields: CHOICE })
+  const posted = await cardAbout('Who takes it?')
+  assert.deepEqual(claimButtons(cardOf(posted)), ['I’m on it'])
+  const asSeen = { ...posted, activity: structuredClone(posted.activity) }
+  // The person target: Olivia has no Slack account, so the card reaches her in her 1:1 chat with the bot.
+  const dm = await waitFor('Olivia’s 1:1 chat', () =>
+    bf.personal.find((p) => p.userId === OLIVIA.aadObjectId && p.tenantId === TENANT_ID),
+  )
+  const inDm = await waitFor('the card in her 1:1 chat', () =>
+    bf.posted(dm.id).find((a) => cardText(cardOf(a)).includes('Who takes it?')),
+  )
+
+  const mine = await click(OLIVIA, posted, 'I’m on it')
+  assert.match(cardText(mine), /You are on this question/)
+  assert.match(cardText(mine), /Olivia Operator is on it since \d\d:\d\d UTC/)
+  assert.deepEqual(claimButtons(mine), ['Give it back'])
+  const held = await stack.app.overview.claims.of('k1', rt.run)
+  assert.equal(held.get(q.request_id)?.sub, 'olivia')
+  // Everyone's card names her, the channel's and the 1:1 chat's (request.claimed).
+  for (const copy of [posted, inDm])
+    await waitFor('the holder on the card', () => cardText(cardOf(copy)).includes('Olivia Operator is on it'))
+  assert.deepEqual(claimButtons(cardOf(posted)), ['Give it back'])
+
+  // Oscar, on a copy from before: told who holds it and since when; he cannot give it back either.
+  const late = await click(OSCAR, asSeen, 'I’m on it')
+  assert.match(cardText(late), /Olivia Operator is already on this question since \d\d:\d\d UTC\./)
+  const notHis = await click(OSCAR, posted, 'Give it back')
+  assert.match(cardText(notHis), /Olivia Operator is on this question since .*: only they can give it back\./)
+  // Victor may only watch.
+  const watch = await click(VICTOR, asSeen, 'I’m on it')
+  assert.match(cardText(watch), /You may only watch this session/)
+  assert.equal((await stack.app.overview.claims.of('k1', rt.run)).get(q.request_id)?.sub, 'olivia')
+
+  const back = await click(OLIVIA, posted, 'Give it back')
+  assert.match(cardText(back), /You gave this question back\./)
+  assert.equal((await stack.app.overview.claims.of('k1', rt.run)).get(q.request_id), undefined)
+  await waitFor('nobody on the card', () => !cardText(cardOf(posted)).includes('is on it'))
+  assert.deepEqual(claimButtons(cardOf(posted)), ['I’m on it'])
+  // A lapse (as the engine tells it, to every target and to the holder as a person): only her 1:1 chat says so.
+  const seq = 999_001
+  const lapsed: Notification = {
+    key: ['k1', rt.run, String(seq), 'request.unclaimed', q.request_id].join('\u0000'),
+    type: 'request.unclaimed',
+    kasmId: 'k1',
+    team: 'blue',
+    run: rt.run,
+    seq,
+    reminder: false,
+    request: { request_id: q.request_id, title: 'Who takes it?', deadline: null, field_ids: ['browser'] },
+    unclaimed: {
+      holder: { sub: 'olivia', name: 'Olivia Operator', at: new Date().toISOString() },
+      reason: 'lapsed',
+    },
+  }
+  const targets: ChatTarget[] = [
+    {
+      chat: 'msteams',
+      conversation: CONVERSATION,
+      serviceUrl: bf.serviceUrl,
+      label: `msteams:${CONVERSATION}`,
+    },
+    {
+      chat: 'msteams',
+      conversation: '',
+      serviceUrl: bf.serviceUrl,
+      label: 'person:olivia/msteams',
+      person: { tenantId: TENANT_ID, user: OLIVIA.aadObjectId },
+    },
+  ]
+  for (const target of targets) {
+    const delivered = await stack.app.chat?.deliver({
+      key: lapsed.key,
+      delivery: 'test',
+      notification: lapsed,
+      target,
+      url: stack.base,
+    })
+    assert.deepEqual(delivered, { ok: true })
+  }
+  const told = bf.posted(dm.id).filter((a) => cardText(cardOf(a)).includes('lapsed'))
+  assert.deepEqual(
+    told.map((a) => cardText(cardOf(a))),
+    ['Your claim on “Who takes it?” lapsed after 90 s without an answer; the escalation goes on.'],
+  )
+  assert.equal(bf.posted(CONVERSATION).filter((a) => cardText(cardOf(a)).includes('lapsed')).length, 0)
+  // Each invoke counted once, with what came of it.
+  const metrics = await stack.app.metrics.registry.getSingleMetricAsString('krg_msteams_activities_total')
+  for (const outcome of ['taken', 'given_back', 'held'])
+    assert.match(metrics, new RegExp(`type="invoke",outcome="${outcome}"\\} [1-9]`), outcome)
+  assert.doesNotMatch(metrics, /type="invoke",outcome="accepted"\} [1-9]/)
 })
 
 test('a reminder replies under the card, in its thread; a cancel updates the card for everyone', async () => {

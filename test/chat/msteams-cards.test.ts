@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import {
   type AdaptiveCard,
   type CardElement,
+  claimLapsedCard,
   closedCard,
   closingText,
   executeOf,
@@ -166,6 +167,8 @@ test('runtime text is data: never in a TextBlock (markdown), a URL or an action 
     ),
     handoffCard({ kasmId: evil, team: evil, url: URL, reason: evil }, evil),
     linkCodeCard({ person: evil, code: '12345678', ref: 'r' }),
+    questionCard(view(fields, { title: evil, holder: { sub: 's', name: evil, at: evil } })),
+    claimLapsedCard({ title: evil, afterS: 90 }),
   ]
   for (const card of cards) {
     for (const e of elements(card))
@@ -249,4 +252,37 @@ test('an invoke’s data back to a reply’s values; options by index; bad ones 
   )
   assert.equal(executeOf({ action: { type: 'Action.Submit', verb: 'x' } }), null)
   assert.equal(executeOf('nope'), null)
+})
+
+test('“I’m on it” under the question while nobody holds it; the holder’s line and “Give it back” while someone does', () => {
+  const claimSet = (card: AdaptiveCard) => {
+    const set = card.body.find((e) => e.type === 'ActionSet')
+    return set?.type === 'ActionSet' ? set.actions : []
+  }
+  const free = claimSet(questionCard(view([{ id: 'ok', type: 'boolean' }])))
+  assert.deepEqual(
+    free.map((a) => a.type === 'Action.Execute' && [a.title, a.verb, a.data]),
+    [['I’m on it', VERB.claim, { k: 'k1', r: 'r1', q: 'q1', v: 3 }]],
+  )
+  const heldCard = questionCard(
+    view([{ id: 'ok', type: 'boolean' }], {
+      holder: { sub: 'olivia', name: 'Olivia Operator', at: '2026-12-06T04:03:10Z' },
+    }),
+  )
+  assert.deepEqual(
+    claimSet(heldCard).map((a) => a.title),
+    ['Give it back'],
+  )
+  const line = heldCard.body.find((e) => e.type === 'RichTextBlock' && e.id === 'krg-holder')
+  assert.equal(
+    line?.type === 'RichTextBlock' && line.inlines.map((r) => r.text).join(''),
+    'Olivia Operator is on it since 04:03 UTC',
+  )
+  // The card's own actions stay the answers and the console link; nothing to claim where nothing is answered.
+  assert.deepEqual(
+    heldCard.actions?.map((a) => a.title),
+    ['Yes', 'No', 'Open in console'],
+  )
+  assert.deepEqual(claimSet(questionCard(view([{ id: 'ok', type: 'boolean' }], { answerable: false }))), [])
+  assert.equal(claimSet(closedCard(view([]), 'Timed out')).length, 0)
 })

@@ -39,10 +39,16 @@ export function cardAbout(
   )
 }
 
+/** Every action of a card: its own, and those of the action sets in its body ("I'm on it"). */
+export function actionsOf(card: Card): Record<string, unknown>[] {
+  const sets = card.body.filter((e) => e.type === 'ActionSet')
+  return [...(card.actions ?? []), ...sets.flatMap((e) => e.actions as Record<string, unknown>[])]
+}
+
 /** The Action.Execute of a card with `title`. */
 export function action(card: Card, title: string): { verb: string; data: Record<string, unknown> } {
-  const found = card.actions?.find((a) => a.type === 'Action.Execute' && a.title === title)
-  assert.ok(found, `no “${title}” on ${JSON.stringify(card.actions)}`)
+  const found = actionsOf(card).find((a) => a.type === 'Action.Execute' && a.title === title)
+  assert.ok(found, `no “${title}” on ${JSON.stringify(actionsOf(card))}`)
   return { verb: String(found.verb), data: found.data as Record<string, unknown> }
 }
 

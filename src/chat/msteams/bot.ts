@@ -20,6 +20,8 @@ export interface TeamsHandled {
   /** The HTTP status; 200 with no body unless {@link body}. */
   readonly status: number
   readonly body?: unknown
+  /** Counted already, with what came of it (an invoke the adapter answered counts its own outcome). */
+  readonly counted?: true
 }
 
 export interface TeamsBotOptions {
@@ -123,6 +125,7 @@ export class TeamsBot {
       outcome: handler === null ? 'ignored' : 'accepted',
       status: answer.status,
       body: answer.body,
+      ...(handler === null ? {} : { counted: true as const }),
     }
   }
 

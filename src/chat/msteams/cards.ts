@@ -52,6 +52,7 @@ export type CardElement =
       readonly style?: 'attention' | 'good' | 'warning' | 'emphasis'
       readonly id?: string
     }
+  | { readonly type: 'ActionSet'; readonly actions: CardAction[]; readonly id?: string }
   | CardInput
 
 /** An input of a question's card. */
@@ -127,6 +128,10 @@ export const VERB = {
   answer: 'krg.answer',
   /** "This is not me" on the direct card with a link code: its data names the pending link (`ref`). */
   notMe: 'krg.not-me',
+  /** "I'm on it", beside the answers while nobody holds the question: its data carries the question. */
+  claim: 'krg.claim',
+  /** "Give it back", in its place while someone holds it. */
+  release: 'krg.release',
 } as const
 
 /** The id prefix of a field's input: the invoke's data holds `f:<field id>`. */
@@ -385,10 +390,61 @@ export function questionCard(view: QuestionView, personal: PersonalView = {}): A
   body.push(deadlineLine(view.deadline))
   if (view.answerable && form.kind === 'console')
     body.push(rich(run('Answer this one in the console: '), run(`${form.why}.`)))
+  if (view.answerable) body.push(...claimBlock(view))
   if (personal.notice?.link !== undefined)
     actions.push({ type: 'Action.OpenUrl', title: personal.notice.link.title, url: personal.notice.link.url })
   actions.push(openInConsole(view.url))
   return card(body, actions)
+}
+
+/**
+ * Who holds the question and the button beside it: "I'm on it" while nobody does, "Give it back" while
+ * someone does (only the holder's click gives it back; anyone else's is told who holds it). In the body, not
+ * among the card's actions, which five choice buttons and "Open in console" already fill.
+ */
+function claimBlock(view: QuestionView): CardElement[] {
+  const out: CardElement[] = []
+  if (view.holder !== undefined) out.push(holderLine(view.holder))
+  out.push({
+    type: 'ActionSet',
+    id: 'krg-claim',
+    actions: [
+      view.holder === undefined
+        ? {
+            type: 'Action.Execute',
+            title: 'I’m on it',
+            verb: VERB.claim,
+            data: refData(view),
+            associatedInputs: 'none',
+          }
+        : {
+            type: 'Action.Execute',
+            title: 'Give it back',
+            verb: VERB.release,
+            data: refData(view),
+            associatedInputs: 'none',
+          },
+    ],
+  })
+  return out
+}
+
+/** "Olivia Operator is on it since 12:03 UTC": the name a text run, the time the gateway's own. */
+export function holderLine(holder: { name: string; at: string }): CardElement {
+  return {
+    type: 'RichTextBlock',
+    id: 'krg-holder',
+    inlines: [
+      run(clip(holder.name, 100), { weight: 'Bolder' }),
+      run(` is on it since ${sinceOf(holder.at)}`),
+    ],
+  }
+}
+
+/** `HH:MM UTC` of an instant (a time that is not one, as written, clipped). */
+export function sinceOf(at: string): string {
+  const ms = Date.parse(at)
+  return Number.isNaN(ms) ? clip(at, 40) : `${new Date(ms).toISOString().slice(11, 16)} UTC`
 }
 
 /** "Answered by Olivia Operator in Teams · Nights: 2", "Timed out: nobody answered in time", … (plain). */
@@ -405,6 +461,20 @@ export function closedCard(view: QuestionView, line: string, notice?: Notice): A
   body.push({ type: 'RichTextBlock', id: 'krg-closing', inlines: [run(clip(line, 2000), { color: 'Good' })] })
   body.push(deadlineLine(view.deadline))
   return card(body, [openInConsole(view.url)])
+}
+
+/** What the person whose claim lapsed is told, in their 1:1 chat with the bot. */
+export function claimLapsedCard(view: { title: string; afterS: number }): AdaptiveCard {
+  return card(
+    [
+      rich(
+        run('Your claim on “'),
+        run(clip(view.title, 200), { weight: 'Bolder' }),
+        run(`” lapsed after ${view.afterS} s without an answer; the escalation goes on.`),
+      ),
+    ],
+    [],
+  )
 }
 
 /** The reminder, a reply under the question's card. */

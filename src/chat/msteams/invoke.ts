@@ -6,6 +6,7 @@ import type { People } from '../../identity/people.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import { denialText, lookUpQuestion, outcomeLabel, within } from '../answering.ts'
 import type { AnswerOutcome, ChatAnswers, Denial } from '../answers.ts'
+import { type ChatClaims, type ClaimOutcome, claimLabel } from '../claims.ts'
 import type { ChatMessageStore, PostedQuestion } from '../messages.ts'
 import {
   closedHow,
@@ -31,6 +32,7 @@ import {
   noticeCard,
   type PersonalView,
   questionCard,
+  sinceOf,
   VERB,
   valuesFromData,
 } from './cards.ts'
@@ -40,6 +42,8 @@ import { teamsLabel } from './messages.ts'
 /** What {@link TeamsInvoke} works with. */
 export interface TeamsInvokeOptions {
   readonly answers: ChatAnswers
+  /** "I'm on it" and "Give it back", through the console's claim route (the same as Slack's). */
+  readonly claims: ChatClaims
   readonly people: People
   readonly messages: ChatMessageStore
   readonly reads: RuntimeReads
@@ -99,7 +103,7 @@ export class TeamsInvoke {
       return this.#o.linkCodes.notMe(person.account, action.data.ref)
     }
     const ref = refOf(action.data)
-    if (ref === null || (action.verb !== VERB.choose && action.verb !== VERB.answer))
+    if (ref === null || !KNOWN.has(action.verb))
       return this.#notice(action.verb, 'ignored', 'The gateway does not know this action.')
     const label = teamsLabel(activity.conversation.id)
     const found = await lookUpQuestion(this.#o, ref, label)
@@ -114,11 +118,26 @@ export class TeamsInvoke {
         })
       return noticeCard({ text: 'This question is no longer open.', tone: 'warning' })
     }
-    const view = this.#view(ref, team, found.question) as QuestionView
+    const held = await this.#o.claims.holder(ref)
+    const view = {
+      ...(this.#view(ref, team, found.question) as QuestionView),
+      ...(held ? { holder: held } : {}),
+    }
     const auth = await this.#o.answers.authorise(person.account, ref.kasmId, REFRESH_WAIT_MS)
     if (!auth.ok) {
       this.#count(action.verb, auth.reason)
       return questionCard(view, { notice: await this.#denial(person, auth.reason, auth.team) })
+    }
+    if (action.verb === VERB.claim || action.verb === VERB.release) {
+      const giveBack = action.verb === VERB.release
+      const outcome = giveBack
+        ? await this.#o.claims.giveBack(auth.operator, ref)
+        : await this.#o.claims.take(auth.operator, ref)
+      this.#count(
+        action.verb,
+        outcome.kind === 'done' ? (giveBack ? 'given_back' : 'taken') : claimLabel(outcome),
+      )
+      return this.#claimCard(outcome, giveBack, view, auth.team)
     }
     let values: Record<string, unknown>
     if (action.verb === VERB.choose) {
@@ -228,6 +247,68 @@ export class TeamsInvoke {
     }
   }
 
+  /**
+   * The card after "I'm on it" or "Give it back": done, the holder (the clicker) or nobody, as everyone's card
+   * will say once the claim is seen; else why not, only to them: who holds it and since when, that it closed,
+   * that they may only watch.
+   */
+  async #claimCard(
+    outcome: ClaimOutcome,
+    giveBack: boolean,
+    view: QuestionView,
+    team: string,
+  ): Promise<AdaptiveCard> {
+    const { holder: _, ...free } = view
+    switch (outcome.kind) {
+      case 'done': {
+        if (giveBack)
+          return questionCard(free, { notice: { text: 'You gave this question back.', tone: 'good' } })
+        const holder = (await this.#o.claims.holder(view)) ?? undefined
+        const mine = holder === undefined ? view : { ...view, holder }
+        return questionCard(mine, {
+          notice: { text: 'You are on this question: the others see your name on it.', tone: 'good' },
+        })
+      }
+      case 'held': {
+        const h = outcome.holder
+        if (h === null)
+          return questionCard(free, {
+            notice: {
+              text: giveBack
+                ? 'You do not hold this question: nobody does now.'
+                : 'Someone else took this question just now.',
+              tone: 'warning',
+            },
+          })
+        const since = sinceOf(h.at)
+        return questionCard(
+          { ...view, holder: h },
+          {
+            notice: {
+              text: giveBack
+                ? `${h.name} is on this question since ${since}: only they can give it back.`
+                : `${h.name} is already on this question since ${since}.`,
+              tone: 'warning',
+            },
+          },
+        )
+      }
+      case 'closed':
+        return noticeCard({ text: 'This question is no longer open.', tone: 'warning' })
+      case 'denied':
+        return questionCard(view, {
+          notice: { text: denialText(outcome.reason, 'Teams', team), tone: 'attention' },
+        })
+      case 'failed':
+        return questionCard(view, {
+          notice: {
+            text: `That did not work (${outcome.code}). Try again, or use the console.`,
+            tone: 'attention',
+          },
+        })
+    }
+  }
+
   /** Why the person may not answer; for an unlinked one, the link that connects their account. */
   async #denial(person: Person, reason: Denial, team?: string): Promise<Notice> {
     if (reason !== 'unlinked' && reason !== 'suspended')
@@ -273,6 +354,9 @@ export class TeamsInvoke {
     this.#o.count?.(verb.replace(/^krg\./, ''), outcome)
   }
 }
+
+/** The verbs of a question's card. */
+const KNOWN: ReadonlySet<string> = new Set([VERB.choose, VERB.answer, VERB.claim, VERB.release])
 
 /** The Teams user of an invoke: their account (tenant, Entra object id), name, member id and service URL. */
 interface Person {

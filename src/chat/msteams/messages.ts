@@ -1,4 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
+import { personLabel } from '../../escalation/fanout.ts'
+import type { ClaimNotice } from '../../notify/notification.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import type { ChatAnswers } from '../answers.ts'
 import {
@@ -17,6 +19,7 @@ import type { OutboundActivity } from './activity.ts'
 import {
   type AdaptiveCard,
   CARD_CONTENT_TYPE,
+  claimLapsedCard,
   closedCard,
   closingText,
   handoffCard,
@@ -32,6 +35,8 @@ export interface TeamsPlace {
   readonly serviceUrl: string
   /** The target's label (`msteams:<conversation>`): the key of its messages' records. */
   readonly label: string
+  /** A person's 1:1 chat, made when delivered (see TeamsChatTarget.person). */
+  readonly person?: { readonly tenantId: string; readonly user: string }
 }
 
 /** What {@link TeamsMessages} works with. */
@@ -43,6 +48,10 @@ export interface TeamsMessagesOptions {
   readonly answers: ChatAnswers
   /** The Teams place of a chat job's target; null when the target is not a Teams one. */
   readonly placeOf: (job: ChatJob) => TeamsPlace | null
+  /** GATEWAY_CLAIM_TTL_S: how long a claim lasts without an answer (what a lapsed claim's holder is told). */
+  readonly claimTtlS: number
+  /** Where a person's 1:1 chat is made when no channel of the notify file names a service URL. */
+  readonly personalServiceUrl: () => Promise<string | null>
   readonly log: FastifyBaseLogger
 }
 
@@ -76,14 +85,18 @@ export class TeamsMessages {
   }
 
   async deliver(job: ChatJob): Promise<ChatDeliveryResult> {
-    const place = this.#o.placeOf(job)
-    if (place === null) return { ok: false, error: 'not_a_teams_target' }
+    const target = this.#o.placeOf(job)
+    if (target === null) return { ok: false, error: 'not_a_teams_target' }
     const n = job.notification
     try {
+      const place = await this.#personal(target)
+      if (place === null) return { ok: false, error: 'no_service_url' }
       return await runJob(job, place.label, {
         open: (key) => this.#open(job, place, key),
         remind: (key) => this.#remind(place, key),
         close: (key) => this.#close(job, place, key),
+        claimed: (key, holder) => this.#held(job, place, key, holder),
+        unclaimed: (key) => this.#unclaimed(job, place, key),
         handoff: (key) => this.#handoff(job, place, key),
         handoffEnded: (key) => this.#handoffEnded(job, place, key),
         runEnded: async () => {
@@ -101,6 +114,51 @@ export class TeamsMessages {
       this.#o.log.warn({ err }, 'teams: delivery failed')
       return { ok: false, error: 'teams_failed' }
     }
+  }
+
+  /**
+   * A person's place made real: the bot's 1:1 chat with them (Teams answers the same conversation for the same
+   * person, so making it again is harmless), reached by their Entra object id, which Teams takes for a user
+   * who has the app (null when no service URL is known).
+   */
+  async #personal(place: TeamsPlace): Promise<TeamsPlace | null> {
+    if (place.person === undefined) return place
+    const serviceUrl = place.serviceUrl || (await this.#o.personalServiceUrl())
+    if (!serviceUrl) return null
+    const chat = await this.#o.connector.createPersonal(serviceUrl, place.person.tenantId, place.person.user)
+    return { ...place, serviceUrl, conversation: chat.id }
+  }
+
+  /** The open question's card, updated in place for everyone to say who holds it (`holder`), or nobody. */
+  async #held(
+    job: ChatJob,
+    place: TeamsPlace,
+    key: ChatMessageKey,
+    holder?: ClaimNotice,
+  ): Promise<ChatDeliveryResult> {
+    const message = await this.#o.messages.get(key)
+    // Never posted here, or closed already (its closing says more than a holder would).
+    if (message === null || message.state !== 'open' || message.question === undefined) return { ok: true }
+    const view = this.view(job, message.question)
+    const card = questionCard(holder === undefined ? view : { ...view, holder })
+    await this.#o.connector.update(place.serviceUrl, message.channel, message.ts, cardActivity(card))
+    return { ok: true }
+  }
+
+  /**
+   * The question is free again: its card names nobody; and when the claim lapsed and this is the holder's own
+   * 1:1 chat, they are told that it did and that the escalation goes on.
+   */
+  async #unclaimed(job: ChatJob, place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
+    const done = await this.#held(job, place, key)
+    const unclaimed = job.notification.unclaimed
+    if (unclaimed?.reason !== 'lapsed' || place.label !== `${personLabel(unclaimed.holder.sub)}/msteams`)
+      return done
+    const message = await this.#o.messages.get(key)
+    const title = message?.question?.title ?? job.notification.request?.title ?? ''
+    const card = claimLapsedCard({ title, afterS: this.#o.claimTtlS })
+    await this.#o.connector.post(place.serviceUrl, message?.channel ?? place.conversation, cardActivity(card))
+    return { ok: true }
   }
 
   async #open(job: ChatJob, place: TeamsPlace, key: ChatMessageKey): Promise<ChatDeliveryResult> {
@@ -122,7 +180,8 @@ export class TeamsMessages {
     if (message === null || message.state !== 'open') return { ok: true }
     await this.#o.connector.post(
       place.serviceUrl,
-      threadOf(message),
+      // A 1:1 chat has no threads: the reminder follows the card there.
+      place.person === undefined ? threadOf(message) : message.channel,
       cardActivity(reminderCard(message.question?.deadline ?? null), message.ts),
     )
     return { ok: true }

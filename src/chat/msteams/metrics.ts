@@ -7,8 +7,9 @@ export type ActivityType = 'message' | 'conversationUpdate' | 'invoke' | 'other'
  * What came of an activity (the `outcome` label): `accepted` (acted on), `ignored` (checked, nothing to do),
  * `invalid` (signed but unreadable), `unauthorized` (refused: the bearer or the activity failed a check, 401),
  * `rate_limited` (the same, from an address past its limit of such refusals, 429),
- * `unavailable` (the signing keys could not be read, 503), `failed` (acting on it failed). The invoke handler
- * may add its own.
+ * `unavailable` (the signing keys could not be read, 503), `failed` (acting on it failed). An invoke the Teams
+ * adapter answers is counted with its own outcome instead of `accepted` (chat/msteams/invoke.ts: `answered`,
+ * `repeated`, `taken`, `given_back`, `held`, `closed`, `viewer`, `unlinked`, `invalid`, …).
  */
 export type ActivityOutcome =
   | 'accepted'

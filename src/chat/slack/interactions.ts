@@ -7,7 +7,7 @@ import type { FieldDef } from '../../protocol/fields.ts'
 import type { SessionRegistry } from '../../sessions/types.ts'
 import { denialText, lookUpQuestion, outcomeLabel, within } from '../answering.ts'
 import type { AnswerOutcome, ChatAnswers, Denial } from '../answers.ts'
-import type { ChatClaims, ClaimOutcome } from '../claims.ts'
+import { type ChatClaims, type ClaimOutcome, claimLabel } from '../claims.ts'
 import type { ChatMessageStore, PostedQuestion } from '../messages.ts'
 import { closedHow } from '../questions.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
@@ -435,11 +435,6 @@ export class SlackInteractions {
       this.#o.log.warn({ error: slackErrorCode(err) }, 'slack: ephemeral reply not posted')
     }
   }
-}
-
-/** The `outcome` label of a claim that was not done. */
-function claimLabel(outcome: Exclude<ClaimOutcome, { kind: 'done' }>): string {
-  return outcome.kind === 'denied' ? outcome.reason : outcome.kind
 }
 
 function update(view: unknown): Handled & { ack: Record<string, unknown> } {
