@@ -167,15 +167,57 @@ interface Row {
   firstFailure: string | null
 }
 
-/** Counts the commands clients send Redis (not those a script runs) while `during` runs. */
-async function sentCommands<T>(redis: Redis, during: () => Promise<T>): Promise<{ result: T; sent: number }> {
-  const monitor = await redis.monitor()
-  let sent = 0
+/**
+ * A MONITOR connection that has seen a marker of ours go by, so that it is past ioredis's first-line race:
+ * when MONITOR's OK and the first monitored command arrive in one read, ioredis emits "Command queue state
+ * error" on the connection (seen with other clients keeping Redis busy). Such an attempt is closed and made
+ * again. `own` counts the commands this sent Redis (each MONITOR and each marker).
+ */
+async function readyMonitor(redis: Redis): Promise<{ monitor: Redis; own: number }> {
+  let own = 0
+  for (let attempt = 1; ; attempt++) {
+    const monitor = await redis.monitor()
+    own++
+    const marker = `krg-bench-monitor-${process.pid}-${attempt}`
+    const outcome = await new Promise<Error | null>((resolve) => {
+      const timer = setTimeout(() => resolve(new Error('MONITOR saw no marker in 10 s')), 10_000)
+      monitor.on('error', (err: Error) => {
+        clearTimeout(timer)
+        resolve(err)
+      })
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) {
+          clearTimeout(timer)
+          resolve(null)
+        }
+      })
+      own++
+      redis.echo(marker).catch((err: Error) => resolve(err))
+    })
+    if (outcome === null) return { monitor, own }
+    monitor.disconnect()
+    if (attempt === 3) throw outcome
+  }
+}
+
+/**
+ * Counts the commands clients send Redis (not those a script runs) while `during` runs; null when the MONITOR
+ * connection failed on the way (the figure is then not measured, and says so as `-`).
+ */
+async function sentCommands<T>(
+  redis: Redis,
+  during: () => Promise<T>,
+): Promise<{ result: T; sent: number | null; own: number }> {
+  const { monitor, own } = await readyMonitor(redis)
+  let sent: number | null = 0
+  monitor.on('error', () => {
+    sent = null
+  })
   monitor.on('monitor', (_time: string, _args: string[], source: string) => {
-    if (source !== 'lua') sent++
+    if (source !== 'lua' && sent !== null) sent++
   })
   try {
-    return { result: await during(), sent }
+    return { result: await during(), sent, own }
   } finally {
     monitor.disconnect()
   }
@@ -258,11 +300,13 @@ async function measure(
   const rate = route === 'attachment' ? opts.attachmentRate : opts.rate
   const timed = () => fixedRate(c.origin, make, rate, ms)
   const reads0 = c.redis ? await readsProcessed(c.redis.client) : 0
-  const { result: rated, sent } = c.redis
-    ? await sentCommands(c.redis.client, timed)
-    : { result: await timed(), sent: null }
-  // Less the bench's own: MONITOR and the INFO that reads the count.
-  const reads = c.redis ? (await readsProcessed(c.redis.client)) - reads0 - 2 : null
+  const {
+    result: rated,
+    sent,
+    own,
+  } = c.redis ? await sentCommands(c.redis.client, timed) : { result: await timed(), sent: null, own: 0 }
+  // Less the bench's own: MONITOR and its markers, and the INFO that reads the count.
+  const reads = c.redis ? (await readsProcessed(c.redis.client)) - reads0 - own - 1 : null
   const total = loop.ok + loop.failed
   const row: Row = {
     contestant: c.name,
