@@ -3,7 +3,7 @@ import type { SessionRegistry } from '../sessions/types.ts'
 import type { ChatAnswers } from './answers.ts'
 import type { ChatMessageKey, PostedQuestion } from './messages.ts'
 import type { ChatDeliveryResult, ChatJob } from './outbox.ts'
-import type { ReplyClosing } from './questions.ts'
+import type { QuestionView, ReplyClosing } from './questions.ts'
 import type { RuntimeReads } from './runtime-reads.ts'
 
 /**
@@ -26,6 +26,20 @@ export function requestIdOf(n: Notification): string {
 /** The session, team and console link of a job. */
 export function whereOf(job: ChatJob): { kasmId: string; team: string; url: string } {
   return { kasmId: job.notification.kasmId, team: job.notification.team, url: job.url }
+}
+
+/** A delivered question as a chat message shows it: the run's question, where it lives, whether it is answerable there. */
+export function questionViewOf(job: ChatJob, question: PostedQuestion, answerable: boolean): QuestionView {
+  const n = job.notification
+  return {
+    ...question,
+    kasmId: n.kasmId,
+    team: n.team,
+    run: n.run,
+    requestId: requestIdOf(n),
+    url: job.url,
+    answerable,
+  }
 }
 
 /** What the notification itself says of the question: no fields, so it is answered in the console. */

@@ -7,6 +7,7 @@ import {
   answeredClosing,
   fallbackQuestion,
   questionOfJob,
+  questionViewOf,
   requestIdOf,
   runJob,
   whereOf,
@@ -231,16 +232,7 @@ export class TeamsMessages {
 
   /** The question of a job as a card shows it. */
   view(job: ChatJob, question: PostedQuestion): QuestionView {
-    const n = job.notification
-    return {
-      ...question,
-      kasmId: n.kasmId,
-      team: n.team,
-      run: n.run,
-      requestId: requestIdOf(n),
-      url: job.url,
-      answerable: true,
-    }
+    return questionViewOf(job, question, true)
   }
 
   async #remember(

@@ -8,6 +8,7 @@ import {
   answeredClosing,
   fallbackQuestion,
   questionOfJob,
+  questionViewOf,
   requestIdOf,
   runJob,
   whereOf,
@@ -205,16 +206,7 @@ export class SlackMessages {
   }
 
   #view(job: ChatJob, question: PostedQuestion): QuestionView {
-    const n = job.notification
-    return {
-      ...question,
-      kasmId: n.kasmId,
-      team: n.team,
-      run: n.run,
-      requestId: requestIdOf(n),
-      url: job.url,
-      answerable: this.#o.answerable,
-    }
+    return questionViewOf(job, question, this.#o.answerable)
   }
 
   async #remember(
