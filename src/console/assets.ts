@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
-import { brotliCompressSync, constants, gzipSync } from 'node:zlib'
+import { promisify } from 'node:util'
+import { brotliCompress, constants, gzip } from 'node:zlib'
 
 /** What the bundle holds: the file names of the page's script, stylesheet and icon, and the report page's. */
 export interface ConsoleManifest {
@@ -25,12 +26,21 @@ export interface Encoded {
   readonly etag: string
 }
 
-/** A servable asset: every representation, prepared once at boot. */
+/** The compressed encodings an asset is offered in, most preferred first. */
+export type Compression = 'br' | 'gzip'
+
+/** A servable asset: its bytes as they are, and its compressed representations on demand. */
 export interface Asset {
   readonly type: string
   readonly identity: Encoded
-  readonly br: Encoded
-  readonly gzip: Encoded
+  /** The entity tag of the representation in `encoding` (null: as it is), known without compressing. */
+  etag(encoding: Compression | null): string
+  /**
+   * The representation in `encoding`: compressed at maximum quality on its first request, on the thread pool
+   * (never blocking the event loop), and kept. A boot compresses nothing, and a gateway nobody loads the
+   * console from never compresses at all.
+   */
+  compressed(encoding: Compression): Promise<Encoded>
 }
 
 /** The console's assets by file name, and the manifest naming the page's two. */
@@ -50,25 +60,45 @@ export function entityTag(bytes: Buffer, suffix = ''): string {
   return `"${createHash('sha256').update(bytes).digest('base64url').slice(0, 22)}${suffix}"`
 }
 
-function prepare(file: BundledFile): Asset {
-  const ext = file.name.slice(file.name.lastIndexOf('.') + 1)
-  return {
-    type: TYPES[ext] ?? 'application/octet-stream',
-    identity: { body: file.contents, encoding: null, etag: entityTag(file.contents) },
-    br: {
-      body: brotliCompressSync(file.contents, {
+const brotli = promisify(brotliCompress)
+const gzipped = promisify(gzip)
+
+function compress(contents: Buffer, encoding: Compression): Promise<Buffer> {
+  return encoding === 'br'
+    ? brotli(contents, {
         params: {
           [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY,
-          [constants.BROTLI_PARAM_SIZE_HINT]: file.contents.length,
+          [constants.BROTLI_PARAM_SIZE_HINT]: contents.length,
         },
-      }),
-      encoding: 'br',
-      etag: entityTag(file.contents, '-br'),
-    },
-    gzip: {
-      body: gzipSync(file.contents, { level: 9 }),
-      encoding: 'gzip',
-      etag: entityTag(file.contents, '-gz'),
+      })
+    : gzipped(contents, { level: 9 })
+}
+
+function prepare(file: BundledFile): Asset {
+  const ext = file.name.slice(file.name.lastIndexOf('.') + 1)
+  const etags = {
+    identity: entityTag(file.contents),
+    br: entityTag(file.contents, '-br'),
+    gzip: entityTag(file.contents, '-gz'),
+  }
+  const made = new Map<Compression, Promise<Encoded>>()
+  return {
+    type: TYPES[ext] ?? 'application/octet-stream',
+    identity: { body: file.contents, encoding: null, etag: etags.identity },
+    etag: (encoding) => etags[encoding ?? 'identity'],
+    compressed(encoding) {
+      let encoded = made.get(encoding)
+      if (encoded === undefined) {
+        encoded = compress(file.contents, encoding).then((body) => ({
+          body,
+          encoding,
+          etag: etags[encoding],
+        }))
+        // A failed compression (out of memory) is tried again by the next request, not kept.
+        encoded.catch(() => made.delete(encoding))
+        made.set(encoding, encoded)
+      }
+      return encoded
     },
   }
 }
@@ -78,12 +108,24 @@ interface Bundler {
   bundleConsole(): Promise<{ manifest: ConsoleManifest; files: BundledFile[] }>
 }
 
+/** The one load of this process, shared by every gateway it builds; forgotten when it fails. */
+let loaded: Promise<ConsoleAssets> | undefined
+
 /**
- * The console's assets, compressed once. From `dist/` (production: `npm run build` wrote the bundle next to
- * this file) they are read; from source there is no bundle on disk, so esbuild (a devDependency, present
- * wherever the sources are run) bundles the page now, in memory.
+ * The console's assets, read (or bundled) once per process: the files cannot change under a running process,
+ * and every gateway a process builds (tests build many) shares them and their compressed forms. From `dist/` (production: `npm run build` wrote the bundle next to this
+ * file) they are read; from source there is no bundle on disk, so esbuild (a devDependency, present wherever
+ * the sources are run) bundles the page now, in memory.
  */
-export async function loadConsoleAssets(): Promise<ConsoleAssets> {
+export function loadConsoleAssets(): Promise<ConsoleAssets> {
+  loaded ??= readConsoleAssets().catch((error: unknown) => {
+    loaded = undefined
+    throw error
+  })
+  return loaded
+}
+
+async function readConsoleAssets(): Promise<ConsoleAssets> {
   const here = new URL('./', import.meta.url)
   let manifest: ConsoleManifest
   let files: BundledFile[]
@@ -106,8 +148,8 @@ export async function loadConsoleAssets(): Promise<ConsoleAssets> {
   return { manifest, files: new Map(files.map((f) => [f.name, prepare(f)])) }
 }
 
-/** The representation to send for an `Accept-Encoding` header: brotli, then gzip, then none. */
-export function negotiate(asset: Asset, acceptEncoding: string | undefined): Encoded {
+/** The encoding to send for an `Accept-Encoding` header: brotli, then gzip, then none (null). */
+export function negotiate(acceptEncoding: string | undefined): Compression | null {
   const accepted = new Set(
     (acceptEncoding ?? '')
       .split(',')
@@ -115,7 +157,7 @@ export function negotiate(asset: Asset, acceptEncoding: string | undefined): Enc
       .filter(([, q]) => q === undefined || !/^q=0(?:\.0*)?$/.test(q.trim()))
       .map(([name]) => (name ?? '').toLowerCase()),
   )
-  if (accepted.has('br')) return asset.br
-  if (accepted.has('gzip')) return asset.gzip
-  return asset.identity
+  if (accepted.has('br')) return 'br'
+  if (accepted.has('gzip')) return 'gzip'
+  return null
 }

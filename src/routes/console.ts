@@ -118,15 +118,16 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { file: string } }>('/assets/:file', async (request, reply) => {
     const asset = assets.files.get(request.params.file)
     if (asset === undefined) throw new RouteNotFound()
-    const chosen = negotiate(asset, request.headers['accept-encoding'])
+    const encoding = negotiate(request.headers['accept-encoding'])
+    const etag = asset.etag(encoding)
     reply
       .header('content-type', asset.type)
       .header('cache-control', IMMUTABLE)
       .header('x-content-type-options', 'nosniff')
       .header('vary', 'accept-encoding')
-      .header('etag', chosen.etag)
-    if (chosen.encoding !== null) reply.header('content-encoding', chosen.encoding)
-    if (matches(request, chosen.etag)) return reply.code(304).send()
-    return reply.send(chosen.body)
+      .header('etag', etag)
+    if (encoding !== null) reply.header('content-encoding', encoding)
+    if (matches(request, etag)) return reply.code(304).send()
+    return reply.send(encoding === null ? asset.identity.body : (await asset.compressed(encoding)).body)
   })
 }
