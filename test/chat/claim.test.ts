@@ -4,6 +4,7 @@ import type { Notification } from '../../src/notify/notification.ts'
 import type { ChatTarget } from '../../src/notify/targets.ts'
 import type { FieldDef } from '../../src/protocol/fields.ts'
 import { postInteraction, type SlackMessage, type SlackUser } from '../fixtures/slack-api.ts'
+import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import {
   buttons,
@@ -67,6 +68,21 @@ async function deliver(stack: SlackStack, notification: Notification, target: Ch
   const url = `${stack.base}sessions/k1?run=${stack.rt.run}&request=${notification.request?.request_id}`
   const result = await chat.deliver({ key: notification.key, delivery: 'test', notification, target, url })
   assert.deepEqual(result, { ok: true })
+}
+
+/**
+ * Waits until the outbox has recorded `type` as sent to `target`: the adapter has returned, so its copy of the
+ * message is remembered (a reminder handed over before that has nothing to thread on, and is dropped).
+ */
+async function sent(stack: SlackStack, target: ChatTarget, type: Notification['type']): Promise<void> {
+  const authorization = `Bearer ${await bearer({ roles: ['admin'] })}`
+  await waitFor(`${type} sent to ${target.label}`, async () => {
+    const res = await fetch(`${stack.base}admin/notifications`, { headers: { authorization } })
+    const { deliveries } = (await res.json()) as {
+      deliveries: { target: string; type: string; status: string }[]
+    }
+    return deliveries.some((d) => d.target === target.label && d.type === type && d.status === 'sent')
+  })
 }
 
 /** The claim on the question on the board, as the console's overview reads it. */
@@ -242,6 +258,7 @@ test("I'm on it from Slack: the console's rules and audit, the holder on the mes
       ])
 
       // A reminder threads under the DM's message, in the DM's own channel.
+      await sent(stack, OSCAR_DM, 'request.opened')
       const opened = about(stack, dm.request_id, title, 'request.opened', { reminder: true })
       await deliver(stack, opened, OSCAR_DM)
       assert.match((await threadTexts(stack.slack, card.ts))[0] ?? '', /Reminder/)
