@@ -15,13 +15,11 @@ import { TeamsMessages } from './msteams/messages.ts'
 import { RuntimeReads } from './runtime-reads.ts'
 import type { SeenKeys } from './seen-keys.ts'
 import { SlackAdapter } from './slack/adapter.ts'
-import { slackClient } from './slack/client.ts'
 import { SlackInteractions } from './slack/interactions.ts'
 import { SlackLinkCodes } from './slack/link-codes.ts'
 import { SlackMessages } from './slack/messages.ts'
 import { createSlackMetrics, type SlackMetrics } from './slack/metrics.ts'
 import { SlackSignIn, slackOidcClient } from './slack/sign-in.ts'
-import { SlackSocketMode } from './slack/socket-mode.ts'
 
 /** The Slack app's parts the routes use. */
 export interface SlackApp {
@@ -102,7 +100,7 @@ export const chatPlugin = fp(
       confirmPath: `${config.basePath}auth/slack-link/confirm`,
     })
     const adapters: ChatAdapter[] = []
-    const slack = slackOn ? slackApp(app, { reads, answers, claims, store, seen, linking, base }) : null
+    const slack = slackOn ? await slackApp(app, { reads, answers, claims, store, seen, linking, base }) : null
     if (slack !== null) adapters.push(slack.adapter)
     let teamsChat: TeamsChat | null = null
     if (teams !== null) {
@@ -164,8 +162,11 @@ export const chatPlugin = fp(
   },
 )
 
-/** The Slack app, with what the adapters share. */
-function slackApp(
+/**
+ * The Slack app, with what the adapters share. The Slack SDKs are loaded here, only for a gateway with a bot
+ * token: every other boot (and every test process) would pay a third of a second of CPU for them.
+ */
+async function slackApp(
   app: FastifyInstance,
   shared: {
     reads: RuntimeReads
@@ -176,7 +177,8 @@ function slackApp(
     claims: ChatClaims
     base: string
   },
-): SlackApp {
+): Promise<SlackApp> {
+  const { slackClient } = await import('./slack/client.ts')
   const { config } = app
   const env = config.env
   const { reads, answers, store, seen, linking, base } = shared
@@ -214,7 +216,7 @@ function slackApp(
   const socketMode =
     env.GATEWAY_SLACK_APP_TOKEN === undefined
       ? null
-      : new SlackSocketMode({
+      : new (await import('./slack/socket-mode.ts')).SlackSocketMode({
           appToken: env.GATEWAY_SLACK_APP_TOKEN,
           apiUrl: env.GATEWAY_SLACK_API_URL,
           handle: (payload) => interactions.handle(payload, {}),

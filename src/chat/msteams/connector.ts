@@ -8,6 +8,7 @@ import {
 import type { FastifyBaseLogger } from 'fastify'
 import { serviceName, version } from '../../version.ts'
 import type { OutboundActivity } from './activity.ts'
+import { TeamsApiError } from './api-error.ts'
 import { allowedServiceBase } from './service-url.ts'
 import { TeamsTokenError, type TeamsTokens } from './token.ts'
 
@@ -40,21 +41,6 @@ export interface TeamsConnector {
 /** Per call: `retry: false` for calls a person waits for (an invoke's answer), which must not outlast it. */
 export interface CallOptions {
   readonly retry?: boolean
-}
-
-/**
- * A connector call that failed for good. `code`: `service_url_refused` (not in GATEWAY_TEAMS_SERVICE_URLS: no
- * request was made), `token` (no token of our own), `unreachable`, `http_<status>`, `bad_response`.
- */
-export class TeamsApiError extends Error {
-  override readonly name = 'TeamsApiError'
-  readonly code: string
-  readonly status: number
-  constructor(code: string, status: number, options?: ErrorOptions) {
-    super(`Teams connector: ${code}`, options)
-    this.code = code
-    this.status = status
-  }
 }
 
 export interface TeamsConnectorOptions {

@@ -3,8 +3,9 @@ import type { AuditStreams } from '../../audit/streams.ts'
 import type { ChatAccount } from '../../identity/chat-link-store.ts'
 import type { ChatLinkFlow, LinkCode } from '../../identity/link-flow.ts'
 import { declineLinkCode, personName } from '../link-decline.ts'
+import { TeamsApiError } from './api-error.ts'
 import { type AdaptiveCard, linkCodeCard, linkDeclinedCard, noticeCard } from './cards.ts'
-import { TeamsApiError, type TeamsConnector } from './connector.ts'
+import type { TeamsConnector } from './connector.ts'
 import { cardActivity } from './messages.ts'
 
 /** What {@link TeamsLinkCodes} works with. */

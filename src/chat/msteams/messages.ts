@@ -17,6 +17,7 @@ import type { ChatDeliveryResult, ChatJob } from '../outbox.ts'
 import type { Closing, QuestionView, ReplyClosing } from '../questions.ts'
 import type { RuntimeReads } from '../runtime-reads.ts'
 import type { OutboundActivity } from './activity.ts'
+import { TeamsApiError } from './api-error.ts'
 import {
   type AdaptiveCard,
   CARD_CONTENT_TYPE,
@@ -28,7 +29,7 @@ import {
   reminderCard,
   runEndedCard,
 } from './cards.ts'
-import { TeamsApiError, type TeamsConnector } from './connector.ts'
+import type { TeamsConnector } from './connector.ts'
 
 /** A Teams channel (or chat) the notify file names: its conversation id and the service URL to reach it. */
 export interface TeamsPlace {

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { TeamsInvokeHandler } from './activity.ts'
 import { TeamsBearerCheck } from './auth.ts'
 import { TeamsBot } from './bot.ts'
-import { type TeamsConnector, TeamsConnectorClient } from './connector.ts'
+import type { TeamsConnector } from './connector.ts'
 import type { TeamsInstallationStore } from './installations.ts'
 import { createTeamsMetrics, type TeamsMetrics } from './metrics.ts'
 import { BotFrameworkOpenId } from './openid.ts'
@@ -68,6 +68,9 @@ export const teamsPlugin = fp(
       scope: async () => `${(await openId.get()).issuer}/.default`,
       timeoutMs: env.GATEWAY_NOTIFY_TIMEOUT_MS,
     })
+    // Microsoft's SDK is loaded only for a gateway with a Teams bot: every other boot (and every test process)
+    // would pay a third of a second of CPU for it.
+    const { TeamsConnectorClient } = await import('./connector.ts')
     const connector = new TeamsConnectorClient({
       appId,
       tokens,

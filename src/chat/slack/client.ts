@@ -1,7 +1,10 @@
-import { ErrorCode, type Logger, LogLevel, WebClient } from '@slack/web-api'
+import { type Logger, LogLevel, WebClient } from '@slack/web-api'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Env } from '../../config.ts'
 import { serviceName, version } from '../../version.ts'
+
+// Loaded only when GATEWAY_SLACK_BOT_TOKEN is set (src/chat/plugin.ts): the SDK costs every other boot, and
+// every test process, a third of a second.
 
 /**
  * The Slack SDKs' logs into the gateway's (pino). Their debug lines carry whole payloads (a modal's answers,
@@ -47,15 +50,4 @@ export function slackClient(env: Env, log: FastifyBaseLogger, retries = true): W
         }
       : { retries: 0 },
   })
-}
-
-/** A Slack failure as a short code for logs, the ledger and the metrics: Slack's own, or ours. */
-export function slackErrorCode(err: unknown): string {
-  const e = err as { code?: unknown; data?: { error?: unknown }; statusCode?: unknown }
-  if (e?.code === ErrorCode.PlatformError && typeof e.data?.error === 'string')
-    return /^[a-z_]{1,64}$/.test(e.data.error) ? e.data.error : 'slack_error'
-  if (e?.code === ErrorCode.HTTPError) return `http_${String(e.statusCode)}`
-  if (e?.code === ErrorCode.RateLimitedError) return 'ratelimited'
-  if (e?.code === ErrorCode.RequestError) return 'unreachable'
-  return 'slack_error'
 }

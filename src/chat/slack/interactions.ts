@@ -28,7 +28,7 @@ import {
   slackTime,
   valuesFromState,
 } from './blocks.ts'
-import { slackErrorCode } from './client.ts'
+import { slackErrorCode } from './error-code.ts'
 import type { SlackLinkCodes } from './link-codes.ts'
 import type { SlackMessages } from './messages.ts'
 import type { InteractionType, SlackMetrics } from './metrics.ts'

@@ -5,7 +5,7 @@ import type { ChatAccount } from '../../identity/chat-link-store.ts'
 import type { ChatLinkFlow, LinkCode } from '../../identity/link-flow.ts'
 import { declineLinkCode, personName } from '../link-decline.ts'
 import { linkCodeMessage, linkDeclinedMessage } from './blocks.ts'
-import { slackErrorCode } from './client.ts'
+import { slackErrorCode } from './error-code.ts'
 import type { SlackMetrics } from './metrics.ts'
 
 /** What {@link SlackLinkCodes} works with. */

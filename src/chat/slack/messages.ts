@@ -28,7 +28,7 @@ import {
   reminderText,
   runEndedMessage,
 } from './blocks.ts'
-import { slackErrorCode } from './client.ts'
+import { slackErrorCode } from './error-code.ts'
 
 /** What {@link SlackMessages} works with. */
 export interface SlackMessagesOptions {
