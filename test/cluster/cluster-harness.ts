@@ -6,6 +6,7 @@ import { createParser } from 'eventsource-parser'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
+import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS } from '../helpers/wait.ts'
 import {
   deletePrefix,
@@ -18,7 +19,7 @@ import {
 } from './redis-harness.ts'
 
 /**
- * Real gateway replicas as child processes (`node --import tsx src/server.ts`), a real redis-server of the
+ * Real gateway replicas as child processes (`node src/server.ts`, see TS_CHILD_FLAGS), a real redis-server of the
  * test's own (so it can be killed and restarted), and the simulated runtime in the test process.
  */
 
@@ -81,7 +82,7 @@ export async function startReplica(
   options: { maxOpenFiles?: number } = {},
 ): Promise<Replica> {
   const port = await freePort()
-  const node = [process.execPath, '--import', 'tsx', 'src/server.ts']
+  const node = [process.execPath, ...TS_CHILD_FLAGS, 'src/server.ts']
   const argv =
     options.maxOpenFiles === undefined
       ? node

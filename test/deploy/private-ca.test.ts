@@ -8,6 +8,7 @@ import { test } from 'node:test'
 import { promisify } from 'node:util'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
 import { freePort } from '../cluster/redis-harness.ts'
+import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, waitFor } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
@@ -94,7 +95,7 @@ test('NODE_EXTRA_CA_CERTS makes the gateway trust a private CA (an https JWKS he
   /** A gateway process with `extra` in its environment; the status of GET /auth/me with the token. */
   const meWith = async (extra: Record<string, string>): Promise<{ status: number; body: string }> => {
     const port = await freePort()
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    const child = spawn(process.execPath, [...TS_CHILD_FLAGS, 'src/server.ts'], {
       cwd: root,
       env: {
         PATH: process.env.PATH ?? '',

@@ -11,6 +11,7 @@ import { Redis } from 'ioredis'
 import { parseDocument } from 'yaml'
 import { killAll } from '../cluster/redis-harness.ts'
 import { startNginx } from '../helpers/nginx.ts'
+import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, WAIT_MS, waitFor } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
@@ -128,12 +129,12 @@ test('the compose topology: a proxy routes /desktop/<id>/mcp/ to two replicas sh
   const [runtime, ...started] = await Promise.all([
     start(
       children,
-      ['--import', 'tsx', 'src/dev/runtime-server.ts'],
+      [...TS_CHILD_FLAGS, 'src/dev/runtime-server.ts'],
       { ...runtimeEnv, HOST: '127.0.0.1', PORT: '0' },
       /listening at (http:\/\/\S+)/,
     ),
-    start(children, ['--import', 'tsx', 'src/server.ts'], gatewayEnv('gateway-1'), listening),
-    start(children, ['--import', 'tsx', 'src/server.ts'], gatewayEnv('gateway-2'), listening),
+    start(children, [...TS_CHILD_FLAGS, 'src/server.ts'], gatewayEnv('gateway-1'), listening),
+    start(children, [...TS_CHILD_FLAGS, 'src/server.ts'], gatewayEnv('gateway-2'), listening),
   ])
   const gateways = started.map((g) => ({ child: g.child, port: Number(g.match) }))
 

@@ -6,6 +6,7 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { loggerOptions } from '../../src/logger.ts'
 import { testEnv } from '../helpers/jwt.ts'
+import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, waitFor } from '../helpers/wait.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
 
@@ -36,7 +37,7 @@ test('every log line has an ISO-8601 time, the service, its version, pid and hos
 })
 
 test('SIGTERM ends with a "shutdown complete" line, then exit 0', async (t) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const child = spawn(process.execPath, [...TS_CHILD_FLAGS, 'src/server.ts'], {
     env: {
       PATH: process.env.PATH ?? '',
       ...testEnv({ LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', GATEWAY_SHUTDOWN_GRACE_MS: '5000' }),
@@ -74,7 +75,7 @@ test('a SIGTERM answering the "Server listening" line drains: three quick-start 
   // The quick start's own boot (the demo: its identity provider and runtimes), signalled the moment it says it
   // listens. With the signal handlers installed after the listen, most such boots died by the signal.
   for (let boot = 1; boot <= 3; boot++) {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    const child = spawn(process.execPath, [...TS_CHILD_FLAGS, 'src/server.ts'], {
       env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0' },
       stdio: ['ignore', 'pipe', 'inherit'],
     })
