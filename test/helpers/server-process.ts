@@ -9,4 +9,3 @@ export const TS_CHILD_FLAGS: readonly string[] = [
   '--experimental-strip-types',
   '--disable-warning=ExperimentalWarning',
 ]
-
