@@ -432,6 +432,16 @@ test("I'm on it from Teams: the console's claim as the person, the holder on eve
     })
     assert.deepEqual(delivered, { ok: true })
   }
+  // Her 1:1 chat was made once, for the card; the claim, the release and the lapse found it kept.
+  assert.equal(
+    bf.calls.filter(
+      (c) =>
+        c.method === 'POST' &&
+        c.path === 'v3/conversations' &&
+        JSON.stringify(c.body).includes(OLIVIA.aadObjectId),
+    ).length,
+    1,
+  )
   const told = bf.posted(dm.id).filter((a) => cardText(cardOf(a)).includes('lapsed'))
   assert.deepEqual(
     told.map((a) => cardText(cardOf(a))),

@@ -57,6 +57,9 @@ export interface TeamsMessagesOptions {
   readonly log: FastifyBaseLogger
 }
 
+/** People whose 1:1 chat id a replica keeps (a few hundred bytes each). */
+const MAX_CHATS = 10_000
+
 /** The label of a Teams conversation's target (the notify file's channel, or the conversation a click came from). */
 export function teamsLabel(conversation: string): string {
   // A reply thread in a channel is `<channel>;messageid=<id>`: its card was posted in the channel.
@@ -81,6 +84,8 @@ export function cardActivity(card: AdaptiveCard, replyToId?: string): OutboundAc
  */
 export class TeamsMessages {
   readonly #o: TeamsMessagesOptions
+  /** People's 1:1 chats made by this replica, by service URL, tenant and user: Teams answers the same one each time. */
+  readonly #chats = new Map<string, string>()
 
   constructor(options: TeamsMessagesOptions) {
     this.#o = options
@@ -119,16 +124,25 @@ export class TeamsMessages {
   }
 
   /**
-   * A person's place made real: the bot's 1:1 chat with them (Teams answers the same conversation for the same
-   * person, so making it again is harmless), reached by their Entra object id, which Teams takes for a user
-   * who has the app (null when no service URL is known).
+   * A person's place made real: the bot's 1:1 chat with them, reached by their Entra object id, which Teams
+   * takes for a user who has the app (null when no service URL is known). Teams answers the same conversation
+   * for the same person, so the id is kept (per replica, at most {@link MAX_CHATS}) and every later delivery
+   * (the claim, the lapse, the closing) skips the call; another replica, or one restarted, makes it once more.
    */
   async #personal(place: TeamsPlace): Promise<TeamsPlace | null> {
     if (place.person === undefined) return place
     const serviceUrl = place.serviceUrl || (await this.#o.personalServiceUrl())
     if (!serviceUrl) return null
-    const chat = await this.#o.connector.createPersonal(serviceUrl, place.person.tenantId, place.person.user)
-    return { ...place, serviceUrl, conversation: chat.id }
+    const { tenantId, user } = place.person
+    const key = [serviceUrl, tenantId, user].join('\u0000')
+    let conversation = this.#chats.get(key)
+    if (conversation === undefined) {
+      conversation = (await this.#o.connector.createPersonal(serviceUrl, tenantId, user)).id
+      // Oldest first out: a Map iterates in insertion order.
+      if (this.#chats.size >= MAX_CHATS) this.#chats.delete(this.#chats.keys().next().value as string)
+      this.#chats.set(key, conversation)
+    }
+    return { ...place, serviceUrl, conversation }
   }
 
   /** The open question's card, updated in place for everyone to say who holds it (`holder`), or nobody. */
