@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
 import { mkdtemp, writeFile } from 'node:fs/promises'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, test } from 'node:test'
@@ -81,6 +83,9 @@ before(async () => {
         GATEWAY_NOTIFY_RETRY_MS: '20',
         GATEWAY_NOTIFY_RETRY_FOR_S: '2',
         GATEWAY_TEAMS_ENTRA_ISSUER: `http://127.0.0.1:${idpPort}`,
+        // An answer held past the invoke's budget (the last test) is released only then: the runtime's answer
+        // must not time out while a loaded machine gets there.
+        GATEWAY_UPSTREAM_HEADERS_TIMEOUT_MS: '60000',
       },
       idp: { people, port: idpPort },
     },
@@ -509,4 +514,83 @@ test('a run that ends needing a person: its card; the question left open is clos
     cardOf(open).actions?.some((a) => a.type === 'Action.Execute'),
     false,
   )
+})
+
+/**
+ * A proxy in front of `runtime` that holds every reply (`POST …/messages`) until {@link release}, passing all
+ * else through (the event stream included): a runtime slow to take an answer.
+ */
+async function holdingProxy(runtime: SimulatedRuntime) {
+  const target = new URL(runtime.url)
+  const held: (() => void)[] = []
+  let holding = true
+  const server = http.createServer((req, res) => {
+    const forward = () => {
+      const up = http.request(
+        `${target.origin}${req.url ?? '/'}`,
+        { method: req.method, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers)
+          answer.pipe(res)
+        },
+      )
+      up.on('error', () => res.destroy())
+      req.pipe(up)
+    }
+    const path = new URL(req.url ?? '/', target.origin).pathname
+    if (holding && req.method === 'POST' && path.endsWith('/messages')) held.push(forward)
+    else forward()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  cleanups.push(() => {
+    server.closeAllConnections()
+    return new Promise((resolve) => server.close(resolve))
+  })
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}${target.pathname}`,
+    held: () => held.length,
+    release() {
+      holding = false
+      for (const forward of held.splice(0)) forward()
+    },
+  }
+}
+
+test('an answer the runtime takes longer than the invoke may wait for: the clicker is told it is on its way, and every card closes when it lands', async () => {
+  const slow = await startSimulatedRuntime({ messagingToken: TOKEN, sessionToken: 'session-token-slow' })
+  cleanups.push(() => slow.close())
+  const proxy = await holdingProxy(slow)
+  await stack.app.sessions.put({
+    kasmId: 'k-slow',
+    upstream: proxy.url,
+    team: 'blue',
+    messagingToken: TOKEN,
+    source: 'admin',
+  })
+  const q = slow.ask({ title: 'Restart the slow worker?', fields: CHOICE })
+  const posted = await cardAbout('Restart the slow worker?')
+
+  // Teams waits about fifteen seconds for an invoke: the gateway answers after its nine, the reply still held.
+  const mine = await click(OLIVIA, posted, 'chrome')
+  assert.equal(proxy.held(), 1, 'the reply is still with the runtime')
+  assert.match(cardText(mine), /Your answer is on its way to the run: this card changes when it closes\./)
+  assert.deepEqual(
+    actionsOf(mine).map((a) => a.title),
+    ['chrome', 'firefox', 'Open in console', 'I’m on it'],
+    'still the question, nothing closed yet',
+  )
+  assert.equal(posted.updates, 0)
+
+  // The runtime takes it: the reply carries her values, and everyone's card closes naming her.
+  proxy.release()
+  await waitFor('the shared card closed', () =>
+    cardText(cardOf(posted)).includes('Answered by Olivia Operator in Teams · Browser: chrome'),
+  )
+  const read = async (path: string) =>
+    (await (
+      await fetch(`${slow.url}${path}`, { headers: { 'x-kasm-runtime-session-token': TOKEN } })
+    ).json()) as Record<string, unknown>
+  const request = await read(`requests/${q.request_id}`)
+  assert.equal(request.state, 'closed')
+  assert.deepEqual((await read(`messages/${String(request.reply_id)}`)).values, { browser: 'chrome' })
 })
