@@ -2,6 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { chromiumPerFile } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
+import { waitFor } from '../helpers/wait.ts'
 import { call } from '../overview/helpers.ts'
 import { addSharedRuntime, consoleGatewayPerFile, recordSeen, signIn, until } from './helpers.ts'
 
@@ -9,6 +10,8 @@ const chromium = chromiumPerFile()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }
+/** The session token of the run whose consumer the test is (its `ack` actions). */
+const SESSION_TOKEN = 'session-token-for-truth-tests'
 /**
  * Each test has a session of its own on the file's one gateway; it takes the browser first, so that its pages
  * close before its session is removed.
@@ -32,9 +35,23 @@ const RECORD = (selector: string) => `(() => {
 test('an answer’s status follows its delivery to "Responded", and never stays at "waiting"', async (t) => {
   const b = await chromium(t)
   const gw = await gateway()
-  // Each delivery state lasts 300 ms: long enough to see every one.
-  const rt = await addSharedRuntime(t, gw, 'k-delivery', 'blue', { deliveryStepMs: 300 })
+  // The run's consumer moves the reply on only when told (its `ack` action), and each state is held until the
+  // page shows it: a loop's own timer would race the page on a loaded machine, which may then learn two
+  // states at once (seen: "Waiting" never drawn because "Taken" came with the answer's own response).
+  const rt = await addSharedRuntime(t, gw, 'k-delivery', 'blue', {
+    consumer: 'external',
+    sessionToken: SESSION_TOKEN,
+  })
   rt.emit('status', { phase: 'agentic' })
+  let acks = 0
+  const ack = async (id: string, state: string) => {
+    const res = await fetch(`${rt.url}actions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-kasm-runtime-session-token': SESSION_TOKEN },
+      body: JSON.stringify({ run: rt.run, key: `ack-${++acks}`, action: 'ack', args: { ids: [id], state } }),
+    })
+    assert.equal(res.status, 202, await res.text())
+  }
   for (const viewport of WIDTHS) {
     const q = rt.ask({
       title: 'Go on?',
@@ -53,11 +70,29 @@ test('an answer’s status follows its delivery to "Responded", and never stays 
     await page.evaluate(RECORD(`[data-request="${q.request_id}"] .form-status`))
     await card.getByLabel('Yes').check()
     await card.getByRole('button', { name: 'Answer' }).click()
-    await card.locator('.form-status >> text=Answer sent. Responded.').waitFor()
+    const status = (text: string) => card.locator(`.form-status >> text=${text}`).waitFor()
+    await status('Answer sent. Waiting for the run to take it…')
+    const id = await waitFor('the reply stored', async () => {
+      const res = await fetch(`${rt.url}requests/${q.request_id}`, {
+        headers: { 'x-kasm-runtime-session-token': SESSION_TOKEN },
+      })
+      return ((await res.json()) as { reply_id?: string }).reply_id
+    })
+    await ack(id, 'queued')
+    await status('Answer sent. Taken by the run.')
+    await ack(id, 'dispatched')
+    await ack(id, 'responded')
+    await status('Answer sent. Responded.')
     const seen = (await page.evaluate('window.__seen')) as string[]
-    assert.ok(seen.includes('Answer sent. Waiting for the run to take it…'), seen.join(' | '))
-    assert.ok(seen.includes('Answer sent. Taken by the run.'), seen.join(' | '))
-    assert.equal(seen.at(-1), 'Answer sent. Responded.')
+    assert.deepEqual(
+      seen.filter((text) => text.startsWith('Answer sent.')),
+      [
+        'Answer sent. Waiting for the run to take it…',
+        'Answer sent. Taken by the run.',
+        'Answer sent. Responded.',
+      ],
+      seen.join(' | '),
+    )
     // The answered card says so too: who, and where the reply is.
     await card.locator('.reply-state >> text=Responded').waitFor()
     await card.locator('text=Answered by Carol').waitFor()
