@@ -1,12 +1,11 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { WAIT_MS } from '../helpers/wait.ts'
-import { EPHEMERAL_REDIS_ARGS, killAll, until, waitForRedis } from './redis-harness.ts'
+import { EPHEMERAL_REDIS_ARGS, killAll, portIsFree, until, waitForRedis } from './redis-harness.ts'
 
 const run = promisify(execFile)
 
@@ -58,20 +57,12 @@ const SLOTS = 16384
 /** The cluster bus listens on port + 10000: both must be free, and below 65536. */
 const BUS_OFFSET = 10000
 
-async function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer()
-    server.once('error', () => resolve(false))
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
-  })
-}
-
 /** `count` ports whose port + 10000 is free too, none of them already taken by `taken`. */
 async function clusterPorts(count: number): Promise<number[]> {
   const ports: number[] = []
   for (let attempt = 0; ports.length < count; attempt++) {
     if (attempt > 500) throw new Error('no free port pairs (port and port + 10000) for a Redis Cluster')
-    // 20000-44999: the bus port (30000-54999) stays below the kernel's usual ephemeral range start.
+    // 20000-44999, above freePort's ports; the bus port is 30000-54999.
     const port = 20000 + Math.floor(Math.random() * 25000)
     if (ports.includes(port) || ports.includes(port + BUS_OFFSET) || ports.includes(port - BUS_OFFSET))
       continue

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomInt } from 'node:crypto'
 import { createServer } from 'node:net'
 import { Redis } from 'ioredis'
 import pino from 'pino'
@@ -44,17 +44,32 @@ export async function deletePrefix(url: string, prefix: string): Promise<void> {
 
 export { until }
 
-/** A free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Where {@link freePort} chooses: below the kernel's ephemeral ports (32768-60999 on Linux, where every listen(0)
+ * and every outgoing connection takes its port), and apart from the Redis Cluster harness's (20000 and up).
+ */
+const FREE_PORTS = { from: 10_000, count: 10_000 }
+
+/** True when 127.0.0.1:`port` can be listened on now. */
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
-    })
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
   })
+}
+
+/**
+ * A port to listen on later (a child's boot, a stack whose IdP must know the gateway's address first), free
+ * now. Chosen at random below the ephemeral range: until the listen, no outgoing connection and no listen(0)
+ * of any process can take it (one did, as an ephemeral port, in a loaded run: EADDRINUSE).
+ */
+export async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = FREE_PORTS.from + randomInt(FREE_PORTS.count)
+    if (await portIsFree(port)) return port
+  }
+  throw new Error(`no free port in ${FREE_PORTS.from}-${FREE_PORTS.from + FREE_PORTS.count - 1}`)
 }
 
 /** Waits until the redis-server (or sentinel) on 127.0.0.1:`port` answers PING, with `password` if it has one. */

@@ -2,14 +2,13 @@ import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { parseDocument } from 'yaml'
-import { killAll } from '../cluster/redis-harness.ts'
+import { freePort, killAll } from '../cluster/redis-harness.ts'
 import { startNginx } from '../helpers/nginx.ts'
 import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, WAIT_MS, waitFor } from '../helpers/wait.ts'
@@ -34,17 +33,6 @@ async function composeServices(): Promise<Record<string, Service>> {
   const interpolated = text.replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1')
   return (parseDocument(interpolated, { merge: true }).toJS() as { services: Record<string, Service> })
     .services
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
 }
 
 /** Starts a process, resolves with the first group of the first output line matching `ready`. */
