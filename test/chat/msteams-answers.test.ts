@@ -460,6 +460,36 @@ test("I'm on it from Teams: the console's claim as the person, the holder on eve
   assert.doesNotMatch(metrics, /type="invoke",outcome="accepted"\} [1-9]/)
 })
 
+test('a person’s 1:1 chat that went away (the app removed and added again): made again, and the card reaches it', async () => {
+  const hers = () => bf.personal.filter((p) => p.userId === OLIVIA.aadObjectId)
+  const cancel = async (id: string) => {
+    const res = await fetch(`${rt.url}requests/${id}/cancel`, {
+      method: 'POST',
+      headers: { 'x-kasm-runtime-session-token': 'session-token-for-teams-tests' },
+    })
+    assert.equal(res.status, 200, await res.text())
+  }
+  const first = rt.ask({ title: 'Still there?', fields: CHOICE })
+  const before = await waitFor('Olivia’s 1:1 chat', () => hers()[0])
+  const card = await waitFor('the card in her 1:1 chat', () =>
+    bf.posted(before.id).find((a) => cardText(cardOf(a)).includes('Still there?')),
+  )
+  await cancel(first.request_id)
+  await waitFor('the card closed', () => card.updates === 1)
+  // She removes the bot's app: the chat this replica kept answers 403 from now on.
+  bf.endPersonal(OLIVIA.aadObjectId)
+  const second = rt.ask({ title: 'Back again?', fields: CHOICE })
+  const chat = await waitFor('her new 1:1 chat', () => hers()[1])
+  assert.notEqual(chat.id, before.id)
+  await waitFor('the card in her new 1:1 chat', () =>
+    bf.posted(chat.id).find((a) => cardText(cardOf(a)).includes('Back again?')),
+  )
+  assert.equal(hers().length, 2)
+  const refused = bf.calls.filter((c) => c.status === 403 && decodeURIComponent(c.path).includes(before.id))
+  assert.equal(refused.length, 1, 'the kept chat was tried once, then made again')
+  await cancel(second.request_id)
+})
+
 test('a reminder replies under the card, in its thread; a cancel updates the card for everyone', async () => {
   const q = rt.ask({ title: 'Remind me?', fields: CHOICE, deadlineS: 4 })
   const posted = await cardAbout('Remind me?')

@@ -94,28 +94,25 @@ export class TeamsMessages {
   async deliver(job: ChatJob): Promise<ChatDeliveryResult> {
     const target = this.#o.placeOf(job)
     if (target === null) return { ok: false, error: 'not_a_teams_target' }
-    const n = job.notification
     try {
-      const place = await this.#personal(target)
-      if (place === null) return { ok: false, error: 'no_service_url' }
-      return await runJob(job, place.label, {
-        open: (key) => this.#open(job, place, key),
-        remind: (key) => this.#remind(place, key),
-        close: (key) => this.#close(job, place, key),
-        claimed: (key, holder) => this.#held(job, place, key, holder),
-        unclaimed: (key) => this.#unclaimed(job, place, key),
-        handoff: (key) => this.#handoff(job, place, key),
-        handoffEnded: (key) => this.#handoffEnded(job, place, key),
-        runEnded: async () => {
-          const card = runEndedCard({
-            ...whereOf(job),
-            verdict: n.verdict ?? null,
-            outcome: n.outcome ?? null,
-          })
-          await this.#o.connector.post(place.serviceUrl, place.conversation, cardActivity(card))
-          return { ok: true }
-        },
-      })
+      const found = await this.#personal(target)
+      if (found === null) return { ok: false, error: 'no_service_url' }
+      try {
+        return await this.#deliverIn(job, found.place)
+      } catch (err) {
+        // A kept 1:1 chat that Teams no longer knows (the person removed the app, maybe added it again): nothing
+        // was posted there, so the chat is made again and the delivery tried once more in it.
+        if (
+          found.kept === undefined ||
+          !(err instanceof TeamsApiError) ||
+          (err.status !== 403 && err.status !== 404)
+        )
+          throw err
+        if (this.#chats.get(found.kept) === found.place.conversation) this.#chats.delete(found.kept)
+        const made = await this.#personal(target)
+        if (made === null) return { ok: false, error: 'no_service_url' }
+        return await this.#deliverIn(job, made.place)
+      }
     } catch (err) {
       if (err instanceof TeamsApiError) return { ok: false, error: err.code }
       this.#o.log.warn({ err }, 'teams: delivery failed')
@@ -123,26 +120,48 @@ export class TeamsMessages {
     }
   }
 
+  async #deliverIn(job: ChatJob, place: TeamsPlace): Promise<ChatDeliveryResult> {
+    const n = job.notification
+    return await runJob(job, place.label, {
+      open: (key) => this.#open(job, place, key),
+      remind: (key) => this.#remind(place, key),
+      close: (key) => this.#close(job, place, key),
+      claimed: (key, holder) => this.#held(job, place, key, holder),
+      unclaimed: (key) => this.#unclaimed(job, place, key),
+      handoff: (key) => this.#handoff(job, place, key),
+      handoffEnded: (key) => this.#handoffEnded(job, place, key),
+      runEnded: async () => {
+        const card = runEndedCard({
+          ...whereOf(job),
+          verdict: n.verdict ?? null,
+          outcome: n.outcome ?? null,
+        })
+        await this.#o.connector.post(place.serviceUrl, place.conversation, cardActivity(card))
+        return { ok: true }
+      },
+    })
+  }
+
   /**
    * A person's place made real: the bot's 1:1 chat with them, reached by their Entra object id, which Teams
    * takes for a user who has the app (null when no service URL is known). Teams answers the same conversation
    * for the same person, so the id is kept (per replica, at most {@link MAX_CHATS}) and every later delivery
    * (the claim, the lapse, the closing) skips the call; another replica, or one restarted, makes it once more.
+   * `kept` is the id's key when it came from what this replica kept (it may have gone stale since).
    */
-  async #personal(place: TeamsPlace): Promise<TeamsPlace | null> {
-    if (place.person === undefined) return place
+  async #personal(place: TeamsPlace): Promise<{ place: TeamsPlace; kept?: string } | null> {
+    if (place.person === undefined) return { place }
     const serviceUrl = place.serviceUrl || (await this.#o.personalServiceUrl())
     if (!serviceUrl) return null
     const { tenantId, user } = place.person
     const key = [serviceUrl, tenantId, user].join('\u0000')
-    let conversation = this.#chats.get(key)
-    if (conversation === undefined) {
-      conversation = (await this.#o.connector.createPersonal(serviceUrl, tenantId, user)).id
-      // Oldest first out: a Map iterates in insertion order.
-      if (this.#chats.size >= MAX_CHATS) this.#chats.delete(this.#chats.keys().next().value as string)
-      this.#chats.set(key, conversation)
-    }
-    return { ...place, serviceUrl, conversation }
+    const kept = this.#chats.get(key)
+    if (kept !== undefined) return { place: { ...place, serviceUrl, conversation: kept }, kept: key }
+    const conversation = (await this.#o.connector.createPersonal(serviceUrl, tenantId, user)).id
+    // Oldest first out: a Map iterates in insertion order.
+    if (this.#chats.size >= MAX_CHATS) this.#chats.delete(this.#chats.keys().next().value as string)
+    this.#chats.set(key, conversation)
+    return { place: { ...place, serviceUrl, conversation } }
   }
 
   /** The open question's card, updated in place for everyone to say who holds it (`holder`), or nobody. */
