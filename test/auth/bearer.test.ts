@@ -1,3 +1,4 @@
+// test-runner: own process (top-level before/after hooks set up and close what every test of the file shares)
 import assert from 'node:assert/strict'
 import { PassThrough } from 'node:stream'
 import { after, before, test } from 'node:test'

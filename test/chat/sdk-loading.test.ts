@@ -1,3 +1,4 @@
+// test-runner: own process (it records which modules a gateway loads: a shared process has loaded them already)
 import assert from 'node:assert/strict'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { register } from 'node:module'

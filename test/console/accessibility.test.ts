@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { type TestContext, test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { assertAccessible, chromiumPerFile } from '../helpers/chromium.ts'
+import { assertAccessible, sharedChromium } from '../helpers/chromium.ts'
 import {
   addSharedRuntime,
   type ConsoleGateway,
@@ -12,7 +12,7 @@ import {
   until,
 } from './helpers.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red'] }
 /** The file's one gateway (it knows the Kasm origin, for the viewer's link): each test has sessions of its own. */

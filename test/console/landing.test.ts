@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { chromiumPerFile } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import {
   addRuntime,
   addSharedRuntime,
@@ -13,7 +13,7 @@ import {
   until,
 } from './helpers.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { chromiumPerFile } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { addSharedRuntime, consoleGatewayPerFile, settled, signIn, until } from './helpers.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol Operator', roles: ['operator' as const], teams: ['blue', 'red'] }
 /** The file's one gateway, for the tests that need nothing of their own from it: each has sessions of its own. */

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
-import { chromiumPerFile, cspRefusals } from '../helpers/chromium.ts'
+import { cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { PASSWORD, signInWithChromium } from '../signin/harness.ts'
 import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const nora = { sub: 'nora', name: 'Nora', roles: [], teams: [] }

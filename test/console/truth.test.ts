@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { chromiumPerFile } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { call } from '../overview/helpers.ts'
 import { addSharedRuntime, consoleGatewayPerFile, recordSeen, signIn, until } from './helpers.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 const vic = { sub: 'vic', name: 'Vic', roles: ['viewer' as const], teams: ['blue'] }

@@ -33,27 +33,29 @@ export async function launchChromium(): Promise<Browser> {
   return browser
 }
 
-/** A Chromium for one test, closed by `t.after`. A file of several tests shares one: {@link chromiumPerFile}. */
+/** A Chromium for one test, closed by `t.after`. A file of several tests shares one: {@link sharedChromium}. */
 export async function chromiumFor(t: { after(fn: () => unknown): void }): Promise<Browser> {
   const browser = await launchChromium()
   t.after(() => browser.close())
   return browser
 }
 
+/** The process's Chromium, launched on first use: see {@link sharedChromium}. */
+let launched: Promise<Browser> | undefined
+
 /**
- * One Chromium for every test of a file (a launch costs seconds on a loaded machine): call this at the file's
- * top level, then `await chromium(t)` in each test. The browser is launched on first use and closed after the
- * file's last test; the contexts a test opens (its pages with them) are closed when that test ends, so nothing
- * of one test lives on into the next.
+ * One Chromium for every test of the process (a launch costs seconds of CPU): call this at the file's top
+ * level, then `await chromium(t)` in each test. The browser is launched on first use and closed after the
+ * process's last test: the file's, or the shard's when files share a process (scripts/run-tests.mjs). The
+ * contexts a test opens (its pages with them) are closed when that test ends, so nothing of one test lives on
+ * into the next.
  */
-export function chromiumPerFile(): (t: { after(fn: () => unknown): void }) => Promise<Browser> {
-  let launched: Promise<Browser> | undefined
-  after(() =>
-    launched?.then(
-      (browser) => browser.close(),
-      () => {},
-    ),
-  )
+export function sharedChromium(): (t: { after(fn: () => unknown): void }) => Promise<Browser> {
+  after(async () => {
+    const browser = await launched?.catch(() => undefined)
+    launched = undefined
+    await browser?.close()
+  })
   return async (t) => {
     launched ??= launchChromium()
     const browser = await launched

@@ -5,12 +5,12 @@ import { test } from 'node:test'
 import { request } from 'undici'
 import { FAVICON_ICO, FAVICON_SIZE, ICON_SVG, icoOf, renderSvg } from '../../scripts/favicon.ts'
 import { startDemoIdp } from '../../src/dev/demo-idp.ts'
-import { chromiumPerFile } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 /** GETs `url` and returns its status, content type and body. */
 async function get(url: string): Promise<{ status: number; type: string; body: Buffer }> {

@@ -3,11 +3,11 @@ import { mkdir } from 'node:fs/promises'
 import { type TestContext, test } from 'node:test'
 import type { BrowserContext, Browser as Chromium, Page } from 'playwright-core'
 import { freePort } from '../cluster/redis-harness.ts'
-import { assertAccessible, chromiumPerFile, cspRefusals } from '../helpers/chromium.ts'
+import { assertAccessible, cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { startGateway } from '../helpers/gateway.ts'
 import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 /**
  * Every page a person can meet on the way in and out, in real Chromium, reached through the real routes:

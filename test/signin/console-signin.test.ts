@@ -2,10 +2,10 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
 import { addRuntime, signIn, startConsoleGateway, until } from '../console/helpers.ts'
-import { chromiumPerFile } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { Browser, PASSWORD, signInWithChromium } from './harness.ts'
 
-const chromium = chromiumPerFile()
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 

@@ -1,0 +1,156 @@
+#!/usr/bin/env node
+/**
+ * `npm run test:files -- [--jobs 3] [--times FILE] [file ...]`: every test file (or those named), through
+ * node:test and tsx, in a few long-lived processes instead of one process per file.
+ *
+ * Why: most of a test file's CPU went into its process, not its tests. Each file's process loaded the gateway
+ * and the test helpers again and ran them cold, before V8 had compiled anything hot; a process that runs many
+ * files one after another pays that once. So the files are dealt into shards, each run by one
+ * `node --test --experimental-test-isolation=none` process (its files one after another, their tests one at a
+ * time), `--jobs` of them at once. A file that must have a process of its own says so on a line of its own:
+ *
+ *   // test-runner: own process (why)
+ *
+ * as does every file with top-level hooks: in a shared process a top-level `before`/`after` would be the
+ * shard's, run once around every file in it, and a top-level `beforeEach` would run before every test of every
+ * file. Such a file without that line is refused before anything runs. Those files run as `node --test` always
+ * ran them.
+ *
+ * Each job's report (TAP) is printed whole when the job fails, as one line when it passes. `--times FILE`
+ * writes each file's time (scripts/test-times.mjs) there, slowest first. Exits 1 when a test failed.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, relative } from 'node:path'
+import { parseArgs } from 'node:util'
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { jobs: { type: 'string', default: '3' }, times: { type: 'string' } },
+})
+const jobs = Number(values.jobs)
+if (!Number.isInteger(jobs) || jobs < 1) {
+  console.error('usage: npm run test:files -- [--jobs N >= 1] [--times FILE] [file ...]')
+  process.exit(2)
+}
+
+/** Files per shard: enough for a process to pay for itself, few enough that shards finish close together. */
+const FILES_PER_SHARD = 16
+const OWN_PROCESS = /^\/\/ test-runner: own process\b/m
+const TOP_LEVEL_HOOK = /^(before|after|beforeEach|afterEach)\(/m
+
+async function testFiles(dir) {
+  const found = []
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    if (entry.isDirectory()) found.push(...(await testFiles(path)))
+    else if (entry.name.endsWith('.test.ts')) found.push(path)
+  }
+  return found
+}
+
+const files = (positionals.length > 0 ? positionals : await testFiles('test')).sort()
+const own = []
+const shared = []
+const refused = []
+for (const file of files) {
+  const text = await readFile(file, 'utf8')
+  if (OWN_PROCESS.test(text)) own.push(file)
+  else if (TOP_LEVEL_HOOK.test(text)) refused.push(file)
+  else shared.push(file)
+}
+if (refused.length > 0) {
+  console.error(
+    `These files have top-level hooks, which a shared process would run around every file of the shard:\n${refused.map((f) => `  ${f}`).join('\n')}\nMove the hooks into the tests (t.after), or give the file the line \`// test-runner: own process (why)\`.`,
+  )
+  process.exit(2)
+}
+
+const shardCount = Math.min(shared.length, Math.max(jobs, Math.ceil(shared.length / FILES_PER_SHARD)))
+// Dealt in turn from the sorted list: a folder's heavy files (the console's Chromium ones) end up in different shards.
+const shards = Array.from({ length: shardCount }, (_, k) => shared.filter((_, i) => i % shardCount === k))
+
+const scratch = await mkdtemp(join(tmpdir(), 'krg-tests-'))
+/** Shards first: they are the long jobs, and the single files fill the slots as the shards end. */
+const queue = [
+  ...shards.map((list, i) => ({
+    name: `shard ${i + 1}/${shardCount} (${list.length} files)`,
+    files: list,
+    shared: true,
+  })),
+  ...own.map((file) => ({ name: file, files: [file], shared: false })),
+].map((job, i) => ({ ...job, times: join(scratch, `times-${i}.txt`) }))
+
+const children = new Set()
+process.once('SIGINT', () => {
+  for (const child of children) child.kill('SIGINT')
+  process.exit(130)
+})
+
+/** Runs one job; resolves whether all its tests passed, having printed its report or its line. */
+function run(job) {
+  const args = [
+    '--import',
+    'tsx',
+    '--test',
+    '--test-timeout=300000',
+    ...(job.shared ? ['--experimental-test-isolation=none', '--test-force-exit'] : []),
+    '--test-reporter=tap',
+    '--test-reporter-destination=stdout',
+    ...(values.times === undefined
+      ? []
+      : ['--test-reporter=./scripts/test-times.mjs', `--test-reporter-destination=${job.times}`]),
+    ...job.files,
+  ]
+  const started = Date.now()
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    children.add(child)
+    const out = []
+    child.stdout.on('data', (chunk) => out.push(chunk))
+    child.stderr.on('data', (chunk) => out.push(chunk))
+    child.once('close', (code, signal) => {
+      children.delete(child)
+      const report = Buffer.concat(out).toString('utf8')
+      const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(report)?.[1] ?? 0)
+      const seconds = ((Date.now() - started) / 1000).toFixed(1)
+      const passed = code === 0 && count('fail') === 0
+      if (!passed) process.stdout.write(`${report}\n`)
+      const status = signal === null ? `exit ${code}` : signal
+      console.log(
+        `${passed ? 'ok' : 'not ok'} ${job.name}: ${count('pass')} passed, ${count('fail')} failed, ${count('cancelled')} cancelled in ${seconds} s${passed ? '' : ` (${status})`}`,
+      )
+      resolve(passed)
+    })
+  })
+}
+
+const started = Date.now()
+let failed = 0
+await Promise.all(
+  Array.from({ length: Math.min(jobs, queue.length) }, async () => {
+    for (let job = queue.shift(); job !== undefined; job = queue.shift()) {
+      if (!(await run(job))) failed++
+    }
+  }),
+)
+console.log(
+  `\n${files.length} files (${own.length} in processes of their own, ${shared.length} in ${shardCount} shards, ${jobs} at a time): ${failed === 0 ? 'all passed' : `${failed} job(s) failed`} in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+)
+
+if (values.times !== undefined) {
+  const rows = []
+  for (const name of await readdir(scratch))
+    for (const line of (await readFile(join(scratch, name), 'utf8')).split('\n'))
+      if (/^\s*[\d.]+ s\s/.test(line)) rows.push(line)
+  rows.sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a))
+  const total = rows.reduce((sum, line) => sum + Number.parseFloat(line), 0)
+  await writeFile(
+    values.times,
+    `${rows.length} files, ${total.toFixed(0)} s of file time in all\n${rows.join('\n')}\n`,
+  )
+  console.log(`per-file times: ${relative(process.cwd(), values.times)}`)
+}
+await rm(scratch, { recursive: true, force: true })
+process.exit(failed === 0 ? 0 : 1)
