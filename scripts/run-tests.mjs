@@ -105,7 +105,9 @@ function run(job) {
   ]
   const started = Date.now()
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    // Run from inside a test (its own test does), node:test would report to that test's runner instead of as TAP.
+    const { NODE_TEST_CONTEXT: _, ...env } = process.env
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env })
     children.add(child)
     const out = []
     child.stdout.on('data', (chunk) => out.push(chunk))

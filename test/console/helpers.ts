@@ -50,7 +50,7 @@ export async function startConsoleGateway(
 /**
  * One console gateway (and its IdP) for every test of a file whose tests need nothing of their own from it:
  * call at the file's top level, then `await gateway()` in each test. Started on first use, closed after the
- * file's last test. Each test registers its sessions with {@link addSharedRuntime}, under names of its own.
+ * process's last test (the file's, or its shard's: scripts/run-tests.mjs). Each test registers its sessions with {@link addSharedRuntime}, under names of its own.
  * With `signIn`'s `reuse`, only the file's first sign-in of a person goes through the IdP's forms.
  */
 export function consoleGatewayPerFile(options: {
