@@ -201,11 +201,16 @@ describe('the image, its stages replayed from deploy/Dockerfile', { concurrency:
   let stageDirs = new Map<string, string>()
   /** What the runtime stage holds, where its CMD runs. */
   let image = ''
-  before(async () => {
-    work = await mkdtemp(join(tmpdir(), 'krg-image-'))
-    stageDirs = await replayStages(root, work)
-    image = stageDirs.get('runtime') ?? ''
-  })
+  // Two `npm ci` from the registry with empty caches and a `tsc` build: about a minute alone, and past the
+  // suite's 300 s per test and hook beside another leg's suite on two cores. It fails naming itself if it hangs.
+  before(
+    async () => {
+      work = await mkdtemp(join(tmpdir(), 'krg-image-'))
+      stageDirs = await replayStages(root, work)
+      image = stageDirs.get('runtime') ?? ''
+    },
+    { timeout: 900_000 },
+  )
   after(() => rm(work, { recursive: true, force: true }))
 
   test('the build stage installs production dependencies and the compiler only', async () => {
