@@ -108,6 +108,8 @@ test('NODE_EXTRA_CA_CERTS makes the gateway trust a private CA (an https JWKS he
         GATEWAY_JWT_ISSUER: 'https://idp.internal',
         GATEWAY_JWT_AUDIENCE: 'krg',
         GATEWAY_COOKIE_SECRET: 'c'.repeat(40),
+        // Load is not what this test checks: a loaded machine must not make the gateway shed (as testEnv says).
+        GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
         ...extra,
       },
       stdio: 'ignore',
