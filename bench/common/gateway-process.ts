@@ -85,6 +85,9 @@ export async function startGateway(opts: {
     GATEWAY_COOKIE_SECRET: 'bench-cookie-secret-0123456789abcdefghij',
     GATEWAY_PUBLIC_ORIGIN: 'http://127.0.0.1',
     GATEWAY_RATE_LIMIT_MAX: '100000000',
+    // As with the rate limit: a bench measures the request path, not the shedding that would refuse its load
+    // (the suite's smoke run of a bench, on a loaded machine, was shed with 503 before its first request).
+    GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
     GATEWAY_UPSTREAM_ALLOW: '0.0.0.0/0,::/0',
     // Where the probes of bench/probes write (`--node-args "--import ..."`).
     ...(process.env.KRG_PROBE_DIR === undefined ? {} : { KRG_PROBE_DIR: process.env.KRG_PROBE_DIR }),
