@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm run test:files -- [--jobs 3] [--times FILE] [file ...]`: every test file (or those named), through
+ * `npm run test:files -- [--jobs 3] [--times FILE] [--record] [--durations FILE] [--second-leg] [file ...]`: every test file (or those named), through
  * node:test and tsx, in a few long-lived processes instead of one process per file.
  *
  * Why: most of a test file's CPU went into its process, not its tests. Each file's process loaded the gateway
@@ -16,8 +16,20 @@
  * file. Such a file without that line is refused before anything runs. Those files run as `node --test` always
  * ran them.
  *
+ * CI runs the files on two Nodes (.ci/run). A file whose subject does not depend on the Node that runs it (what a
+ * page does in Chromium; the image's build, whose Node the Dockerfile names) says so, and why, on a line of its
+ * own, and runs in the first leg only: `--second-leg` leaves those files out.
+ *
+ *   // test-runner: one leg (why)
+ *
+ * The shards are dealt by each file's time in a recent run (test/durations.json), so that they take about as
+ * long as each other, and the longest jobs start first: the run ends when its last job does, and a long job
+ * started last would hold the run up alone. A file not in that list counts as a file of median time
+ * (`--durations FILE` reads another list).
+ *
  * Each job's report (TAP) is printed whole when the job fails, as one line when it passes. `--times FILE`
- * writes each file's time (scripts/test-times.mjs) there, slowest first. Exits 1 when a test failed.
+ * writes each file's time (scripts/test-times.mjs) there, slowest first; `--record` writes them to
+ * test/durations.json. Exits 1 when a test failed.
  */
 import { spawn } from 'node:child_process'
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
@@ -27,17 +39,28 @@ import { parseArgs } from 'node:util'
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { jobs: { type: 'string', default: '3' }, times: { type: 'string' } },
+  options: {
+    jobs: { type: 'string', default: '3' },
+    times: { type: 'string' },
+    record: { type: 'boolean', default: false },
+    durations: { type: 'string', default: 'test/durations.json' },
+    'second-leg': { type: 'boolean', default: false },
+  },
 })
 const jobs = Number(values.jobs)
 if (!Number.isInteger(jobs) || jobs < 1) {
-  console.error('usage: npm run test:files -- [--jobs N >= 1] [--times FILE] [file ...]')
+  console.error(
+    'usage: npm run test:files -- [--jobs N >= 1] [--times FILE] [--record] [--durations FILE] [--second-leg] [file ...]',
+  )
   process.exit(2)
 }
 
 /** Files per shard: enough for a process to pay for itself, few enough that shards finish close together. */
 const FILES_PER_SHARD = 16
+/** Seconds each file took in a recent run: only to deal the shards and order the jobs (`--record` refreshes it). */
+const DURATIONS = values.durations
 const OWN_PROCESS = /^\/\/ test-runner: own process\b/m
+const ONE_LEG = /^\/\/ test-runner: one leg\b/m
 const TOP_LEVEL_HOOK = /^(before|after|beforeEach|afterEach)\(/m
 
 async function testFiles(dir) {
@@ -54,9 +77,12 @@ const files = (positionals.length > 0 ? positionals : await testFiles('test')).s
 const own = []
 const shared = []
 const refused = []
+/** Files left to the first leg (`--second-leg`). */
+const firstLegOnly = []
 for (const file of files) {
   const text = await readFile(file, 'utf8')
-  if (OWN_PROCESS.test(text)) own.push(file)
+  if (values['second-leg'] && ONE_LEG.test(text)) firstLegOnly.push(file)
+  else if (OWN_PROCESS.test(text)) own.push(file)
   else if (TOP_LEVEL_HOOK.test(text)) refused.push(file)
   else shared.push(file)
 }
@@ -67,20 +93,39 @@ if (refused.length > 0) {
   process.exit(2)
 }
 
+const durations = JSON.parse(await readFile(DURATIONS, 'utf8').catch(() => '{}'))
+const known = Object.values(durations).sort((a, b) => a - b)
+const median = known[Math.floor(known.length / 2)] ?? 1
+const weight = (file) => durations[file] ?? median
+
+// Each file, heaviest first, into the lightest shard so far (longest-processing-time first).
 const shardCount = Math.min(shared.length, Math.max(jobs, Math.ceil(shared.length / FILES_PER_SHARD)))
-// Dealt in turn from the sorted list: a folder's heavy files (the console's Chromium ones) end up in different shards.
-const shards = Array.from({ length: shardCount }, (_, k) => shared.filter((_, i) => i % shardCount === k))
+const shards = Array.from({ length: shardCount }, () => ({ files: [], weight: 0 }))
+for (const file of [...shared].sort((a, b) => weight(b) - weight(a))) {
+  const lightest = shards.reduce((min, shard) => (shard.weight < min.weight ? shard : min))
+  lightest.files.push(file)
+  lightest.weight += weight(file)
+}
 
 const scratch = await mkdtemp(join(tmpdir(), 'krg-tests-'))
-/** Shards first: they are the long jobs, and the single files fill the slots as the shards end. */
+/**
+ * Node's compile cache for the run (unless one is set): the suite starts some two hundred Node processes that
+ * compile (and strip the types of) the same modules; with it, each is compiled once. Gateway children get it
+ * through test/helpers/server-process.ts.
+ */
+const compileCache = join(scratch, 'compile-cache')
+/** The longest jobs first, whether shards or files of their own: a long job started last would end the run alone. */
 const queue = [
-  ...shards.map((list, i) => ({
-    name: `shard ${i + 1}/${shardCount} (${list.length} files)`,
-    files: list,
+  ...shards.map((shard, i) => ({
+    name: `shard ${i + 1}/${shardCount} (${shard.files.length} files)`,
+    files: shard.files.sort(),
     shared: true,
+    weight: shard.weight,
   })),
-  ...own.map((file) => ({ name: file, files: [file], shared: false })),
-].map((job, i) => ({ ...job, times: join(scratch, `times-${i}.txt`) }))
+  ...own.map((file) => ({ name: file, files: [file], shared: false, weight: weight(file) })),
+]
+  .sort((a, b) => b.weight - a.weight)
+  .map((job, i) => ({ ...job, times: join(scratch, `times-${i}.txt`) }))
 
 const children = new Set()
 process.once('SIGINT', () => {
@@ -98,7 +143,7 @@ function run(job) {
     ...(job.shared ? ['--experimental-test-isolation=none', '--test-force-exit'] : []),
     '--test-reporter=tap',
     '--test-reporter-destination=stdout',
-    ...(values.times === undefined
+    ...(values.times === undefined && !values.record
       ? []
       : ['--test-reporter=./scripts/test-times.mjs', `--test-reporter-destination=${job.times}`]),
     ...job.files,
@@ -106,7 +151,8 @@ function run(job) {
   const started = Date.now()
   return new Promise((resolve) => {
     // Run from inside a test (its own test does), node:test would report to that test's runner instead of as TAP.
-    const { NODE_TEST_CONTEXT: _, ...env } = process.env
+    const { NODE_TEST_CONTEXT: _, ...inherited } = process.env
+    const env = { NODE_COMPILE_CACHE: compileCache, ...inherited }
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env })
     children.add(child)
     const out = []
@@ -138,21 +184,36 @@ await Promise.all(
   }),
 )
 console.log(
-  `\n${files.length} files (${own.length} in processes of their own, ${shared.length} in ${shardCount} shards, ${jobs} at a time): ${failed === 0 ? 'all passed' : `${failed} job(s) failed`} in ${((Date.now() - started) / 1000).toFixed(0)} s`,
+  `\n${own.length + shared.length} files (${own.length} in processes of their own, ${shared.length} in ${shardCount} shards, ${jobs} at a time${firstLegOnly.length > 0 ? `; ${firstLegOnly.length} left to the first leg` : ''}): ${failed === 0 ? 'all passed' : `${failed} job(s) failed`} in ${((Date.now() - started) / 1000).toFixed(0)} s`,
 )
 
-if (values.times !== undefined) {
+if (values.times !== undefined || values.record) {
   const rows = []
-  for (const name of await readdir(scratch))
+  for (const name of (await readdir(scratch)).filter((n) => n.startsWith('times-')))
     for (const line of (await readFile(join(scratch, name), 'utf8')).split('\n'))
       if (/^\s*[\d.]+ s\s/.test(line)) rows.push(line)
   rows.sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a))
-  const total = rows.reduce((sum, line) => sum + Number.parseFloat(line), 0)
-  await writeFile(
-    values.times,
-    `${rows.length} files, ${total.toFixed(0)} s of file time in all\n${rows.join('\n')}\n`,
-  )
-  console.log(`per-file times: ${relative(process.cwd(), values.times)}`)
+  if (values.times !== undefined) {
+    const total = rows.reduce((sum, line) => sum + Number.parseFloat(line), 0)
+    await writeFile(
+      values.times,
+      `${rows.length} files, ${total.toFixed(0)} s of file time in all\n${rows.join('\n')}\n`,
+    )
+    console.log(`per-file times: ${relative(process.cwd(), values.times)}`)
+  }
+  if (values.record) {
+    // Merged: a run of some files keeps the others' times; a run of all of them forgets files that are gone.
+    // Tests a helper file declares count as that helper's: only the test files themselves are kept.
+    if (positionals.length === 0)
+      for (const file of Object.keys(durations)) if (!files.includes(file)) delete durations[file]
+    for (const line of rows) {
+      const file = line.trim().split(/\s+/).at(-1)
+      if (files.includes(file)) durations[file] = Number.parseFloat(line)
+    }
+    const sorted = Object.fromEntries(Object.entries(durations).sort(([a], [b]) => a.localeCompare(b)))
+    await writeFile(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`)
+    console.log(`recorded: ${DURATIONS}`)
+  }
 }
 await rm(scratch, { recursive: true, force: true })
 process.exit(failed === 0 ? 0 : 1)

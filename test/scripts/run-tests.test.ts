@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -14,8 +14,9 @@ async function runOn(
   t: { after(fn: () => unknown): void },
   files: Record<string, string>,
   args: string[] = [],
+  dir?: string,
 ): Promise<{ code: number; stdout: string; stderr: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'krg-runner-'))
+  dir ??= await mkdtemp(join(tmpdir(), 'krg-runner-'))
   t.after(() => rm(dir, { recursive: true, force: true }))
   const paths = []
   for (const [name, text] of Object.entries(files)) {
@@ -51,6 +52,56 @@ test('files share a shard’s process; a file that says so gets one of its own',
   assert.match(stdout, /^ok shard 1\/1 \(2 files\): 2 passed, 0 failed/m)
   assert.match(stdout, /^ok \S+own\.test\.ts: 1 passed, 0 failed/m)
   assert.match(stdout, /3 files \(1 in processes of their own, 2 in 1 shards, 1 at a time\): all passed/)
+})
+
+test('shards are dealt by the files’ recorded times, and --record writes this run’s', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'krg-runner-'))
+  const durations = join(dir, 'durations.json')
+  // a is long: alone in one shard, b and c together in the other. Dealt in turn, a and c would share one.
+  await writeFile(
+    durations,
+    JSON.stringify({
+      [join(dir, 'a.test.ts')]: 100,
+      [join(dir, 'b.test.ts')]: 1,
+      [join(dir, 'c.test.ts')]: 1,
+      'gone.test.ts': 7,
+    }),
+  )
+  const names = (name: string, expected: string[]) =>
+    `${header}test('${name}', () => {\n  const g = globalThis as { names?: string[] }\n  assert.deepEqual(g.names ?? [], ${JSON.stringify(expected)})\n  g.names = [...(g.names ?? []), '${name}']\n})\n`
+  const { code, stdout } = await runOn(
+    t,
+    { 'a.test.ts': names('a', []), 'b.test.ts': names('b', []), 'c.test.ts': names('c', ['b']) },
+    ['--jobs', '2', '--durations', durations, '--record'],
+    dir,
+  )
+  assert.equal(code, 0, stdout)
+  assert.match(stdout, /^ok shard \d\/2 \(1 files\)/m)
+  assert.match(stdout, /^ok shard \d\/2 \(2 files\)/m)
+  const recorded = JSON.parse(await readFile(durations, 'utf8')) as Record<string, number>
+  assert.deepEqual(
+    Object.keys(recorded).sort(),
+    [...['a', 'b', 'c'].map((n) => join(dir, `${n}.test.ts`)), 'gone.test.ts'].sort(),
+  )
+  assert.ok(recorded[join(dir, 'a.test.ts')]! < 100, 'this run’s time replaced the old one')
+  assert.equal(recorded['gone.test.ts'], 7, 'a file not run keeps its time')
+})
+
+test('--second-leg leaves out the files that say one leg runs them', async (t) => {
+  const files = {
+    'both.test.ts': `${header}test('both', () => {})\n`,
+    'page.test.ts': `// test-runner: one leg (what a page does in Chromium)\n${header}test('page', () => {})\n`,
+  }
+  const first = await runOn(t, files, ['--jobs', '1'])
+  assert.equal(first.code, 0, first.stdout)
+  assert.match(first.stdout, /^ok shard 1\/1 \(2 files\): 2 passed/m)
+  const second = await runOn(t, files, ['--jobs', '1', '--second-leg'])
+  assert.equal(second.code, 0, second.stdout)
+  assert.match(second.stdout, /^ok shard 1\/1 \(1 files\): 1 passed/m)
+  assert.match(
+    second.stdout,
+    /1 files \(0 in processes of their own, 1 in 1 shards, 1 at a time; 1 left to the first leg\): all passed/,
+  )
 })
 
 test('a file with top-level hooks and no line saying it needs its own process is refused before anything runs', async (t) => {
