@@ -6,7 +6,7 @@ import { createParser } from 'eventsource-parser'
 import { type SimulatedRuntime, startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { bearer, testEnv } from '../helpers/jwt.ts'
 import { type Family, parseExposition } from '../helpers/prometheus.ts'
-import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
+import { childEnv, TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS } from '../helpers/wait.ts'
 import {
   deletePrefix,
@@ -89,7 +89,7 @@ export async function startReplica(
       : ['/bin/sh', '-c', `ulimit -n ${options.maxOpenFiles} && exec "$@"`, 'sh', ...node]
   const child = spawn(argv[0] as string, argv.slice(1), {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', ...env, PORT: String(port), HOST: '127.0.0.1' },
+    env: childEnv({ ...env, PORT: String(port), HOST: '127.0.0.1' }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const output: string[] = []

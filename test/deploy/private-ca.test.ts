@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import { promisify } from 'node:util'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
 import { freePort } from '../cluster/redis-harness.ts'
-import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
+import { childEnv, TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, waitFor } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
@@ -97,8 +97,7 @@ test('NODE_EXTRA_CA_CERTS makes the gateway trust a private CA (an https JWKS he
     const port = await freePort()
     const child = spawn(process.execPath, [...TS_CHILD_FLAGS, 'src/server.ts'], {
       cwd: root,
-      env: {
-        PATH: process.env.PATH ?? '',
+      env: childEnv({
         NODE_ENV: 'test',
         LOG_LEVEL: 'silent',
         GATEWAY_DEMO: 'off',
@@ -111,7 +110,7 @@ test('NODE_EXTRA_CA_CERTS makes the gateway trust a private CA (an https JWKS he
         // Load is not what this test checks: a loaded machine must not make the gateway shed (as testEnv says).
         GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0',
         ...extra,
-      },
+      }),
       stdio: 'ignore',
     })
     t.after(() => {

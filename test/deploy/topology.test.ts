@@ -10,7 +10,7 @@ import { Redis } from 'ioredis'
 import { parseDocument } from 'yaml'
 import { freePort, killAll } from '../cluster/redis-harness.ts'
 import { startNginx } from '../helpers/nginx.ts'
-import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
+import { childEnv, TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, WAIT_MS, waitFor } from '../helpers/wait.ts'
 import { root } from './helm.ts'
 
@@ -45,7 +45,7 @@ function start(
   const child = spawn(process.execPath, args, {
     cwd: root,
     // Load is not what this test checks: a loaded machine must not make a gateway shed (as testEnv says).
-    env: { PATH: process.env.PATH ?? '', GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0', ...env },
+    env: childEnv({ GATEWAY_OVERLOAD_LOOP_DELAY_MS: '0', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   children.push(child)

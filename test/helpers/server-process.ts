@@ -9,3 +9,17 @@ export const TS_CHILD_FLAGS: readonly string[] = [
   '--experimental-strip-types',
   '--disable-warning=ExperimentalWarning',
 ]
+
+/**
+ * The environment of such a child: the PATH, `env`, and nothing else of the test process's but the run's compile
+ * cache (`NODE_COMPILE_CACHE`, set by scripts/run-tests.mjs), so that each child does not compile and strip the
+ * gateway's modules again: that is a third of a child's start on Node 24.
+ */
+export function childEnv(env: Record<string, string>): Record<string, string> {
+  const cache = process.env.NODE_COMPILE_CACHE
+  return {
+    PATH: process.env.PATH ?? '',
+    ...(cache === undefined ? {} : { NODE_COMPILE_CACHE: cache }),
+    ...env,
+  }
+}

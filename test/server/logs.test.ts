@@ -6,7 +6,7 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { loggerOptions } from '../../src/logger.ts'
 import { testEnv } from '../helpers/jwt.ts'
-import { TS_CHILD_FLAGS } from '../helpers/server-process.ts'
+import { childEnv, TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 import { BOOT_MS, waitFor } from '../helpers/wait.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
 
@@ -38,10 +38,9 @@ test('every log line has an ISO-8601 time, the service, its version, pid and hos
 
 test('SIGTERM ends with a "shutdown complete" line, then exit 0', async (t) => {
   const child = spawn(process.execPath, [...TS_CHILD_FLAGS, 'src/server.ts'], {
-    env: {
-      PATH: process.env.PATH ?? '',
-      ...testEnv({ LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', GATEWAY_SHUTDOWN_GRACE_MS: '5000' }),
-    },
+    env: childEnv(
+      testEnv({ LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', GATEWAY_SHUTDOWN_GRACE_MS: '5000' }),
+    ),
     stdio: ['ignore', 'pipe', 'inherit'],
   })
   t.after(() => {
