@@ -1,9 +1,8 @@
-// test-runner: own process (top-level before/after hooks set up and close what every test of the file shares)
+// test-runner: one leg (what it checks is what Chromium shows; the Node serving the page does not change it)
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
-import type { Browser } from 'playwright-core'
+import { test } from 'node:test'
 import { type EscalationState, escalationField } from '../../src/escalation/state.ts'
-import { assertAccessible, cspRefusals, launchChromium } from '../helpers/chromium.ts'
+import { assertAccessible, cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { openOverview } from '../overview/helpers.ts'
 import { addRuntime, assertTimeLeft, settled, signIn, startConsoleGateway, until } from './helpers.ts'
@@ -12,11 +11,8 @@ import { addRuntime, assertTimeLeft, settled, signIn, startConsoleGateway, until
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
-let b: Browser
-before(async () => {
-  b = await launchChromium()
-})
-after(() => b.close())
+/** One Chromium for the file's tests (the shard's, when it shares a process). */
+const chromium = sharedChromium()
 
 /** A record as the engine writes it: two steps out, one next (in `nextInMs`), one beyond the deadline. */
 function record(run: string, item: string, nextInMs: number | null): EscalationState & { url: string } {
@@ -69,6 +65,7 @@ function record(run: string, item: string, nextInMs: number | null): EscalationS
 }
 
 test('a question shows its escalation: what went out when, what was skipped, the next step counting down; a claim holds the steps, a lapse is told from the record (not a release from another tab)', async (t) => {
+  const b = await chromium(t)
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
@@ -195,6 +192,7 @@ test('a question shows its escalation: what went out when, what was skipped, the
 })
 
 test('a handoff pause shows its escalation steps beside "I’m done, finish"', async (t) => {
+  const b = await chromium(t)
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue', { escalationPauseS: 600 })
   rt.emit('status', { phase: 'agentic' })

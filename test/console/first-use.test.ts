@@ -1,8 +1,8 @@
-// test-runner: own process (top-level before/after hooks set up and close what every test of the file shares)
+// test-runner: one leg (what it checks is what Chromium shows; the Node serving the page does not change it)
 import assert from 'node:assert/strict'
-import { after, before, test } from 'node:test'
-import type { Browser, Page } from 'playwright-core'
-import { assertAccessible, launchChromium } from '../helpers/chromium.ts'
+import { test } from 'node:test'
+import type { Page } from 'playwright-core'
+import { assertAccessible, sharedChromium } from '../helpers/chromium.ts'
 import { bearer } from '../helpers/jwt.ts'
 import { call } from '../overview/helpers.ts'
 import {
@@ -25,11 +25,8 @@ const gateway = consoleGatewayPerFile({ people: [carol] })
 const PHONE = { width: 390, height: 844 }
 const DESKTOP = { width: 1366, height: 800 }
 
-let b: Browser
-before(async () => {
-  b = await launchChromium()
-})
-after(() => b.close())
+/** One Chromium for the file's tests (the shard's, when it shares a process). */
+const chromium = sharedChromium()
 
 /** The page's active element's text. */
 function focused(page: Page): Promise<unknown> {
@@ -37,6 +34,7 @@ function focused(page: Page): Promise<unknown> {
 }
 
 test('an answer that leaves every field empty asks first; an optional field says so, and its hint promises only what is checked', async (t) => {
+  const b = await chromium(t)
   const gw = await gateway()
   const rt = await addSharedRuntime(t, gw, 'k-empty', 'blue')
   rt.emit('status', { phase: 'agentic' })
@@ -88,6 +86,7 @@ test('an answer that leaves every field empty asks first; an optional field says
 })
 
 test('“I’m done, finish” asks first as Stop does, and Escape cancels it', async (t) => {
+  const b = await chromium(t)
   const gw = await gateway()
   const rt = await addSharedRuntime(t, gw, 'k-finish', 'blue', { escalationPauseS: 600 })
   rt.emit('status', { phase: 'agentic' })
@@ -115,6 +114,7 @@ test('“I’m done, finish” asks first as Stop does, and Escape cancels it', 
 })
 
 test('“Not sent” over a limit says the limit and the size, and keeps the text', async (t) => {
+  const b = await chromium(t)
   const gw = await startConsoleGateway(t, { people: [carol], env: { GATEWAY_MAX_JSON_BYTES: '2048' } })
   const rt = await addRuntime(t, gw, 'k1', 'blue', { inboxMessageChars: 1000 })
   rt.emit('status', { phase: 'agentic' })
@@ -148,6 +148,7 @@ test('“Not sent” over a limit says the limit and the size, and keeps the tex
 })
 
 test('a stopped run’s outcome stays in the Inbox when the next run starts, until the person dismisses it', async (t) => {
+  const b = await chromium(t)
   const gw = await gateway()
   const rt = await addSharedRuntime(t, gw, 'k-previous', 'blue')
   rt.emit('status', { phase: 'agentic' })
@@ -193,6 +194,7 @@ test('a stopped run’s outcome stays in the Inbox when the next run starts, unt
 })
 
 test('on a phone the message box comes before the earlier questions and no keyboard shortcut is offered', async (t) => {
+  const b = await chromium(t)
   const gw = await gateway()
   const rt = await addSharedRuntime(t, gw, 'k-phone', 'blue')
   rt.emit('status', { phase: 'agentic' })

@@ -1,3 +1,4 @@
+// test-runner: one leg (it writes the docs' pictures, which are what Chromium shows)
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'

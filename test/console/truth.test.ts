@@ -1,3 +1,4 @@
+// test-runner: one leg (what it checks is what Chromium shows; the Node serving the page does not change it)
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { sharedChromium } from '../helpers/chromium.ts'

@@ -1,3 +1,4 @@
+// test-runner: one leg (it replays the image's build, and the image runs Node 24, the first leg's Node)
 import assert from 'node:assert/strict'
 import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
