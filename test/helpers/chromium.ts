@@ -17,6 +17,9 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 export async function launchChromium(): Promise<Browser> {
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
+    // SIGHUP is the gateway's reload signal, and tests send it to their own process (process.emit): Playwright
+    // would take it as an order to close every browser of the process, a shard's shared one included.
+    handleSIGHUP: false,
     // Under the test timeout: a launch that hangs fails as itself, not as a silent file timeout.
     timeout: WAIT_MS,
     args: [
