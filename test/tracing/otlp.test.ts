@@ -28,16 +28,19 @@ function postMessage(cluster: Cluster, url: string, headers: Record<string, stri
   })
 }
 
-/** Opens the session's event stream until its first bytes arrive, then goes away. */
-function touchEvents(url: string, authorization: string): Promise<void> {
+/**
+ * Opens the session's event stream as a viewer; resolves, once its answer has begun, to the function that makes
+ * the viewer go away.
+ */
+function watchEvents(url: string, authorization: string): Promise<() => void> {
   return new Promise((resolve, reject) => {
     const req = http.get(url, { headers: { authorization }, agent: false }, (res) => {
-      res.once('data', () => {
-        req.destroy()
-        resolve()
-      })
+      res.resume()
+      resolve(() => req.destroy())
     })
-    req.on('error', (err) => (req.destroyed ? resolve() : reject(err)))
+    req.on('error', (err) => {
+      if (!req.destroyed) reject(err)
+    })
   })
 }
 
@@ -91,7 +94,10 @@ test('spans arrive over OTLP/JSON: the request, its upstream call as the child, 
 
   // The event reader: its connect is a client span whose traceparent the runtime got; the lease and the
   // appends are Redis spans.
-  await touchEvents(`${gw.url}/desktop/k1/mcp/events`, operator)
+  // The viewer stays until the reader has connected and appended: the replicas linger 0 ms, so a viewer that
+  // left at its first bytes could stop the reader before it connected (seen on a loaded machine).
+  const leave = await watchEvents(`${gw.url}/desktop/k1/mcp/events`, operator)
+  t.after(leave)
   const connect = await until('the reader connect span', () =>
     spansWhere((s) => s.name === 'GET events' && s.attributes['krg.kasm_id'] === 'k1').at(0),
   )
@@ -111,6 +117,7 @@ test('spans arrive over OTLP/JSON: the request, its upstream call as the child, 
   await until('an append span', () =>
     spansWhere((s) => s.name === 'redis events append' && s.attributes['krg.kasm_id'] === 'k1').at(0),
   )
+  leave()
 
   // A refused request is an error span carrying its code; 4xx is the client's, so not an error status.
   const refused = await request(`${gw.url}/desktop/nope/mcp/messages`, {
