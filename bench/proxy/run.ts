@@ -169,30 +169,33 @@ interface Row {
 
 /**
  * A MONITOR connection that has seen a marker of ours go by, so that it is past ioredis's first-line race:
- * when MONITOR's OK and the first monitored command arrive in one read, ioredis emits "Command queue state
+ * when MONITOR's OK and the first monitored commands arrive in one read, ioredis emits "Command queue state
  * error" on the connection (seen with other clients keeping Redis busy). Such an attempt is closed and made
- * again. `own` counts the commands this sent Redis (each MONITOR and each marker).
+ * again. The connection is made here rather than by `redis.monitor()`, so that its error listener is there
+ * before it connects: `monitor()` resolves after the OK, and a second error in that same read had no listener
+ * and ended the bench (seen under load). `own` counts the commands this sent Redis (each MONITOR and marker).
  */
 async function readyMonitor(redis: Redis): Promise<{ monitor: Redis; own: number }> {
   let own = 0
   for (let attempt = 1; ; attempt++) {
-    const monitor = await redis.monitor()
-    own++
+    const monitor = redis.duplicate({ monitor: true, lazyConnect: true })
     const marker = `krg-bench-monitor-${process.pid}-${attempt}`
     const outcome = await new Promise<Error | null>((resolve) => {
       const timer = setTimeout(() => resolve(new Error('MONITOR saw no marker in 10 s')), 10_000)
-      monitor.on('error', (err: Error) => {
+      const settle = (value: Error | null) => {
         clearTimeout(timer)
-        resolve(err)
-      })
+        resolve(value)
+      }
+      monitor.on('error', settle)
       monitor.on('monitor', (_time: string, args: string[]) => {
-        if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) {
-          clearTimeout(timer)
-          resolve(null)
-        }
+        if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) settle(null)
+      })
+      monitor.once('monitoring', () => {
+        own++
+        redis.echo(marker).catch(settle)
       })
       own++
-      redis.echo(marker).catch((err: Error) => resolve(err))
+      monitor.connect().catch(settle)
     })
     if (outcome === null) return { monitor, own }
     monitor.disconnect()

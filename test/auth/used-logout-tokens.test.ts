@@ -7,9 +7,12 @@ import { until } from '../events/helpers.ts'
 
 test('a token is claimed once while it lives, again once it expired or was released', async () => {
   const used = new MemoryUsedLogoutTokens()
+  // A replay is checked on a token that lives a minute: one that lives 50 ms may have expired before the
+  // replay on a loaded machine (seen), and then its claim is rightly accepted.
+  assert.equal(await used.claim('c', Date.now() + 60_000), true)
+  assert.equal(await used.claim('c', Date.now() + 60_000), false, 'a replay')
   const soon = Date.now() + 50
   assert.equal(await used.claim('a', soon), true)
-  assert.equal(await used.claim('a', soon), false, 'a replay')
   assert.equal(await used.claim('b', Date.now() + 60_000), true)
   await used.release('b')
   assert.equal(await used.claim('b', Date.now() + 60_000), true, 'released: the retry is accepted')
