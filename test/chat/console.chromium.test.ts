@@ -2,9 +2,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Browser, Page } from 'playwright-core'
-import { assertAccessible, chromiumFor } from '../helpers/chromium.ts'
+import { assertAccessible, sharedChromium } from '../helpers/chromium.ts'
 import { signInWithChromium } from '../signin/harness.ts'
 import { link, messageAbout, OLIVIA, type SlackStack, startSlackStack } from './helpers.ts'
+
+const chromium = sharedChromium()
 
 /**
  * The console's part of linked accounts, in Chromium: the person sees their Slack link in the bar, opens it
@@ -40,7 +42,7 @@ test('the console shows the person’s Slack link in the bar, opened and disconn
   stack.rt.ask({ title: 'Which browser?', fields: [{ id: 'ok', type: 'boolean' }] })
   const message = await messageAbout(stack, 'Which browser?')
   await link(stack, OLIVIA, message, 'olivia', 'krg:choose:0')
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
 
   for (const [viewport, colorScheme] of [
     [{ width: 1366, height: 800 }, 'light'],

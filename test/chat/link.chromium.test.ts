@@ -2,10 +2,12 @@
 import assert from 'node:assert/strict'
 import { mkdir } from 'node:fs/promises'
 import { test } from 'node:test'
-import { assertAccessible, chromiumFor, cspRefusals } from '../helpers/chromium.ts'
+import { assertAccessible, cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { signInWithChromium } from '../signin/harness.ts'
 import { click, codeIn, ephemeralAfter, linkIn, messageAbout, OLIVIA, startSlackStack } from './helpers.ts'
+
+const chromium = sharedChromium()
 
 /**
  * Connecting a Slack account in real Chromium, as a person does it: the link from Slack, the sign-in, the
@@ -20,7 +22,7 @@ const SHOTS = `${process.env.SCREENSHOT_DIR ?? '/tmp/krg-screenshots'}/slack-lin
 test('connecting a Slack account with the code from Slack, in Chromium, at desktop and phone widths', async (t) => {
   await mkdir(SHOTS, { recursive: true })
   const stack = await startSlackStack(t)
-  const chromium = await chromiumFor(t)
+  const browser = await chromium(t)
   for (const [scheme, viewport] of [
     ['light', { width: 1100, height: 800 }],
     ['dark', { width: 390, height: 844 }],
@@ -30,7 +32,7 @@ test('connecting a Slack account with the code from Slack, in Chromium, at deskt
     const before = stack.slack.ephemerals(OLIVIA.id).length
     await click(stack, OLIVIA, message, 'krg:choose:0')
     const url = linkIn(await ephemeralAfter(stack.slack, OLIVIA, before))
-    const context = await chromium.newContext({ viewport, colorScheme: scheme })
+    const context = await browser.newContext({ viewport, colorScheme: scheme })
     const page = await context.newPage()
     const refused = cspRefusals(page)
     const look = async (name: string) => {

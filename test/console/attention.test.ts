@@ -28,7 +28,8 @@ test('attention: the tab title counts what waits, a notification tells of a new 
   const gw = await startConsoleGateway(t, { people: [carol] })
   const rt = await addRuntime(t, gw, 'k1', 'blue')
   rt.emit('status', { phase: 'agentic' })
-  const b = await chromiumFor(t)
+  // The full browser: the headless shell's notification permission starts at `denied`, not a person's `default`.
+  const b = await chromiumFor(t, 'browser')
   const context = await b.newContext({ viewport: { width: 1366, height: 800 } })
   await context.addInitScript(SPY)
   const page = await signIn(t, b, gw, carol, { context })

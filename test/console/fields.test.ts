@@ -1,8 +1,10 @@
 // test-runner: one leg (what it checks is what Chromium shows; the Node serving the page does not change it)
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
+
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -63,7 +65,7 @@ test('every field type of the protocol: checked in the page as the runtime will,
     fields: [{ id: 'when', type: 'date', required: true }],
   })
 
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
   const form = page.locator(`[data-request="${asked.request_id}"]`)
   await form.waitFor()

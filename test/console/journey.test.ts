@@ -2,9 +2,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
-import { chromiumFor, recordTraffic } from '../helpers/chromium.ts'
+import { recordTraffic, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { addRuntime, recordSeen, settled, signIn, startConsoleGateway, TOKEN, until } from './helpers.ts'
+
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue', 'red', 'green'] }
 
@@ -39,7 +41,7 @@ test('the main journey: overview of two teams, one session, events, a refused th
     deadlineS: 200,
   })
 
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   // Carol opens the console signed out: the IdP asks who she is, and she comes back to the overview.
   let seen: string[] = []
   let streams: () => number = () => 0

@@ -1,8 +1,10 @@
 // test-runner: one leg (what it checks is what Chromium shows; the Node serving the page does not change it)
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { addRuntime, signIn, startConsoleGateway, until } from './helpers.ts'
+
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -39,7 +41,7 @@ test('a replayed session of 1,000 events renders in a few batches, never re-rend
     if (i % 3 === 0) rt.emit('log', { level: 'info', msg: `line ${i}` })
     else rt.emit('step', { n: i, action: `click(${i})`, result: 'ok', duration_ms: i })
   }
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const context = await b.newContext({ viewport: { width: 1366, height: 800 } })
   await context.addInitScript(OBSERVE)
   const page = await signIn(t, b, gw, carol, { context, path: '/sessions/k1' })

@@ -249,7 +249,8 @@ async function shot(page: Page, name: string, fullPage = false): Promise<void> {
   written.push(path)
 }
 
-const browser = await launchChromium()
+// The full browser, as people see the console (the headless shell would say notifications are blocked).
+const browser = await launchChromium('browser')
 try {
   for (const [width, viewport] of [
     ['desktop', { width: 1366, height: 800 }],

@@ -2,9 +2,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { assertAccessible, chromiumFor } from '../helpers/chromium.ts'
+import { assertAccessible, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { addRuntime, signIn, startConsoleGateway, until } from './helpers.ts'
+
+const chromium = sharedChromium()
 
 const carol = { sub: 'carol', name: 'Carol', roles: ['operator' as const], teams: ['blue'] }
 
@@ -41,7 +43,7 @@ test('a link to a question that is no longer open says it has closed and what be
   const answered = rt.ask({ title: 'Which sheet?', fields: SHEET, deadlineS: 600 })
   const timedOut = rt.ask({ title: 'Which printer?', fields: SHEET, deadlineS: 0.2 })
   const open = rt.ask({ title: 'Which tab?', fields: SHEET, deadlineS: 600 })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   const page = await signIn(t, b, gw, carol, {
     path: `/sessions/k1?run=${first}&request=${answered.request_id}`,
   })

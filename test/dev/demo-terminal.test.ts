@@ -5,11 +5,13 @@ import { buildApp } from '../../src/app.ts'
 import { loadConfig } from '../../src/config.ts'
 import { loggerOptions } from '../../src/logger.ts'
 import { freePort } from '../cluster/redis-harness.ts'
-import { chromiumFor } from '../helpers/chromium.ts'
+import { sharedChromium } from '../helpers/chromium.ts'
 import { testEnv } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { captureLogs } from '../sessions/capture-logs.ts'
 import { signInWithChromium } from '../signin/harness.ts'
+
+const chromium = sharedChromium()
 
 /**
  * `npm start` as a newcomer meets it (nothing configured, the default log level): the terminal says how to
@@ -43,7 +45,7 @@ test('the demo: both local addresses sign in; its terminal shows the banner and 
   const count = (s: string) => out.split(s).length - 1
   assert.equal(count(banner), 1)
 
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
   for (const host of ['127.0.0.1', 'localhost']) {
     const page = await (await b.newContext()).newPage()
     const status = await signInWithChromium(page, `http://localhost:`, `http://${host}:${port}/`, {

@@ -6,11 +6,13 @@ import { loadConfig } from '../../src/config.ts'
 import { gatewayClient, startDemoIdp } from '../../src/dev/demo-idp.ts'
 import { freePort } from '../cluster/redis-harness.ts'
 import { addRuntimeSession, TOKEN } from '../events/helpers.ts'
-import { chromiumFor, recordTraffic } from '../helpers/chromium.ts'
+import { recordTraffic, sharedChromium } from '../helpers/chromium.ts'
 import { testEnv } from '../helpers/jwt.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { signInWithChromium } from '../signin/harness.ts'
 import { startKasmHost } from './kasm-host.ts'
+
+const chromium = sharedChromium()
 
 /**
  * The whole thing as a team runs it on Kasm's host, in real Chromium: one origin (nginx with the shipped
@@ -46,7 +48,7 @@ test('signed in once on Kasm’s host, the bundled-style sidebar in the viewer w
   await addRuntimeSession(t, app, 'k2', { kasmId: 'k2', pingIntervalMs: 15_000 })
   await startKasmHost(t, { port: hostPort, gatewayPort, idpPort: Number(new URL(idp.url).port) })
 
-  const browser = await chromiumFor(t)
+  const browser = await chromium(t)
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 } })
   const page = await context.newPage()
   const seen = recordTraffic(context)

@@ -6,17 +6,35 @@ import type { Request, Response } from 'playwright-core'
 import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
 import { WAIT_MS } from './wait.ts'
 
-/** Debian's Chromium; CI installs it (`.ci/run`). Browsers are never downloaded. */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+/**
+ * Debian's two builds of Chromium, the same Blink and V8; CI installs both (`.ci/run`). Browsers are never
+ * downloaded.
+ *
+ * - `shell` (package `chromium-headless-shell`, `CHROMIUM_SHELL_PATH` to override): the headless shell, what
+ *   Playwright itself runs for headless tests. Pages render and behave as in the browser, for half the CPU: the
+ *   browser's headless mode runs the whole browser around each page (CONTRIBUTING.md, "Where the time goes").
+ *   Every test uses it unless it is about something only a browser window does.
+ * - `browser` (package `chromium`, `CHROMIUM_PATH`): the full browser, for what the shell has no window for: it
+ *   fetches a page's icon, and its notification permission starts at `default` (the shell's is `denied`), so the
+ *   console offers "Turn on notifications" as it does to a person. The docs' screenshots use it too.
+ */
+export const CHROMIUM = {
+  shell: process.env.CHROMIUM_SHELL_PATH ?? '/usr/bin/chromium-headless-shell',
+  browser: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+} as const
+
+/** Which of {@link CHROMIUM}'s builds. */
+export type ChromiumBuild = keyof typeof CHROMIUM
 
 /**
- * Launches headless Chromium with the flags this closed network needs. Close it when done. Every context it
- * opens (a page of its own included) waits {@link WAIT_MS} for an action, a selector or a navigation instead
- * of Playwright's 30 s: a loaded 2-core run has taken longer than that to render a console page.
+ * Launches headless Chromium (the {@link CHROMIUM} `build`, the shell by default) with the flags this closed
+ * network needs. Close it when done. Every context it opens (a page of its own included) waits {@link WAIT_MS}
+ * for an action, a selector or a navigation instead of Playwright's 30 s: a loaded 2-core run has taken longer
+ * than that to render a console page.
  */
-export async function launchChromium(): Promise<Browser> {
+export async function launchChromium(build: ChromiumBuild = 'shell'): Promise<Browser> {
   const browser = await chromium.launch({
-    executablePath: CHROMIUM,
+    executablePath: CHROMIUM[build],
     // SIGHUP is the gateway's reload signal, and tests send it to their own process (process.emit): Playwright
     // would take it as an order to close every browser of the process, a shard's shared one included.
     handleSIGHUP: false,
@@ -36,42 +54,51 @@ export async function launchChromium(): Promise<Browser> {
   return browser
 }
 
-/** A Chromium for one test, closed by `t.after`. A file of several tests shares one: {@link sharedChromium}. */
-export async function chromiumFor(t: { after(fn: () => unknown): void }): Promise<Browser> {
-  const browser = await launchChromium()
+/** A Chromium for one test, closed by `t.after`. Files share one: {@link sharedChromium}. */
+export async function chromiumFor(
+  t: { after(fn: () => unknown): void },
+  build: ChromiumBuild = 'shell',
+): Promise<Browser> {
+  const browser = await launchChromium(build)
   t.after(() => browser.close())
   return browser
 }
 
-/** The process's Chromium, launched on first use: see {@link sharedChromium}. */
-let launched: Promise<Browser> | undefined
+/** The process's Chromium of each build, launched on first use: see {@link sharedChromium}. */
+const launched = new Map<ChromiumBuild, Promise<Browser>>()
 
 /**
- * One Chromium for every test of the process (a launch costs seconds of CPU): call this at the file's top
- * level, then `await chromium(t)` in each test. The browser is launched on first use and closed after the
- * process's last test: the file's, or the shard's when files share a process (scripts/run-tests.mjs). The
- * contexts a test opens (its pages with them) are closed when that test ends, so nothing of one test lives on
- * into the next.
+ * One Chromium (of `build`, the shell by default) for every test of the process (a launch costs seconds of CPU):
+ * call this at the file's top level, then `await chromium(t)` in each test. The browser is launched on first use
+ * and closed after the process's last test: the file's, or the shard's when files share a process
+ * (scripts/run-tests.mjs). The contexts a test opens (its pages with them) are closed when that test ends, so
+ * nothing of one test lives on into the next.
  */
-export function sharedChromium(): (t: { after(fn: () => unknown): void }) => Promise<Browser> {
+export function sharedChromium(
+  build: ChromiumBuild = 'shell',
+): (t: { after(fn: () => unknown): void }) => Promise<Browser> {
   after(async () => {
-    const browser = await launched?.catch(() => undefined)
-    launched = undefined
+    const browser = await launched.get(build)?.catch(() => undefined)
+    launched.delete(build)
     await browser?.close()
   })
   return async (t) => {
-    launched ??= launchChromium()
-    const browser = await launched
-    const earlier = new Set(browser.contexts())
+    let browser = launched.get(build)
+    if (browser === undefined) {
+      browser = launchChromium(build)
+      launched.set(build, browser)
+    }
+    const open = await browser
+    const earlier = new Set(open.contexts())
     t.after(() =>
       Promise.all(
-        browser
+        open
           .contexts()
           .filter((c) => !earlier.has(c))
           .map((c) => c.close()),
       ),
     )
-    return browser
+    return open
   }
 }
 

@@ -11,7 +11,8 @@ import { startGateway } from '../helpers/gateway.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { signInWithChromium, startSignInStack } from '../signin/harness.ts'
 
-const chromium = sharedChromium()
+// The full browser: the headless shell never fetches a page's icon.
+const chromium = sharedChromium('browser')
 
 /** GETs `url` and returns its status, content type and body. */
 async function get(url: string): Promise<{ status: number; type: string; body: Buffer }> {

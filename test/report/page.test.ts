@@ -6,9 +6,11 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
 import { settled, signIn, startConsoleGateway, until } from '../console/helpers.ts'
-import { assertAccessible, chromiumFor, cspRefusals } from '../helpers/chromium.ts'
+import { assertAccessible, cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { SEED_OPEN, SEED_SESSIONS, seedWeek } from './seed.ts'
+
+const chromium = sharedChromium()
 
 /**
  * The report page in Chromium, signed in through a real OpenID provider, over a week of records in the real
@@ -41,7 +43,7 @@ test('the report page: the numbers, the chart, the timeouts linked, keyboard, CS
     })
   const shots = process.env.KRG_REPORT_SCREENSHOTS ?? join(tmpdir(), `krg-report-${process.pid}`)
   await mkdir(shots, { recursive: true })
-  const b = await chromiumFor(t)
+  const b = await chromium(t)
 
   // From the console's header.
   const page = await signIn(t, b, gw, carol)
