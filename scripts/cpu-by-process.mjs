@@ -2,7 +2,7 @@
 /**
  * `node scripts/cpu-by-process.mjs -- <command ...>`: runs the command and prints the CPU time of it and every
  * process it started (its descendants), by kind (Chromium's by process type, the test runner's processes, gateway children,
- * tsx's esbuild, anything else by name), for finding where the suite's CPU goes. Linux only (/proc).
+ * anything else by name: tsx's esbuild, npm, redis-server), for finding where the suite's CPU goes. Linux only (/proc).
  *
  * `/usr/bin/time` cannot tell: it counts only the processes its command waited for, and most of Chromium's are
  * not. Here /proc is read twice a second; a process that ends between two reads loses at most its last half
@@ -23,18 +23,21 @@ if (command.length === 0) {
 const HZ = 100
 const uptime = () => Number.parseFloat(readFileSync('/proc/uptime', 'utf8'))
 
-/** What kind of process a command line is. */
+/**
+ * What kind of process a command line is: by its program (the line's first word), not anything after it: a test
+ * process whose files are named `*.chromium.test.ts` is Node's, not Chromium's.
+ */
 function kind(cmdline, comm) {
-  if (/chrom(e|ium)/.test(cmdline)) {
+  const program = cmdline.split(' ', 1)[0] ?? ''
+  if (/chrom(e|ium)/.test(program)) {
     const type = /--type=(\S+)/.exec(cmdline)?.[1] ?? 'browser'
     const sub = /--utility-sub-type=(\S+)/.exec(cmdline)?.[1]
     return `chromium ${type}${sub === undefined ? '' : ` (${sub})`}`
   }
-  if (/\bnode\b/.test(cmdline) || comm === 'node') {
+  if (/\bnode$/.test(program) || comm === 'node') {
     if (/run-tests\.mjs/.test(cmdline)) return 'node: the runner'
     if (/ --test\b/.test(cmdline)) return 'node: test processes'
     if (/src\/server\.ts|dist\/server\.js/.test(cmdline)) return 'node: gateway children'
-    if (/--service=.*--ping/.test(cmdline)) return "node: tsx's esbuild"
     return 'node: other'
   }
   return comm

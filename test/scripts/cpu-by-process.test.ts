@@ -19,12 +19,13 @@ async function cpuOf(args: string[]): Promise<{ code: number; stdout: string; st
 
 test('the CPU a command’s processes used, by kind, and the command’s status', async () => {
   // A node child that spends about two seconds of CPU (a fixed count of steps, whatever the machine's load)
-  // and exits 3.
+  // and exits 3. Its argument names a Chromium test file, as a shard's command line does: still Node's CPU.
   const { code, stdout } = await cpuOf([
     '--',
     process.execPath,
     '-e',
     'const used = () => { const c = process.cpuUsage(); return c.user + c.system }; const end = used() + 2e6; while (used() < end); process.exit(3)',
+    'test/pages/favicon.chromium.test.ts',
   ])
   assert.equal(code, 3)
   const row = /^\s*([\d.]+) s\s+\d+ % {2}node: other$/m.exec(stdout)
