@@ -1,3 +1,4 @@
+// test-runner: one leg (it checks that the bench's harness runs every contestant end to end; the gateway's proxying it drives is checked on both legs by the route tests, and bench figures are taken on the image's Node)
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
