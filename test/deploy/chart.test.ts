@@ -1,3 +1,4 @@
+// test-runner: one leg (helm renders the chart and its manifests are what is checked: nothing of them runs on the Node)
 import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'

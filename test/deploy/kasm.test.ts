@@ -1,3 +1,4 @@
+// test-runner: one leg (what is checked is the Kasm deployment files and manifests: nothing of them runs on the Node)
 import assert from 'node:assert/strict'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
