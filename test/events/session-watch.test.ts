@@ -153,8 +153,9 @@ test('a watcher that comes back while the reader lingers gets the same reader an
 test('the linger passing retires the watch and gives the lease back at once', async (t) => {
   const rt = await runtime(t)
   const prefix = prefixFor(t)
-  const a = await side(t, prefix, rt, { leaseMs: 60_000, lingerMs: 50 })
-  const b = await side(t, prefix, rt, { leaseMs: 60_000 })
+  // A lease of ten minutes, far past any wait here: only a release can let B take it.
+  const a = await side(t, prefix, rt, { leaseMs: 600_000, lingerMs: 50 })
+  const b = await side(t, prefix, rt, { leaseMs: 600_000 })
   const release = a.watch.retain()
   await until('reading', () => a.watch.state === 'reading')
   release()
@@ -163,14 +164,20 @@ test('the linger passing retires the watch and gives the lease back at once', as
   assert.equal(a.retired, 1)
   assert.equal(a.watch.timers, 0)
   await until('the upstream stream closed', () => rt.openEventStreams === 0)
-  assert.notEqual(await b.parts.lease.acquire(KASM_ID), null, 'the lease was released, not left to expire')
+  // The release follows the reader's stop, a Redis round trip after the runtime saw its stream close (a loaded
+  // run has shown B asking first).
+  await until(
+    'the lease released, not left to expire',
+    async () => (await b.parts.lease.acquire(KASM_ID)) !== null,
+  )
 })
 
 test('a watcher leaving while the lease is being acquired gives the fence back and starts no reader', async (t) => {
   const rt = await runtime(t)
   const prefix = prefixFor(t)
-  const a = await side(t, prefix, rt, { leaseMs: 60_000 })
-  const b = await side(t, prefix, rt, { leaseMs: 60_000 })
+  // A lease of ten minutes, far past any wait here: only the fence given back can let B take it.
+  const a = await side(t, prefix, rt, { leaseMs: 600_000 })
+  const b = await side(t, prefix, rt, { leaseMs: 600_000 })
   const release = a.watch.retain()
   assert.equal(a.watch.state, 'acquiring')
   release()
