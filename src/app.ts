@@ -95,6 +95,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     childLoggerFactory: lazyChildLogger,
     ...(options.requestLog === 'debug' ? { logController: new DebugRequestLog() } : {}),
     return503OnClosing: true,
+    // Fastify fails the boot when one plugin takes over 10 s. A replica starting on a loaded node (or one limited to
+    // a fraction of a core) has taken that long to read the pages' three small files: a slow boot is not a broken
+    // one. A plugin that never finishes still fails the boot, after a minute.
+    pluginTimeout: 60_000,
     // The router's own refusals (a URL that does not decode, a parameter over maxParamLength) would answer in
     // Fastify's shape, quoting the URL: ours instead, through the same error handler as every other error.
     frameworkErrors: (err, request, reply) => answerError(app, err, request, reply),
