@@ -11,7 +11,7 @@ import { WAIT_MS } from './wait.ts'
  * downloaded.
  *
  * - `shell` (package `chromium-headless-shell`, `CHROMIUM_SHELL_PATH` to override): the headless shell, what
- *   Playwright itself runs for headless tests. Pages render and behave as in the browser, for half the CPU: the
+ *   Playwright itself runs for headless tests. Pages render and behave as in the browser, for a third of the CPU: the
  *   browser's headless mode runs the whole browser around each page (CONTRIBUTING.md, "Where the time goes").
  *   Every test uses it unless it is about something only a browser window does.
  * - `browser` (package `chromium`, `CHROMIUM_PATH`): the full browser, for what the shell has no window for: it
@@ -83,12 +83,9 @@ export function sharedChromium(
     await browser?.close()
   })
   return async (t) => {
-    let browser = launched.get(build)
-    if (browser === undefined) {
-      browser = launchChromium(build)
-      launched.set(build, browser)
-    }
-    const open = await browser
+    const launching = launched.get(build) ?? launchChromium(build)
+    launched.set(build, launching)
+    const open = await launching
     const earlier = new Set(open.contexts())
     t.after(() =>
       Promise.all(
