@@ -25,6 +25,7 @@ import { loggerOptions } from './logger.ts'
 import { metricsPlugin } from './metrics/plugin.ts'
 import { notifyPlugin } from './notify/plugin.ts'
 import { openapiPlugin, openapiRoutes } from './openapi/plugin.ts'
+import { schemaCompilers } from './openapi/schema-compilers.ts'
 import { overviewPlugin } from './overview/plugin.ts'
 import { pagesPlugin } from './pages/plugin.ts'
 import { reportPlugin } from './report/plugin.ts'
@@ -99,6 +100,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // a fraction of a core) has taken that long to read the pages' three small files: a slow boot is not a broken
     // one. A plugin that never finishes still fails the boot, after a minute.
     pluginTimeout: 60_000,
+    // Each route schema compiled once per process, not once per route and status that names it.
+    schemaController: { compilersFactory: schemaCompilers },
     // The router's own refusals (a URL that does not decode, a parameter over maxParamLength) would answer in
     // Fastify's shape, quoting the URL: ours instead, through the same error handler as every other error.
     frameworkErrors: (err, request, reply) => answerError(app, err, request, reply),
