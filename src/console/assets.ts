@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { brotliCompress, constants, gzip } from 'node:zlib'
 
@@ -105,7 +107,19 @@ function prepare(file: BundledFile): Asset {
 
 /** What src/console/bundle.ts exports (not imported here: the built gateway has no bundler). */
 interface Bundler {
-  bundleConsole(): Promise<{ manifest: ConsoleManifest; files: BundledFile[] }>
+  cachedConsoleBundle(): Promise<{ manifest: ConsoleManifest; files: BundledFile[] }>
+}
+
+/** A bundle as `npm run build` writes it: `manifest.json` and the files it names, in `dir`. */
+export async function readBundle(dir: string): Promise<{ manifest: ConsoleManifest; files: BundledFile[] }> {
+  const manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as ConsoleManifest
+  const files = await Promise.all(
+    Object.values(manifest).map(async (name: string) => ({
+      name,
+      contents: await readFile(join(dir, name)),
+    })),
+  )
+  return { manifest, files }
 }
 
 /** The one load of this process, shared by every gateway it builds; forgotten when it fails. */
@@ -114,8 +128,9 @@ let loaded: Promise<ConsoleAssets> | undefined
 /**
  * The console's assets, read (or bundled) once per process: the files cannot change under a running process,
  * and every gateway a process builds (tests build many) shares them and their compressed forms. From `dist/` (production: `npm run build` wrote the bundle next to this
- * file) they are read; from source there is no bundle on disk, so esbuild (a devDependency, present wherever
- * the sources are run) bundles the page now, in memory.
+ * file) they are read; from source there is none beside it, so esbuild (a devDependency, present wherever the
+ * sources are run) bundles the page, or the bundle of the same sources kept by an earlier boot is read
+ * (bundle.ts, `cachedConsoleBundle`).
  */
 export function loadConsoleAssets(): Promise<ConsoleAssets> {
   loaded ??= readConsoleAssets().catch((error: unknown) => {
@@ -126,26 +141,21 @@ export function loadConsoleAssets(): Promise<ConsoleAssets> {
 }
 
 async function readConsoleAssets(): Promise<ConsoleAssets> {
-  const here = new URL('./', import.meta.url)
-  let manifest: ConsoleManifest
-  let files: BundledFile[]
-  const written = await readFile(new URL('manifest.json', here), 'utf8').catch(() => null)
-  if (written !== null) {
-    manifest = JSON.parse(written) as ConsoleManifest
-    files = await Promise.all(
-      Object.values(manifest).map(async (name: string) => ({
-        name,
-        contents: await readFile(new URL(name, here)),
-      })),
-    )
-  } else if (import.meta.url.endsWith('.ts')) {
+  const here = fileURLToPath(new URL('./', import.meta.url))
+  const written = await readBundle(here).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT' && error.path === join(here, 'manifest.json')) return null
+    throw error
+  })
+  let bundle: { manifest: ConsoleManifest; files: BundledFile[] }
+  if (written !== null) bundle = written
+  else if (import.meta.url.endsWith('.ts')) {
     // Named through a variable: the built gateway never loads the bundler (it is not in dist/).
     const bundler = './bundle.ts'
-    ;({ manifest, files } = await ((await import(bundler)) as Bundler).bundleConsole())
+    bundle = await ((await import(bundler)) as Bundler).cachedConsoleBundle()
   } else {
     throw new Error('the console bundle is missing: run `npm run build`')
   }
-  return { manifest, files: new Map(files.map((f) => [f.name, prepare(f)])) }
+  return { manifest: bundle.manifest, files: new Map(bundle.files.map((f) => [f.name, prepare(f)])) }
 }
 
 /** The encoding to send for an `Accept-Encoding` header: brotli, then gzip, then none (null). */
