@@ -11,9 +11,10 @@
  *
  *   // test-runner: own process (why)
  *
- * as does every file with top-level hooks: in a shared process a top-level `before`/`after` would be the
+ * as must every file with top-level hooks: in a shared process a top-level `before`/`after` would be the
  * shard's, run once around every file in it, and a top-level `beforeEach` would run before every test of every
- * file. Such a file without that line is refused before anything runs. Those files run as `node --test` always
+ * file. Such a file without that line is refused before anything runs (hooks inside a `describe` are its own,
+ * and need no process of their own). Those files run as `node --test` always
  * ran them.
  *
  * CI runs the files on two Nodes (.ci/run). A file whose subject does not depend on the Node that runs it (what a
@@ -88,7 +89,7 @@ for (const file of files) {
 }
 if (refused.length > 0) {
   console.error(
-    `These files have top-level hooks, which a shared process would run around every file of the shard:\n${refused.map((f) => `  ${f}`).join('\n')}\nMove the hooks into the tests (t.after), or give the file the line \`// test-runner: own process (why)\`.`,
+    `These files have top-level hooks, which a shared process would run around every file of the shard:\n${refused.map((f) => `  ${f}`).join('\n')}\nPut the tests and their hooks in a describe (its hooks are its own), move them into the tests (t.after), or give the file the line \`// test-runner: own process (why)\`.`,
   )
   process.exit(2)
 }

@@ -114,6 +114,22 @@ test('a file with top-level hooks and no line saying it needs its own process is
   assert.equal(stdout, '')
 })
 
+test('hooks inside a describe are its own: the file shares a shard, and its hooks run around its tests only', async (t) => {
+  const suite = `import assert from 'node:assert/strict'\nimport { after, before, describe, test } from 'node:test'\ndescribe('suite', () => {\n  before(() => { globalThis.mark = 'set' })\n  after(() => { delete globalThis.mark })\n  test('its hook ran', () => assert.equal(globalThis.mark, 'set'))\n})\n`
+  const { code, stdout } = await runOn(
+    t,
+    {
+      'a-plain.test.ts': `${header}test('no hook of another file ran', () => assert.equal(globalThis.mark, undefined))\n`,
+      'b-suite.test.ts': suite,
+      'c-plain.test.ts': `${header}test('no hook of another file ran', () => assert.equal(globalThis.mark, undefined))\n`,
+    },
+    ['--jobs', '1'],
+  )
+  assert.equal(code, 0, stdout)
+  assert.match(stdout, /^ok shard 1\/1 \(3 files\): 3 passed/m)
+  assert.match(stdout, /3 files \(0 in processes of their own, 3 in 1 shards/)
+})
+
 test('a failing test: its job’s report is printed whole and the runner exits 1', async (t) => {
   const { code, stdout } = await runOn(t, {
     'fails.test.ts': `${header}test('two and two', () => {\n  assert.equal(2 + 2, 5)\n})\n`,
