@@ -3,7 +3,7 @@
  * stripping, as plain `node` would run the built files, without tsx's loader. The loader costs each child half
  * a second of CPU (its hooks see every module the gateway loads), and the suite starts about a hundred such
  * children. The flag is needed before Node 22.18 and harmless after; the warning it brings there is not the
- * gateway's own output. `npm start` (the demo's tests, boot.test.ts) still goes through tsx, as people run it.
+ * gateway's own output. `npm start` (the demo's tests) still goes through tsx, as people run it.
  */
 export const TS_CHILD_FLAGS: readonly string[] = [
   '--experimental-strip-types',

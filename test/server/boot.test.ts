@@ -4,9 +4,11 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { test } from 'node:test'
+import { childEnv, TS_CHILD_FLAGS } from '../helpers/server-process.ts'
 
 /**
- * Runs `src/server.ts` as `npm start` would (through tsx) and returns its exit code and stderr.
+ * Runs `src/server.ts` in a child process (as the other tests' gateway children run, see TS_CHILD_FLAGS: what is
+ * checked is the server's own refusal, not the loader's) and returns its exit code and stderr.
  * `unprivileged`: without the privilege to bind ports under 1024, also as root (CI), whose bounding set
  * loses CAP_NET_BIND_SERVICE (util-linux's setpriv) while the files stay as readable as before.
  */
@@ -14,14 +16,14 @@ function boot(
   env: Record<string, string>,
   unprivileged = false,
 ): Promise<{ code: number | null; stderr: string }> {
-  const node = [process.execPath, '--import', 'tsx', 'src/server.ts']
+  const node = [process.execPath, ...TS_CHILD_FLAGS, 'src/server.ts']
   const argv =
     unprivileged && process.getuid?.() === 0
       ? ['setpriv', '--bounding-set=-net_bind_service', '--', ...node]
       : node
   return new Promise((resolve) => {
     const child = spawn(argv[0] as string, argv.slice(1), {
-      env: { PATH: process.env.PATH ?? '', ...env },
+      env: childEnv(env),
       stdio: ['ignore', 'ignore', 'pipe'],
     })
     let stderr = ''

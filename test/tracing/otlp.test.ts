@@ -1,4 +1,3 @@
-// test-runner: own process (tracing registers OpenTelemetry's tracer provider for the whole process)
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { test } from 'node:test'
