@@ -57,7 +57,7 @@ if (!Number.isInteger(jobs) || jobs < 1) {
 }
 
 /** Files per shard: enough for a process to pay for itself, few enough that shards finish close together. */
-const FILES_PER_SHARD = 16
+const FILES_PER_SHARD = 20
 /** Seconds each file took in a recent run: only to deal the shards and order the jobs (`--record` refreshes it). */
 const DURATIONS = values.durations
 const OWN_PROCESS = /^\/\/ test-runner: own process\b/m
@@ -99,13 +99,25 @@ const known = Object.values(durations).sort((a, b) => a - b)
 const median = known[Math.floor(known.length / 2)] ?? 1
 const weight = (file) => durations[file] ?? median
 
-// Each file, heaviest first, into the lightest shard so far (longest-processing-time first).
-const shardCount = Math.min(shared.length, Math.max(jobs, Math.ceil(shared.length / FILES_PER_SHARD)))
-const shards = Array.from({ length: shardCount }, () => ({ files: [], weight: 0 }))
+/**
+ * The shards: about FILES_PER_SHARD files each, but the last `jobs` of them share one shard's files among them.
+ * The run ends when its last job does, and the jobs started last are the ones still running at the end: shards
+ * all alike left the machine half idle while the last full ones ran (half a minute of a seven-minute run).
+ */
+const capacity = Math.ceil(shared.length / FILES_PER_SHARD)
+const tailed = capacity > jobs && shared.length >= capacity - 1 + jobs
+const capacities = tailed
+  ? [...Array.from({ length: capacity - 1 }, () => 1), ...Array.from({ length: jobs }, () => 1 / jobs)]
+  : Array.from({ length: Math.min(shared.length, Math.max(jobs, capacity)) }, () => 1)
+const shardCount = capacities.length
+const shards = capacities.map((share) => ({ files: [], weight: 0, share }))
+// Each file, heaviest first, into the shard where it would end soonest for its size (longest-processing-time
+// first).
 for (const file of [...shared].sort((a, b) => weight(b) - weight(a))) {
-  const lightest = shards.reduce((min, shard) => (shard.weight < min.weight ? shard : min))
-  lightest.files.push(file)
-  lightest.weight += weight(file)
+  const end = (shard) => (shard.weight + weight(file)) / shard.share
+  const soonest = shards.reduce((min, shard) => (end(shard) < end(min) ? shard : min))
+  soonest.files.push(file)
+  soonest.weight += weight(file)
 }
 
 const scratch = await mkdtemp(join(tmpdir(), 'krg-tests-'))

@@ -130,6 +130,26 @@ test('hooks inside a describe are its own: the file shares a shard, and its hook
   assert.match(stdout, /3 files \(0 in processes of their own, 3 in 1 shards/)
 })
 
+test('the last shards are small: the jobs still running at the end are short ones', async (t) => {
+  const files: Record<string, string> = {}
+  for (let i = 0; i < 45; i++)
+    files[`f${String(i).padStart(2, '0')}.test.ts`] = `${header}test('one', () => {})\n`
+  // No recorded times: every file weighs the same. 45 files are three shards' worth at twenty a shard: two full
+  // ones, and the third shared by the two jobs' last shards.
+  const { code, stdout } = await runOn(t, files, [
+    '--jobs',
+    '2',
+    '--durations',
+    '/nonexistent/durations.json',
+  ])
+  assert.equal(code, 0, stdout)
+  const sizes = [...stdout.matchAll(/^ok shard \d+\/4 \((\d+) files\)/gm)].map((m) => Number(m[1]))
+  assert.deepEqual(
+    sizes.sort((a, b) => b - a),
+    [16, 15, 7, 7],
+  )
+})
+
 test('a failing test: its job’s report is printed whole and the runner exits 1', async (t) => {
   const { code, stdout } = await runOn(t, {
     'fails.test.ts': `${header}test('two and two', () => {\n  assert.equal(2 + 2, 5)\n})\n`,
