@@ -325,10 +325,22 @@ export class UpstreamReader {
       this.#report('live')
       this.#o.metrics.upstreamStreams.inc()
       const liveSince = Date.now()
-      idle = setTimeout(() => connection.abort(STALLED), this.#o.timing.idleTimeoutMs)
+      // A timer that fires late because this process stalled (a long GC, a starved CPU) runs before the bytes that
+      // came meanwhile are read: it looks again after them (setImmediate follows the pending I/O) before taking
+      // the silence for the runtime's. Otherwise one pause would replace every healthy stream of the replica.
+      let heard = 0
+      idle = setTimeout(() => {
+        const before = heard
+        setImmediate(() => {
+          if (heard === before) connection.abort(STALLED)
+        })
+      }, this.#o.timing.idleTimeoutMs)
       idle.unref()
       try {
-        const ended = await this.#consume(res.body, head, session, () => idle?.refresh())
+        const ended = await this.#consume(res.body, head, session, () => {
+          heard++
+          idle?.refresh()
+        })
         if (ended === 'closed') return { kind: 'closed' }
         if (ended === 'lease_lost') return { kind: 'lease_lost' }
         return { kind: 'dropped' }

@@ -71,6 +71,37 @@ test('a stalled upstream (no byte, no ping) is detected and replaced without los
   assert.match(await metric(gw.app, 'krg_upstream_errors_total'), /reason="stream_stalled"\} [1-9]/)
 })
 
+test('a pause of the gateway’s own process is not a stalled upstream: the bytes that came meanwhile count', async (t) => {
+  const { rt, gw, token, eventsUrl } = await startStack(
+    t,
+    { GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: '400' },
+    { pingIntervalMs: 100 },
+  )
+  const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
+  t.after(() => viewer.close())
+  await eventsAtLeast(viewer, 1)
+  await until('the reader live', () => gw.app.events.streams.reader('s1')?.state === 'live')
+  // A byte has come since: the idle timer is running.
+  const pings = () => viewer.comments.filter((c) => c.trim() === 'ping').length
+  const seen = pings()
+  await until('a heartbeat', () => pings() > seen)
+  assert.equal(rt.eventConnections, 1)
+  // The process (gateway and runtime alike) stops for well past the idle limit, as under a long GC pause or a
+  // starved CPU. When it runs again, the runtime's ping and the gateway's idle timer are both due.
+  const until_ = Date.now() + 1500
+  while (Date.now() < until_) {
+    // busy: nothing else of the process runs
+  }
+  // Two of the gateway's own heartbeats after the pause: its idle timer, due long before them, has fired.
+  const afterPause = pings()
+  await until('two heartbeats after the pause', () => pings() >= afterPause + 2)
+  rt.emit('step', { n: 'after the pause' })
+  await eventsAtLeast(viewer, 2)
+  assert.deepEqual(viewer.ids(), idRange(rt.run, 1, 2))
+  assert.equal(rt.eventConnections, 1, 'the stream was kept')
+  assert.doesNotMatch(await metric(gw.app, 'krg_event_upstream_reconnects_total'), /reason="stalled"\} [1-9]/)
+})
+
 test('a refused token (401) is counted and logged without the token, retried until rotated', async (t) => {
   const lines: string[] = []
   const sink = new Writable({
