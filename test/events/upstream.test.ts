@@ -8,6 +8,23 @@ async function metric(app: import('fastify').FastifyInstance, name: string): Pro
   return app.metrics.registry.getSingleMetricAsString(name)
 }
 
+/**
+ * A stack whose runtime pings every 100 ms and whose gateway takes 400 ms of silence for a stall, a viewer that has
+ * its first event, and the count of the gateway's own heartbeats (every 200 ms) the viewer has had.
+ */
+async function pingedStack(t: import('node:test').TestContext) {
+  const { rt, gw, token, eventsUrl } = await startStack(
+    t,
+    { GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: '400' },
+    { pingIntervalMs: 100 },
+  )
+  const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
+  t.after(() => viewer.close())
+  await eventsAtLeast(viewer, 1)
+  const pings = () => viewer.comments.filter((c) => c.trim() === 'ping').length
+  return { rt, gw, viewer, pings }
+}
+
 test('upstream drops while events are emitted: no gap, no duplicate, order kept', async (t) => {
   const { rt, gw, token, eventsUrl } = await startStack(t)
   const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
@@ -44,17 +61,9 @@ test('runtime down (502) then up: the reader polls, then streams; viewers get ev
 })
 
 test('a stalled upstream (no byte, no ping) is detected and replaced without loss', async (t) => {
-  const { rt, gw, token, eventsUrl } = await startStack(
-    t,
-    { GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: '400' },
-    { pingIntervalMs: 100 },
-  )
-  const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
-  t.after(() => viewer.close())
-  await eventsAtLeast(viewer, 1)
+  const { rt, gw, viewer, pings } = await pingedStack(t)
   // Pings (every 100 ms) keep a healthy stream alive past the 400 ms idle limit: the gateway's own heartbeat
   // (200 ms) is the clock, then a sentinel event shows the first connection still carries the stream.
-  const pings = () => viewer.comments.filter((c) => c.trim() === 'ping').length
   await until('four heartbeats, twice the idle limit', () => pings() >= 4)
   rt.emit('step', { n: 'sentinel' })
   await eventsAtLeast(viewer, 2)
@@ -72,24 +81,16 @@ test('a stalled upstream (no byte, no ping) is detected and replaced without los
 })
 
 test('a pause of the gateway’s own process is not a stalled upstream: the bytes that came meanwhile count', async (t) => {
-  const { rt, gw, token, eventsUrl } = await startStack(
-    t,
-    { GATEWAY_UPSTREAM_IDLE_TIMEOUT_MS: '400' },
-    { pingIntervalMs: 100 },
-  )
-  const viewer = await openSse(eventsUrl, { authorization: `Bearer ${token}` })
-  t.after(() => viewer.close())
-  await eventsAtLeast(viewer, 1)
+  const { rt, gw, viewer, pings } = await pingedStack(t)
   await until('the reader live', () => gw.app.events.streams.reader('s1')?.state === 'live')
   // A byte has come since: the idle timer is running.
-  const pings = () => viewer.comments.filter((c) => c.trim() === 'ping').length
   const seen = pings()
   await until('a heartbeat', () => pings() > seen)
   assert.equal(rt.eventConnections, 1)
   // The process (gateway and runtime alike) stops for well past the idle limit, as under a long GC pause or a
   // starved CPU. When it runs again, the runtime's ping and the gateway's idle timer are both due.
-  const until_ = Date.now() + 1500
-  while (Date.now() < until_) {
+  const resumeAt = Date.now() + 1500
+  while (Date.now() < resumeAt) {
     // busy: nothing else of the process runs
   }
   // Two of the gateway's own heartbeats after the pause: its idle timer, due long before them, has fired.
