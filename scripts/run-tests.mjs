@@ -74,6 +74,37 @@ async function testFiles(dir) {
   return found
 }
 
+/**
+ * The recorded times: none when the file does not exist (every file then weighs the median). Anything else that is
+ * not an object of seconds by file (a merge left half of it, a hand edit) is refused before anything runs: read
+ * as nothing, it would deal the shards blind without saying so, and `--record` would write it over.
+ */
+async function readDurations(path) {
+  const text = await readFile(path, 'utf8').catch((err) => {
+    if (err.code === 'ENOENT') return '{}'
+    throw err
+  })
+  let parsed
+  try {
+    parsed = JSON.parse(text)
+  } catch (err) {
+    refuse(`${path} is not JSON (${err.message})`)
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    refuse(`${path} is not an object of seconds by test file`)
+  for (const [file, seconds] of Object.entries(parsed))
+    if (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0)
+      refuse(`${path}: ${file} has ${JSON.stringify(seconds)}, not a number of seconds`)
+  return parsed
+}
+
+function refuse(problem) {
+  console.error(
+    `${problem}: fix it, or delete it and run \`npm run test:files -- --record\` to write it anew (git holds the last one).`,
+  )
+  process.exit(2)
+}
+
 const files = (positionals.length > 0 ? positionals : await testFiles('test')).sort()
 const own = []
 const shared = []
@@ -94,7 +125,7 @@ if (refused.length > 0) {
   process.exit(2)
 }
 
-const durations = JSON.parse(await readFile(DURATIONS, 'utf8').catch(() => '{}'))
+const durations = await readDurations(DURATIONS)
 const known = Object.values(durations).sort((a, b) => a - b)
 const median = known[Math.floor(known.length / 2)] ?? 1
 const weight = (file) => durations[file] ?? median

@@ -160,6 +160,25 @@ test('a failing test: its job’s report is printed whole and the runner exits 1
   assert.match(stdout, /1 job\(s\) failed/)
 })
 
+test('a recorded-times file that is not seconds by file is refused before anything runs, naming it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'krg-runner-'))
+  const durations = join(dir, 'durations.json')
+  const files = { 'never.test.ts': `${header}test('never run', () => assert.fail('ran'))\n` }
+  for (const [text, problem] of [
+    ['{"test/a.test.ts": 1.5,\n<<<<<<< HEAD', /durations\.json is not JSON/],
+    ['[1.5, 2]', /durations\.json is not an object of seconds by test file/],
+    ['{"test/a.test.ts": "1.5"}', /durations\.json: test\/a\.test\.ts has "1\.5", not a number of seconds/],
+  ] as const) {
+    await writeFile(durations, text)
+    const { code, stdout, stderr } = await runOn(t, files, ['--durations', durations], dir)
+    assert.equal(code, 2, text)
+    assert.match(stderr, problem)
+    assert.match(stderr, /--record/)
+    assert.equal(stdout, '', 'no job ran')
+    assert.equal(await readFile(durations, 'utf8'), text, 'the file is left as it was')
+  }
+})
+
 test('a bad --jobs is refused', async (t) => {
   const { code, stderr } = await runOn(t, {}, ['--jobs', '0'])
   assert.equal(code, 2)
