@@ -333,6 +333,9 @@ test('no empty heading; countdowns read once; a viewer sees field labels, not ty
     )
     assert.match((await page.textContent('.q-meta')) ?? '', /^q\d+ · answer within [0-3]:\d\d$/)
     const viewer = await signIn(t, b, gw, vic, { viewport, path: '/sessions/k-countdown#inbox', reuse: true })
+    // A read that does not wait: the viewer's page may not have drawn the question yet (a loaded run read
+    // none). Its list is drawn whole, so its first item means all of them.
+    await viewer.locator('.q-fields li').first().waitFor()
     const fields = await viewer.locator('.q-fields li').allTextContents()
     assert.deepEqual(fields, ['Submit anyway: Yes or No, required', 'Cost centre: one of CC-1, CC-2'])
     assert.equal(await viewer.locator('text=(boolean)').count(), 0)
