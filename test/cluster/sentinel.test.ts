@@ -51,7 +51,10 @@ test('Sentinel: replicas find the master, follow a failover while events flow, a
   assert.equal(firstMaster, group.dataPorts[0])
   // The registry is on the master Sentinel named, under the prefix, with the token encrypted.
   const stored = await group.data(firstMaster).hget(`${prefix}sessions`, 'k')
-  assert.ok(stored && !stored.includes(TOKEN))
+  assert.ok(
+    stored && !stored.includes(TOKEN),
+    `the registry on ${firstMaster}: ${stored}; Sentinel names ${await group.masterPort()} now, and ${firstMaster} is ${(await group.data(firstMaster).role())[0]}`,
+  )
   for (const r of replicas) {
     await until(`replica ${r.index} knows k`, async () => {
       const got = await request(`${r.url}/admin/sessions/k`, {
