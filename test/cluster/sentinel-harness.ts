@@ -73,9 +73,9 @@ export async function startSentinelGroup(): Promise<SentinelGroup> {
         'loglevel warning',
         `sentinel monitor ${MASTER_NAME} 127.0.0.1 ${dataPorts[0]} 2`,
         `sentinel auth-pass ${MASTER_NAME} ${DATA_PASSWORD}`,
-        // Only the test's SENTINEL FAILOVER moves the master. A loaded machine can leave a node unanswered for the
-        // 2 s this was: a failover nobody asked for, which loses the writes the old master took meanwhile
-        // (replication is asynchronous), and a loaded run found the registry's first write gone.
+        // Only the test's SENTINEL FAILOVER moves the master. With the 2 s this was, a loaded run found the
+        // registry's first write gone from the master: most likely a failover nobody asked for (a node left
+        // unanswered that long), which loses what the old master took meanwhile (replication is asynchronous).
         `sentinel down-after-milliseconds ${MASTER_NAME} 120000`,
         `sentinel failover-timeout ${MASTER_NAME} 10000`,
         `requirepass ${SENTINEL_PASSWORD}`,
