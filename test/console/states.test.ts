@@ -2,10 +2,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
+import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
 import { cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { PASSWORD, signInWithChromium } from '../signin/harness.ts'
-import { addRuntime, signIn, startConsoleGateway } from './helpers.ts'
+import { addRuntime, signIn, startConsoleGateway, TOKEN } from './helpers.ts'
 
 const chromium = sharedChromium()
 
@@ -170,4 +171,37 @@ test('no session yet, then one: the overview says so, then shows it', async (t) 
   assert.equal(await page.locator('.empty').isVisible(), false)
   await page.fill('#filter-text', 'no such thing')
   await page.waitForSelector('.empty >> text=No session matches the filter.')
+})
+
+test('a message sent before the page has heard from the run is not sent, says so, and keeps the text', async (t) => {
+  const gw = await startConsoleGateway(t, { people: [carol] })
+  // Down before the gateway ever reads it: neither the gateway nor the page knows its run.
+  const rt = await startSimulatedRuntime({ messagingToken: TOKEN, kasmId: 'k-late' })
+  t.after(() => rt.close())
+  rt.setDown(503)
+  await gw.app.sessions.put({
+    kasmId: 'k-late',
+    upstream: rt.url,
+    team: 'blue',
+    messagingToken: TOKEN,
+    source: 'admin',
+  })
+  const page = await signIn(t, await chromium(t), gw, carol, { path: '/sessions/k-late#inbox' })
+  const status = page.locator('.compose .form-status')
+  await page.fill('#compose-text', 'Are you there?')
+  await page.press('#compose-text', 'Control+Enter')
+  await status
+    .locator('text=Not sent: the run has not connected yet. Your message is kept; send it again in a moment.')
+    .waitFor()
+  assert.equal(await page.inputValue('#compose-text'), 'Are you there?', 'the text is kept')
+  const posted = () => rt.received.filter((r) => r.method === 'POST' && r.url.endsWith('/messages')).length
+  assert.equal(posted(), 0, 'nothing reached the runtime')
+
+  // The runtime comes up: the page learns the run, and the same keys send it.
+  rt.setDown(null)
+  await page.waitForSelector('.session-state .health-live')
+  await page.press('#compose-text', 'Control+Enter')
+  await status.locator('text=Sent.').waitFor()
+  assert.equal(posted(), 1)
+  await page.locator('.message', { hasText: 'Are you there?' }).locator('.who >> text=You (Carol)').waitFor()
 })

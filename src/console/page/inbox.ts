@@ -685,11 +685,22 @@ export class InboxView {
     const text = this.#text
     const status = this.#composeStatus
     const send = this.#send
-    if (text === null || status === null || send === null || send.disabled) return
+    if (text === null || status === null || send === null) return
     const run = this.#run
+    // A message names its run, which the page learns from the stream's first lines. Until then Send is disabled,
+    // but Ctrl+Enter still comes here (the runtime not up, or those lines not in yet): say so rather than do
+    // nothing. Otherwise a disabled Send means a send or an upload is under way.
+    if (run === null) {
+      this.#say(
+        status,
+        'Not sent: the run has not connected yet. Your message is kept; send it again in a moment.',
+        true,
+      )
+      return
+    }
+    if (send.disabled) return
     const body = text.value.trim()
     const attachments = this.#attached.map((a) => a.id)
-    if (run === null) return
     if (body === '' && attachments.length === 0) {
       this.#say(status, 'Write a message or attach a file first.', true)
       text.focus()
