@@ -121,6 +121,10 @@ test('“Not sent” over a limit says the limit and the size, and keeps the tex
   const q = rt.ask({ title: 'Why?', fields: [{ id: 'why', type: 'string', label: 'Why' }] })
   const page = await signIn(t, b, gw, carol, { path: '/sessions/k1#inbox' })
   const status = page.locator('.compose .form-status')
+  // The page sends only once it knows the run (the stream's first lines); its question comes after them. A loaded
+  // run pressed Ctrl+Enter before that, and nothing was sent.
+  const card = page.locator(`[data-request="${q.request_id}"]`)
+  await card.waitFor()
 
   // Over the gateway's body limit (2 KB here): the size of what was sent against the limit, in bytes.
   const long = 'x'.repeat(3000)
@@ -139,7 +143,6 @@ test('“Not sent” over a limit says the limit and the size, and keeps the tex
   assert.equal(await page.inputValue('#compose-text'), chars)
 
   // An answer over the gateway's limit says the same.
-  const card = page.locator(`[data-request="${q.request_id}"]`)
   await card.getByLabel('Why').fill(long)
   await card.getByRole('button', { name: 'Answer' }).click()
   await card.locator('.form-status >> text=/^Not sent: the answer is 3 KB, over the 2 KB limit\\./').waitFor()
