@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { Page, Request } from 'playwright-core'
 import { startSimulatedRuntime } from '../../src/dev/runtime/index.ts'
-import { cspRefusals, sharedChromium } from '../helpers/chromium.ts'
+import { assertAccessible, cspRefusals, sharedChromium } from '../helpers/chromium.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { PASSWORD, signInWithChromium } from '../signin/harness.ts'
 import { addRuntime, signIn, startConsoleGateway, TOKEN } from './helpers.ts'
@@ -173,9 +173,10 @@ test('no session yet, then one: the overview says so, then shows it', async (t) 
   await page.waitForSelector('.empty >> text=No session matches the filter.')
 })
 
-test('a message sent before the page has heard from the run is not sent, says so, and keeps the text', async (t) => {
+test('a message sent before the page has heard from the run is not sent, says so, and keeps the text; accessible at both widths', async (t) => {
   const gw = await startConsoleGateway(t, { people: [carol] })
-  // Down before the gateway ever reads it: neither the gateway nor the page knows its run.
+  // Down before the gateway ever reads it: neither the gateway nor the page knows its run. (addRuntime registers
+  // a runtime that is up: the gateway could read its run first.)
   const rt = await startSimulatedRuntime({ messagingToken: TOKEN, kasmId: 'k-late' })
   t.after(() => rt.close())
   rt.setDown(503)
@@ -186,22 +187,40 @@ test('a message sent before the page has heard from the run is not sent, says so
     messagingToken: TOKEN,
     source: 'admin',
   })
-  const page = await signIn(t, await chromium(t), gw, carol, { path: '/sessions/k-late#inbox' })
-  const status = page.locator('.compose .form-status')
-  await page.fill('#compose-text', 'Are you there?')
-  await page.press('#compose-text', 'Control+Enter')
-  await status
-    .locator('text=Not sent: the run has not connected yet. Your message is kept; send it again in a moment.')
-    .waitFor()
-  assert.equal(await page.inputValue('#compose-text'), 'Are you there?', 'the text is kept')
+  const b = await chromium(t)
   const posted = () => rt.received.filter((r) => r.method === 'POST' && r.url.endsWith('/messages')).length
+  let desktop: Page | undefined
+  for (const [name, viewport] of [
+    ['phone', { width: 390, height: 844 }],
+    ['desktop', { width: 1366, height: 800 }],
+  ] as const) {
+    const page = await signIn(t, b, gw, carol, { path: '/sessions/k-late#inbox', viewport, reuse: true })
+    await page.fill('#compose-text', 'Are you there?')
+    await page.press('#compose-text', 'Control+Enter')
+    await page
+      .locator('.compose .form-status.refused')
+      .locator(
+        'text=Not sent: the run has not connected yet. Your message is kept; send it again in a moment.',
+      )
+      .waitFor()
+    assert.equal(await page.inputValue('#compose-text'), 'Are you there?', 'the text is kept')
+    await assertAccessible(page, `the message box before the run, ${name}`)
+    if (process.env.SCREENSHOTS !== undefined)
+      await page.screenshot({ path: `${process.env.SCREENSHOTS}/not-sent-before-the-run-${name}.png` })
+    if (name === 'desktop') desktop = page
+    else await page.context().close()
+  }
   assert.equal(posted(), 0, 'nothing reached the runtime')
 
   // The runtime comes up: the page learns the run, and the same keys send it.
+  assert.ok(desktop)
   rt.setDown(null)
-  await page.waitForSelector('.session-state .health-live')
-  await page.press('#compose-text', 'Control+Enter')
-  await status.locator('text=Sent.').waitFor()
+  await desktop.waitForSelector('.session-state .health-live')
+  await desktop.press('#compose-text', 'Control+Enter')
+  await desktop.locator('.compose .form-status >> text=Sent.').waitFor()
   assert.equal(posted(), 1)
-  await page.locator('.message', { hasText: 'Are you there?' }).locator('.who >> text=You (Carol)').waitFor()
+  await desktop
+    .locator('.message', { hasText: 'Are you there?' })
+    .locator('.who >> text=You (Carol)')
+    .waitFor()
 })
