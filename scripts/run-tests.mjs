@@ -82,7 +82,7 @@ async function testFiles(dir) {
 async function readDurations(path) {
   const text = await readFile(path, 'utf8').catch((err) => {
     if (err.code === 'ENOENT') return '{}'
-    throw err
+    refuse(`${path} cannot be read (${err.code})`)
   })
   let parsed
   try {

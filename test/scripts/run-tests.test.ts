@@ -177,6 +177,11 @@ test('a recorded-times file that is not seconds by file is refused before anythi
     assert.equal(stdout, '', 'no job ran')
     assert.equal(await readFile(durations, 'utf8'), text, 'the file is left as it was')
   }
+  // One that cannot be read (here a directory) is not taken for a missing one.
+  const { code, stdout, stderr } = await runOn(t, files, ['--durations', dir], dir)
+  assert.equal(code, 2)
+  assert.match(stderr, /cannot be read \(EISDIR\)/)
+  assert.equal(stdout, '')
 })
 
 test('a bad --jobs is refused', async (t) => {
