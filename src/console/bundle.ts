@@ -44,10 +44,11 @@ export async function bundleConsole(): Promise<ConsoleBundle> {
 /**
  * {@link bundleConsole}, kept on disk (`node_modules/.cache/kasm-runtime-gateway/console/`) for the next boot:
  * every gateway process started from source (a test run starts about sixty per leg, and each test process builds
- * gateways) would otherwise load esbuild and bundle the same page again, about a tenth of its boot's CPU. The bundle is kept under a hash of the settings (esbuild's
- * version included) and the contents of every file esbuild read to make it (its metafile's inputs, listed in
- * `inputs.json`): a boot hashes those files again and uses the bundle only when nothing changed. A file the page
- * starts to import is read through one that changed. A cache that cannot be written only makes boots slower.
+ * gateways) would otherwise load esbuild and bundle the same page again, about a tenth of its boot's CPU. The
+ * bundle is kept under a hash of the settings (esbuild's version included) and the contents of every file esbuild
+ * read to make it (its metafile's inputs, listed in `inputs.json`): a boot hashes those files again and uses the
+ * bundle only when nothing changed. A file the page starts to import is read through one that changed. A cache
+ * that cannot be written only makes boots slower.
  */
 export async function cachedConsoleBundle(dir: string = CACHE): Promise<ConsoleBundle> {
   const listed = await readFile(join(dir, 'inputs.json'), 'utf8')
